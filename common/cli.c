@@ -1,0 +1,134 @@
+// cli.c: the flag table, its parser and the usage text (see cli.h).
+#include "cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+typedef enum { FLAG_INT, FLAG_LONG, FLAG_FLOAT, FLAG_STRING } FlagType;
+
+typedef struct {
+    const char* short_name;
+    const char* long_name;
+    FlagType type;
+    size_t offset;
+    const char* def;
+    const char* help;
+} Flag;
+
+#define OPT(field) offsetof(TrainOptions, field)
+
+static const Flag FLAGS[] = {
+    {"-i", "--train", FLAG_STRING, OPT(train_data), "", "train data: glob of token shards (default: the built-in corpus)"},
+    {"-j", "--val", FLAG_STRING, OPT(val_data), "", "val data: glob of token shards (default: none, or the built-in corpus's)"},
+    {"-e", "--model", FLAG_STRING, OPT(model), "d4", "model: a descriptor d1..d6, d12, d24, d36, d48, or a model file"},
+    {"-o", "--output", FLAG_STRING, OPT(output_dir), "out", "output dir for log.jsonl and checkpoints (\"\" = none)"},
+    {"-b", "--batch", FLAG_INT, OPT(B), "4", "micro-batch size B (sequences per forward)"},
+    {"-t", "--seq", FLAG_INT, OPT(T), "64", "sequence length T (at most the model's max, 1024 for descriptors)"},
+    {"-d", "--total-batch", FLAG_LONG, OPT(total_batch), "-1", "tokens per optimizer step, a multiple of B*T*ranks (-1 = B*T*ranks)"},
+    {"-x", "--steps", FLAG_INT, OPT(max_steps), "-1", "optimizer steps (-1 = one epoch of the train data)"},
+    {"-l", "--lr", FLAG_FLOAT, OPT(lr), "3e-4", "peak learning rate"},
+    {"-u", "--warmup", FLAG_INT, OPT(warmup), "0", "learning-rate warmup steps"},
+    {"-q", "--final-lr-frac", FLAG_FLOAT, OPT(final_lr_frac), "0.1", "cosine decay floor, as a fraction of the peak (1 = constant)"},
+    {"-c", "--weight-decay", FLAG_FLOAT, OPT(weight_decay), "0.0", "AdamW weight decay (2-D weights only)"},
+    {"-G", "--grad-clip", FLAG_FLOAT, OPT(grad_clip), "1.0", "clip the global gradient norm to this (0 = off)"},
+    {"-B1", "--beta1", FLAG_FLOAT, OPT(beta1), "0.9", "AdamW beta1"},
+    {"-B2", "--beta2", FLAG_FLOAT, OPT(beta2), "0.95", "AdamW beta2"},
+    {"-E", "--adam-eps", FLAG_FLOAT, OPT(eps), "1e-8", "AdamW epsilon"},
+    {"-v", "--val-every", FLAG_INT, OPT(val_every), "20", "evaluate val loss every N steps (0 = never)"},
+    {"-m", "--val-steps", FLAG_INT, OPT(val_steps), "20", "batches per val evaluation (-1 = the whole val set)"},
+    {"-s", "--sample-every", FLAG_INT, OPT(sample_every), "20", "print a sample every N steps (0 = never)"},
+    {"-g", "--gen-tokens", FLAG_INT, OPT(gen_tokens), "64", "tokens per sample"},
+    {"-T", "--temperature", FLAG_FLOAT, OPT(temperature), "1.0", "sampling temperature (0 = greedy)"},
+    {"-k", "--top-k", FLAG_INT, OPT(top_k), "0", "sample from the k most likely tokens (0 = all)"},
+    {"-n", "--checkpoint-every", FLAG_INT, OPT(checkpoint_every), "0", "write a checkpoint every N steps and at the end (0 = never)"},
+    {"-y", "--resume", FLAG_INT, OPT(resume), "0", "1 = resume from the latest checkpoint in the output dir"},
+    {"-S", "--seed", FLAG_LONG, OPT(seed), "1337", "seed for initialization, shuffling and sampling"},
+    {"-z", "--shuffle", FLAG_INT, OPT(shuffle), "0", "1 = shuffle shard order and windows within shards (seeded)"},
+    {"-a", "--overfit", FLAG_INT, OPT(overfit), "0", "1 = train on the first batch only (debugging)"},
+    {"-p", "--print-every", FLAG_INT, OPT(log_every), "1", "print a step line every N steps"},
+    {"-K", "--tokenizer", FLAG_STRING, OPT(tokenizer), "data/vocab/gpt2_tokenizer.bin", "tokenizer file for decoding samples (byte-level if absent)"},
+};
+#define NUM_FLAGS ((int)(sizeof(FLAGS) / sizeof(FLAGS[0])))
+
+static void flag_set(TrainOptions* opts, const Flag* f, const char* value) {
+    char* base = (char*)opts + f->offset;
+    char* end = NULL;
+    errno = 0;
+    switch (f->type) {
+        case FLAG_INT: {
+            long x = strtol(value, &end, 10);
+            if (*value == '\0' || *end != '\0' || errno || x < INT_MIN || x > INT_MAX)
+                fatal("flag %s (%s) expects an integer, got '%s'", f->short_name, f->long_name, value);
+            *(int*)base = (int)x;
+            break;
+        }
+        case FLAG_LONG: {
+            long x = strtol(value, &end, 10);
+            if (*value == '\0' || *end != '\0' || errno)
+                fatal("flag %s (%s) expects an integer, got '%s'", f->short_name, f->long_name, value);
+            *(long*)base = x;
+            break;
+        }
+        case FLAG_FLOAT: {
+            float x = strtof(value, &end);
+            if (*value == '\0' || *end != '\0' || errno || !isfinite(x))
+                fatal("flag %s (%s) expects a number, got '%s'", f->short_name, f->long_name, value);
+            *(float*)base = x;
+            break;
+        }
+        case FLAG_STRING:
+            *(const char**)base = value;
+            break;
+    }
+}
+
+void cli_usage(const char* prog) {
+    printf("usage: %s [flags]\n\nTrains GPT-2. With no flags: a small model (d4) on the built-in corpus.\n\nflags:\n", prog);
+    for (int i = 0; i < NUM_FLAGS; i++) {
+        const Flag* f = &FLAGS[i];
+        char names[48];
+        snprintf(names, sizeof(names), "%s, %s", f->short_name, f->long_name);
+        printf("  %-24s %s (default: %s)\n", names, f->help, f->def[0] ? f->def : "\"\"");
+    }
+    printf("  %-24s print this help\n", "-h, --help");
+}
+
+void cli_parse(TrainOptions* opts, int argc, char** argv) {
+    memset(opts, 0, sizeof(*opts));
+    for (int i = 0; i < NUM_FLAGS; i++) flag_set(opts, &FLAGS[i], FLAGS[i].def);
+    for (int a = 1; a < argc; a++) {
+        const char* arg = argv[a];
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            cli_usage(argv[0]);
+            exit(0);
+        }
+        const Flag* f = NULL;
+        for (int i = 0; i < NUM_FLAGS && !f; i++)
+            if (strcmp(arg, FLAGS[i].short_name) == 0 || strcmp(arg, FLAGS[i].long_name) == 0) f = &FLAGS[i];
+        if (!f) fatal("unknown flag '%s' (see %s -h)", arg, argv[0]);
+        if (a + 1 >= argc) fatal("flag %s (%s) needs a value", f->short_name, f->long_name);
+        flag_set(opts, f, argv[++a]);
+    }
+}
+
+void cli_print(const TrainOptions* opts) {
+    for (int i = 0; i < NUM_FLAGS; i++) {
+        const Flag* f = &FLAGS[i];
+        const char* base = (const char*)opts + f->offset;
+        printf("| %-18s | ", f->long_name + 2);
+        switch (f->type) {
+            case FLAG_INT: printf("%d", *(const int*)base); break;
+            case FLAG_LONG: printf("%ld", *(const long*)base); break;
+            case FLAG_FLOAT: printf("%g", *(const float*)base); break;
+            case FLAG_STRING: printf("%s", *(const char* const*)base); break;
+        }
+        printf("\n");
+    }
+}

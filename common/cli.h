@@ -1,0 +1,49 @@
+// cli.h: the trainer's flags. One table (cli.c) gives each flag its short and long name,
+// type, default and help line; the parser, the defaults and `-h` all read that table, so the
+// usage text cannot drift from what is parsed.
+#ifndef COMMON_CLI_H
+#define COMMON_CLI_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    const char* train_data;    // glob of train shards; "" = the built-in corpus
+    const char* val_data;      // glob of val shards; "" = none (or the built-in corpus's)
+    const char* model;         // descriptor (d12...) or model file
+    const char* output_dir;    // logs and checkpoints; "" = write nothing
+    const char* tokenizer;     // tokenizer file for decoding samples
+    int B;                     // micro-batch size
+    int T;                     // sequence length
+    long total_batch;          // tokens per optimizer step over all ranks; -1 = B*T*ranks
+    int max_steps;             // -1 = one epoch of the train data
+    float lr;
+    int warmup;
+    float final_lr_frac;
+    float weight_decay;
+    float grad_clip;           // 0 = no clipping
+    float beta1, beta2, eps;
+    int val_every, val_steps;
+    int sample_every, gen_tokens;
+    float temperature;
+    int top_k;
+    int checkpoint_every;
+    int resume;
+    long seed;
+    int shuffle;
+    int overfit;               // train on the first batch over and over
+    int log_every;             // print a step line every N steps (the log file gets every step)
+} TrainOptions;
+
+// Fills opts from the table's defaults, then argv. Prints usage and exits 0 on -h/--help;
+// fatal, naming the flag, on an unknown flag, a missing value or a value of the wrong type.
+void cli_parse(TrainOptions* opts, int argc, char** argv);
+void cli_usage(const char* prog);
+// Prints every option's value, one line each, for the start-up report.
+void cli_print(const TrainOptions* opts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

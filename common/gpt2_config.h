@@ -1,0 +1,63 @@
+// gpt2_config.h: the model's shape and the one table of its parameter tensors.
+//
+// Both engines, the checkpoint code and (later) the memory planner read the parameter
+// layout from gpt2_param_layout(): names, shapes, offsets and whether AdamW decays them.
+// The order is llm.c's, so llm.c model files load as they are.
+#ifndef COMMON_GPT2_CONFIG_H
+#define COMMON_GPT2_CONFIG_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GPT2_VOCAB_SIZE 50257
+#define GPT2_EOT 50256
+#define GPT2_NUM_PARAM_TENSORS 16
+
+typedef struct {
+    int max_seq_len;        // maxT: rows of the position embedding
+    int vocab_size;         // V: real tokens (50257 for GPT-2)
+    int padded_vocab_size;  // Vp: V rounded up to a multiple of 128; padding rows never produce loss
+    int num_layers;         // L
+    int num_heads;          // NH
+    int channels;           // C
+} GPT2Config;
+
+typedef struct {
+    const char* name;
+    int ndim;
+    size_t shape[3];   // with ndim entries; layer tensors have shape[0] = L
+    size_t numel;
+    size_t offset;     // in elements, from the start of the parameter buffer
+    int weight_decay;  // 1 for 2-D weight matrices (embeddings, linear weights); 0 for biases and LayerNorm
+} ParamTensor;
+
+typedef struct {
+    ParamTensor tensors[GPT2_NUM_PARAM_TENSORS];
+    size_t num_parameters;
+} ParamLayout;
+
+// Tensor indices, in file order.
+enum {
+    PT_WTE, PT_WPE, PT_LN1W, PT_LN1B, PT_QKVW, PT_QKVB, PT_ATTPROJW, PT_ATTPROJB,
+    PT_LN2W, PT_LN2B, PT_FCW, PT_FCB, PT_FCPROJW, PT_FCPROJB, PT_LNFW, PT_LNFB
+};
+
+// "d12" -> GPT-2 124M (d24 350M, d36 774M, d48 1558M); d1..d6 are small test models with
+// 64*depth channels. Head size is 64 throughout. Returns 0 if desc is not a descriptor.
+int gpt2_config_from_descriptor(const char* desc, int max_seq_len, GPT2Config* cfg);
+// Fatal (naming `what`) if the config is unusable: non-positive sizes, C not divisible by NH, ...
+void gpt2_config_validate(const GPT2Config* cfg, const char* what);
+ParamLayout gpt2_param_layout(const GPT2Config* cfg);
+int gpt2_padded_vocab(int vocab_size);
+
+// GPT-2 initialization, deterministic for a seed whatever the thread count: weights N(0, 0.02),
+// residual projections (attprojw, fcprojw) N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weights 1,
+// padding rows of wte 0.
+void gpt2_init_params(const GPT2Config* cfg, float* params, unsigned long long seed);
+#ifdef __cplusplus
+}
+#endif
+#endif

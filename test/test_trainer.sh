@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# test_trainer.sh: ./train_gpt2 end to end with the C engine: it learns, it resumes bit for
+# bit, and every bad input ends with one clear error line and a non-zero exit.
+set -u
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-/usr/bin/python3}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+failed=0
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; failed=1; }
+
+# write_shard PATH MAGIC VERSION COUNT_IN_HEADER TOKENS...: a shard, possibly malformed on purpose.
+write_shard() {
+    "$PY" - "$@" <<'PYEOF'
+import struct, sys
+path, magic, version, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+toks = [int(x) for x in sys.argv[5:]]
+with open(path, "wb") as f:
+    f.write(struct.pack("<256i", magic, version, count, *([0] * 253)))
+    f.write(struct.pack("<%dH" % len(toks), *toks))
+PYEOF
+}
+# A learnable stream: a fixed cycle over 50 ids from across the vocabulary, with 5% noise.
+"$PY" - "$dir" <<'PYEOF'
+import random, struct, sys
+d = sys.argv[1]
+rng = random.Random(1)
+cycle = [rng.randrange(50257) for _ in range(50)]
+def stream(n, seed):
+    r = random.Random(seed)
+    return [r.randrange(50257) if r.random() < 0.05 else cycle[i % 50] for i in range(n)]
+for name, n, seed in (("train", 40000, 2), ("val", 4000, 3)):
+    toks = stream(n, seed)
+    with open("%s/%s.bin" % (d, name), "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
+        f.write(struct.pack("<%dH" % n, *toks))
+PYEOF
+
+# --- it learns -------------------------------------------------------------------------------
+common=(-e d1 -i "$dir/train.bin" -j "$dir/val.bin" -b 4 -t 32 -v 10 -m 4 -s 0)
+if ./train_gpt2 "${common[@]}" -x 30 -l 3e-3 -o "$dir/learn" > "$dir/learn.out" 2>&1; then
+    first=$(grep -m1 '"train_loss"' "$dir/learn/log.jsonl" | sed 's/.*"train_loss": \([^,]*\),.*/\1/')
+    last=$(grep '"train_loss"' "$dir/learn/log.jsonl" | tail -1 | sed 's/.*"train_loss": \([^,]*\),.*/\1/')
+    lines=$(grep -c '"train_loss"' "$dir/learn/log.jsonl")
+    if "$PY" -c "import sys; sys.exit(0 if $last < $first - 3.0 else 1)"; then
+        pass "trainer learns: loss $first -> $last over 30 steps"
+    else
+        fail "trainer learns" "loss $first -> $last"
+    fi
+    [ "$lines" -eq 30 ] && pass "log.jsonl has one train line per step" || fail "log.jsonl lines" "$lines train lines, expected 30"
+    grep -q '"val_loss"' "$dir/learn/log.jsonl" && pass "log.jsonl has val lines" || fail "log.jsonl val" "no val_loss line"
+    grep -qE '^step +30/30 \| loss [0-9.]+ \| norm [0-9.]+ \| lr [0-9.e+-]+ \| [0-9.]+ ms \| [0-9]+ tok/s' "$dir/learn.out" \
+        && pass "step line format" || fail "step line format" "$(grep -m1 '^step' "$dir/learn.out")"
+else
+    fail "trainer learns" "exit $?: $(tail -3 "$dir/learn.out")"
+fi
+
+# --- resume bit for bit ----------------------------------------------------------------------
+# Straight: 10 steps. Interrupted: the same run killed after its step-5 checkpoint (its later
+# files removed), then a new process resumes and finishes. Shuffling, sampling and a cosine
+# schedule are on so that the data position, the RNG and the step count all matter.
+rs=("${common[@]}" -x 10 -n 5 -z 1 -s 3 -g 8 -u 2 -l 1e-3 -q 0.1 -d 256)
+./train_gpt2 "${rs[@]}" -o "$dir/straight" > "$dir/straight.out" 2>&1 || fail "resume: straight run" "$(tail -2 "$dir/straight.out")"
+./train_gpt2 "${rs[@]}" -o "$dir/resumed" > "$dir/first.out" 2>&1 || fail "resume: first half" "$(tail -2 "$dir/first.out")"
+rm -f "$dir/resumed/model_00000010.bin" "$dir/resumed/state_00000010.bin"
+./train_gpt2 "${rs[@]}" -o "$dir/resumed" -y 1 > "$dir/second.out" 2>&1 || fail "resume: second half" "$(tail -2 "$dir/second.out")"
+grep -q "resume: step 5" "$dir/second.out" && pass "resume: restarts at step 5" || fail "resume: restarts at step 5" "$(grep resume "$dir/second.out")"
+if cmp -s "$dir/straight/model_00000010.bin" "$dir/resumed/model_00000010.bin" &&
+   cmp -s "$dir/straight/state_00000010.bin" "$dir/resumed/state_00000010.bin"; then
+    pass "resume: final weights and optimizer state bit-identical"
+else
+    fail "resume: final weights and optimizer state bit-identical" "model or state files differ"
+fi
+losses() { grep '"train_loss"' "$1" | sed 's/, "ms".*//' | awk -F'[:,]' '$2 > 5'; }
+straight_l=$(losses "$dir/straight/log.jsonl")
+resumed_l=$(tail -n 6 "$dir/resumed/log.jsonl" | grep '"train_loss"' | sed 's/, "ms".*//')
+if [ -n "$straight_l" ] && [ "$straight_l" = "$resumed_l" ]; then
+    pass "resume: losses and norms of steps 6-10 bit-identical"
+else
+    fail "resume: losses of steps 6-10" "straight: $straight_l / resumed: $resumed_l"
+fi
+[ "$(grep -A3 '^generating' "$dir/straight.out" | tail -n 4)" = "$(grep -A3 '^generating' "$dir/second.out" | tail -n 4)" ] \
+    && pass "resume: the last sample is identical" || fail "resume: the last sample" "samples differ"
+
+# --- bad input -------------------------------------------------------------------------------
+write_shard "$dir/badmagic.bin" 12345 1 100 $(seq 1 100)
+write_shard "$dir/short.bin" 20240520 1 500 $(seq 1 100)
+write_shard "$dir/range.bin" 20240520 1 300 $(for i in $(seq 1 299); do echo 7; done) 60000
+printf 'not a model' > "$dir/junk_model.bin"
+./train_gpt2 "${common[@]}" -x 1 -n 1 -o "$dir/learn" > /dev/null 2>&1  # a d1 checkpoint for the mismatch case
+head -c 5000 "$dir/learn/model_00000001.bin" > "$dir/trunc_model.bin"
+# expect_error NAME PATTERN ARGS...: exits non-zero with one stderr line matching PATTERN.
+expect_error() {
+    local name=$1 pattern=$2
+    shift 2
+    ./train_gpt2 "$@" > "$dir/err.out" 2> "$dir/err.txt"
+    local rc=$? nlines
+    nlines=$(wc -l < "$dir/err.txt")
+    if [ $rc -ne 0 ] && [ "$nlines" -eq 1 ] && grep -qE "$pattern" "$dir/err.txt"; then
+        pass "bad input: $name"
+    else
+        fail "bad input: $name" "exit $rc, stderr: $(head -c 300 "$dir/err.txt")"
+    fi
+}
+base=(-e d1 -i "$dir/train.bin" -x 1 -v 0 -s 0 -o "")
+expect_error "B <= 0" "flag -b" "${base[@]}" -b 0
+expect_error "T above the model's max" "flag -t .*maximum is 1024" "${base[@]}" -t 2048
+expect_error "total batch not a multiple of B*T" "flag -d .*multiple" "${base[@]}" -b 4 -t 32 -d 1000
+expect_error "unknown flag" "unknown flag '-Z'" "${base[@]}" -Z 3
+expect_error "flag without a value" "flag -l .*needs a value" "${base[@]}" -l
+expect_error "non-numeric value" "flag -l \(--lr\) expects a number, got 'abc'" "${base[@]}" -l abc
+expect_error "non-integer value" "flag -b \(--batch\) expects an integer, got '4x'" "${base[@]}" -b 4x
+expect_error "missing train file" "no data file matches .*missing" "${base[@]}" -i "$dir/missing_*.bin"
+expect_error "missing model file" "flag -e: '.*nope.bin'" "${base[@]}" -e "$dir/nope.bin"
+expect_error "data file with the wrong magic" "badmagic.bin has magic 12345, expected 20240520" "${base[@]}" -i "$dir/badmagic.bin"
+expect_error "data file shorter than its header says" "short.bin is .* bytes but its header says 500 tokens" "${base[@]}" -i "$dir/short.bin"
+expect_error "token id out of range" "range.bin: token 60000 .*out of range" "${base[@]}" -i "$dir/range.bin" -b 1 -t 299
+expect_error "model file with the wrong magic" "junk_model.bin is too small|junk_model.bin has magic" "${base[@]}" -e "$dir/junk_model.bin"
+expect_error "truncated model file" "trunc_model.bin is 5000 bytes, expected" "${base[@]}" -e "$dir/trunc_model.bin"
+expect_error "resume without a checkpoint" "flag -y 1: no checkpoint" "${base[@]}" -o "$dir/empty" -y 1
+expect_error "checkpoint of another model" "another model|different model" -e d2 -i "$dir/train.bin" -x 3 -v 0 -s 0 -o "$dir/learn" -y 1
+expect_error "data too small for one batch" "no shard holds" "${base[@]}" -i "$dir/val.bin" -b 64 -t 1024
+expect_error "negative learning rate" "flag -l .*non-negative" "${base[@]}" -l -1
+exit $failed
