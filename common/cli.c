@@ -25,25 +25,25 @@ typedef struct {
 #define OPT(field) offsetof(TrainOptions, field)
 
 static const Flag FLAGS[] = {
-    {"-i", "--train", FLAG_STRING, OPT(train_data), "", "train data: glob of token shards (default: the built-in corpus)"},
-    {"-j", "--val", FLAG_STRING, OPT(val_data), "", "val data: glob of token shards (default: none, or the built-in corpus's)"},
-    {"-e", "--model", FLAG_STRING, OPT(model), "d4", "model: a descriptor d1..d6, d12, d24, d36, d48, or a model file"},
+    {"-i", "--train", FLAG_STRING, OPT(train_data), "", "train data: glob of token shards (\"\" = the built-in corpus)"},
+    {"-j", "--val", FLAG_STRING, OPT(val_data), "", "val data: glob of token shards (\"\" = none, or the built-in corpus's)"},
+    {"-e", "--model", FLAG_STRING, OPT(model), "d2", "model: a descriptor d1..d6, d12, d24, d36, d48, or a model file"},
     {"-o", "--output", FLAG_STRING, OPT(output_dir), "out", "output dir for log.jsonl and checkpoints (\"\" = none)"},
     {"-b", "--batch", FLAG_INT, OPT(B), "4", "micro-batch size B (sequences per forward)"},
     {"-t", "--seq", FLAG_INT, OPT(T), "64", "sequence length T (at most the model's max, 1024 for descriptors)"},
     {"-d", "--total-batch", FLAG_LONG, OPT(total_batch), "-1", "tokens per optimizer step, a multiple of B*T*ranks (-1 = B*T*ranks)"},
     {"-x", "--steps", FLAG_INT, OPT(max_steps), "-1", "optimizer steps (-1 = one epoch of the train data)"},
-    {"-l", "--lr", FLAG_FLOAT, OPT(lr), "3e-4", "peak learning rate"},
-    {"-u", "--warmup", FLAG_INT, OPT(warmup), "0", "learning-rate warmup steps"},
+    {"-l", "--lr", FLAG_FLOAT, OPT(lr), "3e-3", "peak learning rate"},
+    {"-u", "--warmup", FLAG_INT, OPT(warmup), "20", "learning-rate warmup steps"},
     {"-q", "--final-lr-frac", FLAG_FLOAT, OPT(final_lr_frac), "0.1", "cosine decay floor, as a fraction of the peak (1 = constant)"},
     {"-c", "--weight-decay", FLAG_FLOAT, OPT(weight_decay), "0.0", "AdamW weight decay (2-D weights only)"},
     {"-G", "--grad-clip", FLAG_FLOAT, OPT(grad_clip), "1.0", "clip the global gradient norm to this (0 = off)"},
     {"-B1", "--beta1", FLAG_FLOAT, OPT(beta1), "0.9", "AdamW beta1"},
     {"-B2", "--beta2", FLAG_FLOAT, OPT(beta2), "0.95", "AdamW beta2"},
     {"-E", "--adam-eps", FLAG_FLOAT, OPT(eps), "1e-8", "AdamW epsilon"},
-    {"-v", "--val-every", FLAG_INT, OPT(val_every), "20", "evaluate val loss every N steps (0 = never)"},
+    {"-v", "--val-every", FLAG_INT, OPT(val_every), "100", "evaluate val loss every N steps (0 = never)"},
     {"-m", "--val-steps", FLAG_INT, OPT(val_steps), "20", "batches per val evaluation (-1 = the whole val set)"},
-    {"-s", "--sample-every", FLAG_INT, OPT(sample_every), "20", "print a sample every N steps (0 = never)"},
+    {"-s", "--sample-every", FLAG_INT, OPT(sample_every), "100", "print a sample every N steps (0 = never)"},
     {"-g", "--gen-tokens", FLAG_INT, OPT(gen_tokens), "64", "tokens per sample"},
     {"-T", "--temperature", FLAG_FLOAT, OPT(temperature), "1.0", "sampling temperature (0 = greedy)"},
     {"-k", "--top-k", FLAG_INT, OPT(top_k), "0", "sample from the k most likely tokens (0 = all)"},
@@ -90,7 +90,7 @@ static void flag_set(TrainOptions* opts, const Flag* f, const char* value) {
 }
 
 void cli_usage(const char* prog) {
-    printf("usage: %s [flags]\n\nTrains GPT-2. With no flags: a small model (d4) on the built-in corpus.\n\nflags:\n", prog);
+    printf("usage: %s [flags]\n\nTrains GPT-2. With no flags: a small model (d2) for one epoch of the built-in corpus (a few minutes on\na laptop CPU). The defaults suit that run; for d12 and up use a lower -l (e.g. 6e-4).\n\nflags:\n", prog);
     for (int i = 0; i < NUM_FLAGS; i++) {
         const Flag* f = &FLAGS[i];
         char names[48];

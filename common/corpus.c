@@ -11,10 +11,10 @@
 #include "tokenizer.h"
 #include "util.h"
 
-#define CORPUS_DOCS 6000
-#define CORPUS_VAL_DOCS 300
+#define CORPUS_DOCS 1000
+#define CORPUS_VAL_DOCS 50
 #define CORPUS_SEED 20241130ull
-#define CORPUS_VERSION 1  // bump when the grammar changes, so old caches are not reused
+#define CORPUS_VERSION 2  // bump when the grammar changes, so old caches are not reused
 
 #define PICK(rng, arr) (arr[rng_below(rng, sizeof(arr) / sizeof(arr[0]))])
 

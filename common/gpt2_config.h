@@ -8,12 +8,12 @@
 
 #include <stddef.h>
 
+#include "tokenizer.h"  // GPT2_VOCAB_SIZE and GPT2_EOT are the tokenizer's facts
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define GPT2_VOCAB_SIZE 50257
-#define GPT2_EOT 50256
 #define GPT2_NUM_PARAM_TENSORS 16
 
 typedef struct {

@@ -1,0 +1,67 @@
+# test/cuda_cpu/module.mk: the CPU runtime for the project's CUDA code (see test/cuda_cpu/README.md),
+# the make function other modules use to build a .cu into a CPU program, and the runtime's own tests.
+#
+#   $(eval $(call cuda_cpu_program,OUTPUT,SOURCE.cu,INCLUDE_DIRS,EXTRA_LINK_INPUTS))
+# builds the executable OUTPUT from SOURCE.cu: cu2cpu.pl rewrites the launches and dynamic shared
+# memory of SOURCE.cu and of every project header it includes into OUTPUT.gen/, g++ compiles that
+# with cuda_cpu.h force-included, and the link adds EXTRA_LINK_INPUTS (objects such as
+# $(BUILD)/reference/ops_cpu.o, which also become prerequisites), the runtime and MPI.
+
+CUDA_HOME ?= /usr/local/cuda
+CUDA_CPU_CXX ?= g++
+CUDA_CPU_OPT ?= -O2 -g
+# CUDA_CPU_SAN="-fsanitize=address" builds the runtime and programs under ASan (use another BUILD).
+CUDA_CPU_SAN ?=
+CUDA_CPU_OUT := $(BUILD)/cuda_cpu
+export CUDA_CPU_OUT
+CUDA_CPU_LIB := $(CUDA_CPU_OUT)/libcuda_cpu.a
+CUDA_CPU_HAVE_CUDA := $(wildcard $(CUDA_HOME)/include/cuda_runtime.h)
+CUDA_CPU_HAVE_MPI := $(shell command -v mpicxx 2>/dev/null)
+CUDA_CPU_MPI_CFLAGS := $(if $(CUDA_CPU_HAVE_MPI),$(shell mpicxx -showme:compile 2>/dev/null))
+CUDA_CPU_MPI_LIBS := $(if $(CUDA_CPU_HAVE_MPI),$(shell mpicxx -showme:link 2>/dev/null))
+# _FORTIFY_SOURCE must stay off: its longjmp check refuses to jump between fiber stacks.
+CUDA_CPU_FLAGS = -std=gnu++17 $(CUDA_CPU_OPT) $(CUDA_CPU_SAN) -U_FORTIFY_SOURCE -pthread -fopenmp \
+	-Wall -Wno-unused-parameter -Wno-unknown-pragmas -isystem $(CUDA_HOME)/include -Itest
+CUDA_CPU_LIB_SRC := test/cuda_cpu/cuda_cpu.cpp test/cuda_cpu/cublaslt_cpu.cpp \
+	$(if $(CUDA_CPU_HAVE_MPI),test/cuda_cpu/nccl_cpu.cpp)
+CUDA_CPU_LIB_OBJ := $(patsubst test/cuda_cpu/%.cpp,$(CUDA_CPU_OUT)/obj/%.o,$(CUDA_CPU_LIB_SRC))
+CUDA_CPU_DEPS := test/cuda_cpu/cuda_cpu.h test/cuda_cpu/cu2cpu.pl test/cuda_cpu/module.mk $(CUDA_CPU_LIB)
+
+$(CUDA_CPU_OUT)/obj/%.o: test/cuda_cpu/%.cpp test/cuda_cpu/cuda_cpu.h test/cuda_cpu/module.mk
+	@mkdir -p $(dir $@)
+	$(CUDA_CPU_CXX) $(CUDA_CPU_FLAGS) $(CUDA_CPU_MPI_CFLAGS) -c $< -o $@
+
+$(CUDA_CPU_LIB): $(CUDA_CPU_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+define cuda_cpu_program
+$(1): $(2) $$(CUDA_CPU_DEPS) $(filter-out -%,$(4))
+	@mkdir -p $$(dir $$@)
+	perl test/cuda_cpu/cu2cpu.pl -o $(1).gen --prune -d $(1).d -t $(1) $(addprefix -I,$(3)) $(2)
+	$$(CUDA_CPU_CXX) $$(CUDA_CPU_FLAGS) $$(CUDA_CPU_MPI_CFLAGS) -x c++ -include test/cuda_cpu/cuda_cpu.h \
+		$(foreach d,$(3),-I$(1).gen/$(d) -I$(d)) -c $(1).gen/$(2) -o $(1).o
+	$$(CUDA_CPU_CXX) $$(CUDA_CPU_FLAGS) $(1).o $(4) $$(CUDA_CPU_LIB) $$(CUDA_CPU_MPI_LIBS) -lm -o $$@
+-include $(1).d
+endef
+
+ifneq ($(CUDA_CPU_HAVE_CUDA),)
+# ---- the runtime's own tests and benchmark ----
+CUDA_CPU_TESTS := $(CUDA_CPU_OUT)/test_runtime $(CUDA_CPU_OUT)/test_cublaslt $(CUDA_CPU_OUT)/test_wmma \
+	$(CUDA_CPU_OUT)/test_example_gelu
+$(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_runtime,test/cuda_cpu/test_runtime.cu,test))
+$(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_cublaslt,test/cuda_cpu/test_cublaslt.cu,test))
+$(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_wmma,test/cuda_cpu/test_wmma.cu,test))
+$(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_nccl,test/cuda_cpu/test_nccl.cu,test))
+$(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/bench_reduce,test/cuda_cpu/bench_reduce.cu,test))
+$(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_example_gelu,test/cuda_cpu/test_example_gelu.cu,test reference common,\
+	$(BUILD)/reference/ops_cpu.o $(BUILD)/reference/gemm_cpu.o $(BUILD)/common/util.o))
+
+TESTS += $(CUDA_CPU_TESTS) test/cuda_cpu/test_nccl.sh test/cuda_cpu/test_nvcc_compile.sh
+BENCHES += test/cuda_cpu/bench.sh
+# make builds only the TESTS and BENCHES that are not scripts; these scripts run programs built here
+test: $(if $(CUDA_CPU_HAVE_MPI),$(CUDA_CPU_OUT)/test_nccl)
+bench: $(CUDA_CPU_TESTS) $(CUDA_CPU_OUT)/bench_reduce
+else
+TESTS += test/cuda_cpu/skip_no_cuda.sh
+endif

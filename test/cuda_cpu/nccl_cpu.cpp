@@ -1,0 +1,314 @@
+// nccl_cpu.cpp: the NCCL collectives the trainer calls, mapped onto MPI so that `mpirun -np N` runs
+// the GPU trainer's sharded code path on the CPU. One communicator spans MPI_COMM_WORLD (one rank
+// per process, as the trainer runs). Collectives complete before they return; fp16/bf16 reduce in
+// fp32; an all-reduce is a reduce to rank 0 plus a broadcast, so every rank gets the same bits, as
+// with NCCL's rings.
+#include "cuda_cpu.h"
+
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <limits.h>
+#include <unistd.h>
+#include <vector>
+
+struct ncclComm {
+    uint32_t magic;
+    MPI_Comm comm;
+    int rank, nranks;
+};
+
+namespace {
+
+const uint32_t kCommMagic = 0x4e43434cu;
+const char kIdTag[] = "cuda_cpu nccl id";
+
+size_t type_size(ncclDataType_t t) {
+    switch (t) {
+    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    default: return 0;
+    }
+}
+
+const char* op_name(ncclRedOp_t op) {
+    switch (op) {
+    case ncclSum: return "ncclSum";
+    case ncclProd: return "ncclProd";
+    case ncclMax: return "ncclMax";
+    case ncclMin: return "ncclMin";
+    case ncclAvg: return "ncclAvg";
+    default: return "a custom ncclRedOp_t";
+    }
+}
+
+ncclComm* comm_of(ncclComm_t c, const char* api) {
+    if (!c || c->magic != kCommMagic) cuda_cpu_fail("%s: not a live ncclComm_t", api);
+    return c;
+}
+
+int mpi_count(size_t n, const char* api) {
+    if (n > (size_t)INT_MAX) cuda_cpu_fail("%s: %zu elements exceed what one MPI call moves here (%d)", api, n, INT_MAX);
+    return (int)n;
+}
+
+void check_mpi(int rc, const char* what) {
+    if (rc != MPI_SUCCESS) cuda_cpu_fail("%s failed (MPI error %d)", what, rc);
+}
+
+// Reductions run on a temporary of the "wide" type: float for every floating type (fp16/bf16 reduce
+// in fp32 as the issue asks), the native type for integers.
+struct Wide {
+    MPI_Datatype mpi;
+    size_t size;
+    bool is_float;
+};
+
+Wide wide_of(ncclDataType_t t, const char* api) {
+    switch (t) {
+    case ncclFloat16: case ncclBfloat16: case ncclFloat32: return {MPI_FLOAT, 4, true};
+    case ncclFloat64: return {MPI_DOUBLE, 8, true};
+    case ncclInt8: return {MPI_INT8_T, 1, false};
+    case ncclUint8: return {MPI_UINT8_T, 1, false};
+    case ncclInt32: return {MPI_INT32_T, 4, false};
+    case ncclUint32: return {MPI_UINT32_T, 4, false};
+    case ncclInt64: return {MPI_INT64_T, 8, false};
+    case ncclUint64: return {MPI_UINT64_T, 8, false};
+    default: cuda_cpu_fail("%s: data type %d is not emulated (fp8 is not)", api, (int)t);
+    }
+}
+
+MPI_Op mpi_op(ncclRedOp_t op, const char* api) {
+    switch (op) {
+    case ncclSum: case ncclAvg: return MPI_SUM;
+    case ncclProd: return MPI_PROD;
+    case ncclMax: return MPI_MAX;
+    case ncclMin: return MPI_MIN;
+    default: cuda_cpu_fail("%s: reduction %s is not emulated", api, op_name(op));
+    }
+}
+
+std::vector<unsigned char> widen(const void* src, size_t n, ncclDataType_t t) {
+    Wide w = wide_of(t, "nccl");
+    std::vector<unsigned char> out(n * w.size);
+    if (t == ncclFloat16 || t == ncclBfloat16) {
+        float* o = reinterpret_cast<float*>(out.data());
+        for (size_t i = 0; i < n; i++)
+            o[i] = t == ncclFloat16 ? __half2float(static_cast<const __half*>(src)[i])
+                                    : __bfloat162float(static_cast<const __nv_bfloat16*>(src)[i]);
+    } else if (n) {
+        memcpy(out.data(), src, n * w.size);
+    }
+    return out;
+}
+
+void narrow(void* dst, const unsigned char* wide, size_t n, ncclDataType_t t, ncclRedOp_t op, int nranks) {
+    Wide w = wide_of(t, "nccl");
+    if (op == ncclAvg) {
+        // NCCL divides the sum by the rank count; so do we, in the wide type.
+        for (size_t i = 0; i < n; i++) {
+            switch (w.mpi == MPI_FLOAT ? 0 : w.mpi == MPI_DOUBLE ? 1 : 2) {
+            case 0: ((float*)wide)[i] /= (float)nranks; break;
+            case 1: ((double*)wide)[i] /= (double)nranks; break;
+            default:
+                if (w.size == 1) ((int8_t*)wide)[i] /= nranks;
+                else if (w.size == 4) ((int32_t*)wide)[i] /= nranks;
+                else ((int64_t*)wide)[i] /= nranks;
+            }
+        }
+    }
+    if (t == ncclFloat16 || t == ncclBfloat16) {
+        const float* f = reinterpret_cast<const float*>(wide);
+        for (size_t i = 0; i < n; i++) {
+            if (t == ncclFloat16) static_cast<__half*>(dst)[i] = __float2half(f[i]);
+            else static_cast<__nv_bfloat16*>(dst)[i] = __float2bfloat16(f[i]);
+        }
+    } else if (n) {
+        memmove(dst, wide, n * w.size);
+    }
+}
+
+void ensure_mpi() {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (inited) return;
+    int provided;
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    atexit([] {
+        int fin = 0;
+        MPI_Finalized(&fin);
+        if (!fin) MPI_Finalize();
+    });
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* ncclGetErrorString(ncclResult_t r) {
+    switch (r) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error";
+    case ncclSystemError: return "unhandled system error";
+    case ncclInternalError: return "internal error";
+    case ncclInvalidArgument: return "invalid argument";
+    case ncclInvalidUsage: return "invalid usage";
+    default: return "unknown result";
+    }
+}
+const char* ncclGetLastError(ncclComm_t) { return ""; }
+ncclResult_t ncclGetVersion(int* v) {
+    if (!v) return ncclInvalidArgument;
+    *v = NCCL_VERSION_CODE;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+    if (!id) return ncclInvalidArgument;
+    memset(id, 0, sizeof(*id));
+    memcpy(id->internal, kIdTag, sizeof(kIdTag));
+    uint64_t salt = ((uint64_t)getpid() << 32) ^ (uint64_t)clock64();
+    memcpy(id->internal + sizeof(kIdTag), &salt, sizeof(salt));
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank) {
+    const char* api = "ncclCommInitRank";
+    if (!out) return ncclInvalidArgument;
+    if (memcmp(id.internal, kIdTag, sizeof(kIdTag)) != 0)
+        cuda_cpu_fail("%s: the ncclUniqueId did not come from ncclGetUniqueId (broadcast rank 0's id to every rank)", api);
+    ensure_mpi();
+    int wrank, wsize;
+    MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    if (nranks != wsize || rank != wrank)
+        cuda_cpu_fail("%s(nranks=%d, rank=%d): the emulation needs one communicator over all %d MPI ranks, "
+                      "with the NCCL rank equal to the MPI rank (%d)", api, nranks, rank, wsize, wrank);
+    // Every rank must have been handed the same id, as with NCCL.
+    uint64_t salt, lo, hi;
+    memcpy(&salt, id.internal + sizeof(kIdTag), sizeof(salt));
+    check_mpi(MPI_Allreduce(&salt, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+    check_mpi(MPI_Allreduce(&salt, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    if (lo != hi) cuda_cpu_fail("%s: the ranks were given different ncclUniqueIds", api);
+    ncclComm* c = new ncclComm();
+    c->magic = kCommMagic;
+    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &c->comm), "MPI_Comm_dup");
+    c->rank = rank;
+    c->nranks = nranks;
+    *out = c;
+    return ncclSuccess;
+}
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int nranks, ncclUniqueId id, int rank, ncclConfig_t*) {
+    return ncclCommInitRank(out, nranks, id, rank);
+}
+ncclResult_t ncclCommFinalize(ncclComm_t c) {
+    comm_of(c, "ncclCommFinalize");
+    return ncclSuccess;
+}
+ncclResult_t ncclCommDestroy(ncclComm_t c) {
+    comm_of(c, "ncclCommDestroy");
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Comm_free(&c->comm);
+    c->magic = 0;
+    delete c;
+    return ncclSuccess;
+}
+ncclResult_t ncclCommAbort(ncclComm_t c) { return ncclCommDestroy(c); }
+ncclResult_t ncclCommCount(const ncclComm_t c, int* n) {
+    *n = comm_of(c, "ncclCommCount")->nranks;
+    return ncclSuccess;
+}
+ncclResult_t ncclCommUserRank(const ncclComm_t c, int* r) {
+    *r = comm_of(c, "ncclCommUserRank")->rank;
+    return ncclSuccess;
+}
+ncclResult_t ncclCommCuDevice(const ncclComm_t c, int* d) {
+    comm_of(c, "ncclCommCuDevice");
+    return cudaGetDevice(d) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+}
+ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t* r) {
+    comm_of(c, "ncclCommGetAsyncError");
+    *r = ncclSuccess;
+    return ncclSuccess;
+}
+
+// Every collective runs to completion when called, so a group has nothing left to batch.
+ncclResult_t ncclGroupStart() { return ncclSuccess; }
+ncclResult_t ncclGroupEnd() { return ncclSuccess; }
+
+ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
+                        ncclComm_t comm, cudaStream_t) {
+    const char* api = "ncclReduce";
+    ncclComm* c = comm_of(comm, api);
+    if (root < 0 || root >= c->nranks) return ncclInvalidArgument;
+    Wide w = wide_of(type, api);
+    std::vector<unsigned char> tmp = widen(send, count, type);
+    check_mpi(MPI_Reduce(c->rank == root ? MPI_IN_PLACE : tmp.data(), tmp.data(), mpi_count(count, api), w.mpi,
+                         mpi_op(op, api), root, c->comm), "MPI_Reduce");
+    if (c->rank == root) narrow(recv, tmp.data(), count, type, op, c->nranks);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t) {
+    const char* api = "ncclAllReduce";
+    ncclComm* c = comm_of(comm, api);
+    Wide w = wide_of(type, api);
+    std::vector<unsigned char> tmp = widen(send, count, type);
+    const size_t chunk = (size_t)1 << 28;
+    for (size_t at = 0; at < count; at += chunk) {
+        int n = (int)(count - at < chunk ? count - at : chunk);
+        void* p = tmp.data() + at * w.size;
+        check_mpi(MPI_Reduce(c->rank == 0 ? MPI_IN_PLACE : p, p, n, w.mpi, mpi_op(op, api), 0, c->comm), "MPI_Reduce");
+        check_mpi(MPI_Bcast(p, n, w.mpi, 0, c->comm), "MPI_Bcast");
+    }
+    narrow(recv, tmp.data(), count, type, op, c->nranks);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, ncclDataType_t type, ncclRedOp_t op,
+                               ncclComm_t comm, cudaStream_t) {
+    const char* api = "ncclReduceScatter";
+    ncclComm* c = comm_of(comm, api);
+    Wide w = wide_of(type, api);
+    std::vector<unsigned char> in = widen(send, recvcount * c->nranks, type);
+    std::vector<unsigned char> out(recvcount * w.size);
+    check_mpi(MPI_Reduce_scatter_block(in.data(), out.data(), mpi_count(recvcount, api), w.mpi, mpi_op(op, api), c->comm),
+              "MPI_Reduce_scatter_block");
+    narrow(recv, out.data(), recvcount, type, op, c->nranks);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t type, ncclComm_t comm, cudaStream_t) {
+    const char* api = "ncclAllGather";
+    ncclComm* c = comm_of(comm, api);
+    size_t bytes = sendcount * type_size(type);
+    if (!type_size(type)) return ncclInvalidArgument;
+    // A copy first: send may be recv's own slice (the in-place form) or overlap it otherwise.
+    std::vector<unsigned char> tmp(bytes);
+    if (bytes) memcpy(tmp.data(), send, bytes);
+    int n = mpi_count(bytes, api);
+    check_mpi(MPI_Allgather(tmp.data(), n, MPI_BYTE, recv, n, MPI_BYTE, c->comm), "MPI_Allgather");
+    return ncclSuccess;
+}
+
+ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm, cudaStream_t) {
+    const char* api = "ncclBroadcast";
+    ncclComm* c = comm_of(comm, api);
+    if (root < 0 || root >= c->nranks || !type_size(type)) return ncclInvalidArgument;
+    size_t bytes = count * type_size(type);
+    if (c->rank == root && send != recv && bytes) memmove(recv, send, bytes);
+    check_mpi(MPI_Bcast(recv, mpi_count(bytes, api), MPI_BYTE, root, c->comm), "MPI_Bcast");
+    return ncclSuccess;
+}
+ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t type, int root, ncclComm_t comm, cudaStream_t s) {
+    return ncclBroadcast(buff, buff, count, type, root, comm, s);
+}
+
+}  // extern "C"

@@ -1,0 +1,712 @@
+// test_runtime.cu: the CPU runtime's own tests - kernels with shuffles, shared memory, barriers,
+// atomics, half/bf16, 3-D indices, streams/events and memcpy kinds. The same file compiles with nvcc
+// and should pass on a GPU too; checks that only make sense on the emulation (NaN poisoning, the
+// divergence abort, the H100-like properties) are under #ifdef CUDA_CPU.
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+#include "test.h"
+
+#define CK(call)                                                                        \
+    do {                                                                                \
+        cudaError_t e_ = (call);                                                        \
+        if (e_ != cudaSuccess) {                                                        \
+            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(1);                                                                    \
+        }                                                                               \
+    } while (0)
+
+static uint32_t rng_state = 12345u;
+static float frand() {  // uniform in [-1, 1)
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)(rng_state >> 8) / 8388608.0f - 1.0f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reductions: warp shuffles plus a static __shared__ array
+// ---------------------------------------------------------------------------------------------
+__device__ float warp_sum_xor(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ float warp_sum_down(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+
+template <bool use_xor>
+__global__ void block_sum_kernel(const float* x, float* out, int n) {
+    __shared__ float partial[32];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = 0.0f;
+    for (int j = i; j < n; j += gridDim.x * blockDim.x) v += x[j];
+    v = use_xor ? warp_sum_xor(v) : warp_sum_down(v);
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < (int)(blockDim.x / 32) ? partial[lane] : 0.0f;
+        v = use_xor ? warp_sum_xor(v) : warp_sum_down(v);
+        if (lane == 0) out[blockIdx.x] = v;
+    }
+}
+
+static void test_reduce() {
+    const int blocks = 64, threads = 256, n = blocks * threads * 4 + 77;
+    std::vector<float> x(n);
+    double ref = 0.0;
+    for (int i = 0; i < n; i++) { x[i] = frand(); ref += x[i]; }
+    float *dx, *dout;
+    CK(cudaMalloc(&dx, n * sizeof(float)));
+    CK(cudaMalloc(&dout, blocks * sizeof(float)));
+    CK(cudaMemcpy(dx, x.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    for (int variant = 0; variant < 2; variant++) {
+        if (variant == 0) block_sum_kernel<true><<<blocks, threads>>>(dx, dout, n);
+        else block_sum_kernel<false><<<blocks, threads>>>(dx, dout, n);
+        CK(cudaGetLastError());
+        std::vector<float> out(blocks);
+        CK(cudaMemcpy(out.data(), dout, blocks * sizeof(float), cudaMemcpyDeviceToHost));
+        double got = 0.0;
+        for (float v : out) got += v;
+        check_close(variant == 0 ? "reduce_shfl_xor_smem_64x256" : "reduce_shfl_down_smem_64x256", got, ref, 1e-5);
+    }
+    CK(cudaFree(dx));
+    CK(cudaFree(dout));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Barriers in loops, dynamic shared memory, a partial last block: an inclusive block scan
+// ---------------------------------------------------------------------------------------------
+__global__ void block_scan_kernel(const int* x, int* out, int n) {
+    extern __shared__ int buf[];  // 2 * blockDim.x ints
+    int t = threadIdx.x;
+    int i = blockIdx.x * blockDim.x + t;
+    int* a = buf;
+    int* b = buf + blockDim.x;
+    a[t] = i < n ? x[i] : 0;
+    __syncthreads();
+    for (unsigned off = 1; off < blockDim.x; off *= 2) {
+        b[t] = t >= (int)off ? a[t] + a[t - off] : a[t];
+        __syncthreads();
+        int* tmp = a;
+        a = b;
+        b = tmp;
+    }
+    if (i < n) out[i] = a[t];
+}
+
+static void test_scan() {
+    const int threads = 128, n = 1000;  // 8 blocks, the last one 104 threads short
+    const int blocks = (n + threads - 1) / threads;
+    std::vector<int> x(n);
+    for (int i = 0; i < n; i++) x[i] = (i * 37) % 11 - 5;
+    int *dx, *dout;
+    CK(cudaMalloc(&dx, n * sizeof(int)));
+    CK(cudaMalloc(&dout, (n + 16) * sizeof(int)));
+    CK(cudaMemset(dout, 0x7f, (n + 16) * sizeof(int)));
+    CK(cudaMemcpy(dx, x.data(), n * sizeof(int), cudaMemcpyHostToDevice));
+    block_scan_kernel<<<blocks, threads, 2 * threads * sizeof(int)>>>(dx, dout, n);
+    CK(cudaGetLastError());
+    std::vector<int> out(n + 16);
+    CK(cudaMemcpy(out.data(), dout, (n + 16) * sizeof(int), cudaMemcpyDeviceToHost));
+    int bad = -1, acc = 0;
+    for (int i = 0; i < n && bad < 0; i++) {
+        if (i % threads == 0) acc = 0;
+        acc += x[i];
+        if (out[i] != acc) bad = i;
+    }
+    char why[128];
+    snprintf(why, sizeof(why), "first wrong element %d", bad);
+    test_report(bad < 0, "scan_barriers_in_loop_dynamic_smem", why);
+    int untouched = 1;
+    for (int i = n; i < n + 16; i++) untouched &= out[i] == 0x7f7f7f7f;
+    CHECK(untouched, "partial_last_block_writes_nothing_past_n");
+    CK(cudaFree(dx));
+    CK(cudaFree(dout));
+}
+
+// Each thread stores to a static __shared__ word and reads it again after barriers during which other
+// threads overwrote it: an optimiser that kept the first value in a register would be caught here.
+template <int N>
+__global__ void shared_visibility_kernel(int* out) {
+    __shared__ int word;
+    __shared__ int arr[N];
+    if (threadIdx.x == 0) word = 1;
+    arr[threadIdx.x] = (int)threadIdx.x;
+    __syncthreads();
+    int first = word;
+    __syncthreads();
+    if (threadIdx.x == N - 1) word = 2;
+    arr[threadIdx.x] = arr[N - 1 - threadIdx.x] * 0 + 3 * (int)threadIdx.x;  // same slot, new value
+    __syncthreads();
+    out[threadIdx.x] = first * 1000 + word * 100000 + arr[N - 1 - threadIdx.x];
+}
+
+static void test_shared_visibility() {
+    const int n = 64;
+    int* d;
+    CK(cudaMalloc(&d, n * sizeof(int)));
+    shared_visibility_kernel<n><<<3, n>>>(d);
+    CK(cudaGetLastError());
+    std::vector<int> o(n);
+    CK(cudaMemcpy(o.data(), d, n * sizeof(int), cudaMemcpyDeviceToHost));
+    int bad = 0;
+    for (int t = 0; t < n; t++) bad += o[t] != 1000 + 200000 + 3 * (n - 1 - t);
+    CHECK(bad == 0, "static_shared_writes_visible_after_barrier");
+    CK(cudaFree(d));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Atomics under contention: every thread of 64 blocks hits the same few words
+// ---------------------------------------------------------------------------------------------
+struct AtomicCounters {
+    int icount;
+    float fsum;
+    unsigned long long ucount;
+    int imax;
+    int cas_count;
+    unsigned umin;
+    double dsum;
+};
+
+__global__ void atomics_kernel(AtomicCounters* c) {
+    int g = blockIdx.x * blockDim.x + threadIdx.x;
+    atomicAdd(&c->icount, 1);
+    atomicAdd(&c->fsum, 0.5f);
+    atomicAdd(&c->ucount, 3ull);
+    atomicMax(&c->imax, (g * 7919) % 100003);
+    atomicMin(&c->umin, (unsigned)((g * 104729u) % 1000003u) + 5u);
+    atomicAdd(&c->dsum, 0.25);
+    // An increment built from atomicCAS, as lock-free code does.
+    int old = atomicAdd(&c->cas_count, 0), assumed;
+    do {
+        assumed = old;
+        old = atomicCAS(&c->cas_count, assumed, assumed + 1);
+    } while (assumed != old);
+}
+
+static void test_atomics() {
+    const int blocks = 64, threads = 256, n = blocks * threads;
+    AtomicCounters h;
+    memset(&h, 0, sizeof(h));
+    h.imax = -1;
+    h.umin = 0xffffffffu;
+    AtomicCounters* d;
+    CK(cudaMalloc(&d, sizeof(AtomicCounters)));
+    CK(cudaMemcpy(d, &h, sizeof(h), cudaMemcpyHostToDevice));
+    atomics_kernel<<<blocks, threads>>>(d);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(&h, d, sizeof(h), cudaMemcpyDeviceToHost));
+    int imax = -1;
+    unsigned umin = 0xffffffffu;
+    for (int g = 0; g < n; g++) {
+        int v = (g * 7919) % 100003;
+        if (v > imax) imax = v;
+        unsigned u = (unsigned)((g * 104729u) % 1000003u) + 5u;
+        if (u < umin) umin = u;
+    }
+    CHECK(h.icount == n, "atomicAdd_int_contended");
+    CHECK(h.fsum == 0.5f * n, "atomicAdd_float_contended");
+    CHECK(h.ucount == 3ull * n, "atomicAdd_ull_contended");
+    CHECK(h.imax == imax, "atomicMax_int_contended");
+    CHECK(h.umin == umin, "atomicMin_unsigned_contended");
+    CHECK(h.cas_count == n, "atomicCAS_loop_contended");
+    CHECK(h.dsum == 0.25 * n, "atomicAdd_double_contended");
+    CK(cudaFree(d));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3-D grid and block indices
+// ---------------------------------------------------------------------------------------------
+__global__ void index_kernel(uint4* out) {
+    unsigned bl = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    unsigned tl = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    unsigned g = bl * (blockDim.x * blockDim.y * blockDim.z) + tl;
+    out[g] = make_uint4(threadIdx.x | threadIdx.y << 10 | threadIdx.z << 20,
+                        blockIdx.x | blockIdx.y << 10 | blockIdx.z << 20,
+                        blockDim.x | blockDim.y << 10 | blockDim.z << 20,
+                        gridDim.x | gridDim.y << 10 | gridDim.z << 20);
+}
+
+static void test_indices() {
+    dim3 grid(3, 2, 2), block(8, 4, 2);
+    const int n = 3 * 2 * 2 * 8 * 4 * 2;
+    uint4* d;
+    CK(cudaMalloc(&d, n * sizeof(uint4)));
+    index_kernel<<<grid, block>>>(d);
+    CK(cudaGetLastError());
+    std::vector<uint4> out(n);
+    CK(cudaMemcpy(out.data(), d, n * sizeof(uint4), cudaMemcpyDeviceToHost));
+    int bad = 0;
+    for (unsigned bz = 0; bz < 2; bz++) for (unsigned by = 0; by < 2; by++) for (unsigned bx = 0; bx < 3; bx++)
+    for (unsigned tz = 0; tz < 2; tz++) for (unsigned ty = 0; ty < 4; ty++) for (unsigned tx = 0; tx < 8; tx++) {
+        unsigned g = (bx + 3 * (by + 2 * bz)) * 64 + tx + 8 * (ty + 4 * tz);
+        uint4 e = make_uint4(tx | ty << 10 | tz << 20, bx | by << 10 | bz << 20, 8 | 4 << 10 | 2 << 20, 3 | 2 << 10 | 2 << 20);
+        uint4 o = out[g];
+        bad += o.x != e.x || o.y != e.y || o.z != e.z || o.w != e.w;
+    }
+    CHECK(bad == 0, "indices_3d_grid_and_block");
+    CK(cudaFree(d));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Warp intrinsics
+// ---------------------------------------------------------------------------------------------
+#define WARP_OUTS 12
+__global__ void warp_ops_kernel(int* out) {
+    int t = threadIdx.x, lane = t % 32;
+    int* o = out + t * WARP_OUTS;
+    o[0] = __shfl_sync(0xffffffffu, t * 10, 3);
+    o[1] = __shfl_up_sync(0xffffffffu, t, 1);
+    o[2] = __shfl_down_sync(0xffffffffu, t, 2);
+    o[3] = __shfl_xor_sync(0xffffffffu, t, 5, 16);
+    o[4] = (int)__ballot_sync(0xffffffffu, lane % 3 == 0);
+    o[5] = __any_sync(0xffffffffu, t == 40);
+    o[6] = __all_sync(0xffffffffu, lane < 31);
+    o[7] = (int)__reduce_add_sync(0xffffffffu, (unsigned)t);
+    o[8] = (int)__match_any_sync(0xffffffffu, lane / 8);
+    int v = 1;
+    for (int d = 1; d < 32; d *= 2) {
+        int up = __shfl_up_sync(0xffffffffu, v, d);
+        if (lane >= d) v += up;
+    }
+    o[9] = v;
+    if (lane < 16) o[10] = __shfl_xor_sync(0x0000ffffu, t, 1);
+    else o[10] = __shfl_xor_sync(0xffff0000u, t, 2);
+    __syncwarp();
+    o[11] = __syncthreads_count(t % 4 == 0) + 1000 * __syncthreads_or(t == 63) + 100000 * __syncthreads_and(t < 63);
+}
+
+static void test_warp_ops() {
+    const int threads = 64;
+    int* d;
+    CK(cudaMalloc(&d, threads * WARP_OUTS * sizeof(int)));
+    warp_ops_kernel<<<1, threads>>>(d);
+    CK(cudaGetLastError());
+    std::vector<int> o(threads * WARP_OUTS);
+    CK(cudaMemcpy(o.data(), d, o.size() * sizeof(int), cudaMemcpyDeviceToHost));
+    const char* names[WARP_OUTS] = {"shfl_sync_broadcast", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync_width16",
+                                    "ballot_sync", "any_sync", "all_sync", "reduce_add_sync", "match_any_sync",
+                                    "shfl_up_prefix_sum", "shfl_partial_masks", "syncthreads_count_or_and"};
+    int bad[WARP_OUTS] = {0};
+    for (int t = 0; t < threads; t++) {
+        int lane = t % 32, base = t - lane;
+        unsigned ballot = 0;
+        for (int l = 0; l < 32; l += 3) ballot |= 1u << l;
+        int e[WARP_OUTS] = {
+            (base + 3) * 10, lane >= 1 ? t - 1 : t, lane < 30 ? t + 2 : t, base + ((lane ^ 5)),
+            (int)ballot, base == 32, 0, 32 * base + 496, (int)(0xffu << (8 * (lane / 8))),
+            lane + 1, lane < 16 ? t ^ 1 : t ^ 2, 16 + 1000 + 0};
+        for (int k = 0; k < WARP_OUTS; k++) bad[k] += o[t * WARP_OUTS + k] != e[k];
+    }
+    for (int k = 0; k < WARP_OUTS; k++) {
+        char name[64], why[64];
+        snprintf(name, sizeof(name), "warp_%s", names[k]);
+        snprintf(why, sizeof(why), "%d of %d threads wrong", bad[k], threads);
+        test_report(bad[k] == 0, name, why);
+    }
+    CK(cudaFree(d));
+}
+
+// ---------------------------------------------------------------------------------------------
+// half / bfloat16 loads, stores and arithmetic; vector types
+// ---------------------------------------------------------------------------------------------
+__global__ void half_kernel(const float* x, __half* h, __nv_bfloat16* b, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    h[i] = __float2half(x[i]);
+    b[i] = __float2bfloat16(x[i]);
+    out[4 * i + 0] = __half2float(__hmul(h[i], __float2half(3.0f)));
+    out[4 * i + 1] = __bfloat162float(__hadd(b[i], __float2bfloat16(0.5f)));
+    if (i % 2 == 0 && i + 1 < n) {
+        const float2 f2 = reinterpret_cast<const float2*>(x)[i / 2];
+        __half2 h2 = __floats2half2_rn(f2.x, f2.y);
+        __nv_bfloat162 b2 = __floats2bfloat162_rn(f2.x, f2.y);
+        h2 = __hadd2(h2, h2);
+        b2 = __hmul2(b2, b2);
+        out[4 * i + 2] = __low2float(h2) + __high2float(h2);
+        out[4 * i + 3] = __low2float(b2) + __high2float(b2);
+    }
+}
+
+static void test_half() {
+    const int n = 300;
+    std::vector<float> x(n);
+    for (int i = 0; i < n; i++) x[i] = frand() * 8.0f;
+    float *dx, *dout;
+    __half* dh;
+    __nv_bfloat16* db;
+    CK(cudaMalloc(&dx, n * sizeof(float)));
+    CK(cudaMalloc(&dout, 4 * n * sizeof(float)));
+    CK(cudaMalloc(&dh, n * sizeof(__half)));
+    CK(cudaMalloc(&db, n * sizeof(__nv_bfloat16)));
+    CK(cudaMemcpy(dx, x.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    half_kernel<<<(n + 127) / 128, 128>>>(dx, dh, db, dout, n);
+    CK(cudaGetLastError());
+    std::vector<__half> h(n);
+    std::vector<__nv_bfloat16> b(n);
+    std::vector<float> out(4 * n);
+    CK(cudaMemcpy(h.data(), dh, n * sizeof(__half), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(b.data(), db, n * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(out.data(), dout, 4 * n * sizeof(float), cudaMemcpyDeviceToHost));
+    int bad_store = 0, bad_math = 0, bad_vec = 0;
+    for (int i = 0; i < n; i++) {
+        __half eh = __float2half(x[i]);
+        __nv_bfloat16 eb = __float2bfloat16(x[i]);
+        bad_store += memcmp(&h[i], &eh, 2) != 0 || memcmp(&b[i], &eb, 2) != 0;
+        float m0 = __half2float(__float2half(__half2float(eh) * 3.0f));
+        float m1 = __bfloat162float(__float2bfloat16(__bfloat162float(eb) + 0.5f));
+        bad_math += out[4 * i] != m0 || out[4 * i + 1] != m1;
+        if (i % 2 == 0 && i + 1 < n) {
+            float a = __half2float(__float2half(x[i])), c = __half2float(__float2half(x[i + 1]));
+            float e2 = __half2float(__float2half(a + a)) + __half2float(__float2half(c + c));
+            float p = __bfloat162float(__float2bfloat16(x[i])), q = __bfloat162float(__float2bfloat16(x[i + 1]));
+            float e3 = __bfloat162float(__float2bfloat16(p * p)) + __bfloat162float(__float2bfloat16(q * q));
+            bad_vec += out[4 * i + 2] != e2 || out[4 * i + 3] != e3;
+        }
+    }
+    CHECK(bad_store == 0, "half_bf16_stores_round_like_host");
+    CHECK(bad_math == 0, "half_bf16_arithmetic");
+    CHECK(bad_vec == 0, "half2_bf162_float2_vectors");
+    CK(cudaFree(dx));
+    CK(cudaFree(dout));
+    CK(cudaFree(dh));
+    CK(cudaFree(db));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fast-math and cache-hint intrinsics
+// ---------------------------------------------------------------------------------------------
+__global__ void intrinsics_kernel(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v = __ldg(&x[i]), w = __ldcs(&x[i]);
+    __stcs(&out[6 * i + 0], __expf(v));
+    out[6 * i + 1] = rsqrtf(fabsf(w) + 1.0f);
+    out[6 * i + 2] = __fdividef(v, 3.0f);
+    out[6 * i + 3] = __saturatef(v);
+    out[6 * i + 4] = tanhf(v);
+    out[6 * i + 5] = __int_as_float(__float_as_int(v)) + (float)__popc(i);
+}
+
+static void test_intrinsics() {
+    const int n = 200;
+    std::vector<float> x(n);
+    for (int i = 0; i < n; i++) x[i] = frand() * 4.0f;
+    float *dx, *dout;
+    CK(cudaMalloc(&dx, n * sizeof(float)));
+    CK(cudaMalloc(&dout, 6 * n * sizeof(float)));
+    CK(cudaMemcpy(dx, x.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    intrinsics_kernel<<<(n + 63) / 64, 64>>>(dx, dout, n);
+    CK(cudaGetLastError());
+    std::vector<float> o(6 * n);
+    CK(cudaMemcpy(o.data(), dout, o.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    double worst = 0.0;
+    for (int i = 0; i < n; i++) {
+        double v = x[i];
+        double e[6] = {exp(v), 1.0 / sqrt(fabs(v) + 1.0), v / 3.0, v < 0 ? 0.0 : (v > 1 ? 1.0 : v), tanh(v),
+                       v + __builtin_popcount(i)};
+        for (int k = 0; k < 6; k++) {
+            double err = fabs(o[6 * i + k] - e[k]) / fmax(1.0, fabs(e[k]));
+            if (err > worst) worst = err;
+        }
+    }
+    char why[64];
+    snprintf(why, sizeof(why), "worst relative error %.3g", worst);
+    test_report(worst < 1e-5, "fast_math_and_ldg_ldcs_stcs", why);
+    CK(cudaFree(dx));
+    CK(cudaFree(dout));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streams, events, memcpy kinds, launch-configuration errors
+// ---------------------------------------------------------------------------------------------
+__global__ void scale_kernel(float* x, float s, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= s;
+}
+
+static void test_streams_events_memcpy() {
+    const int n = 1000;
+    std::vector<float> x(n), y(n, 0.0f);
+    for (int i = 0; i < n; i++) x[i] = (float)i;
+    cudaStream_t s;
+    cudaEvent_t e0, e1, nt;
+    CK(cudaStreamCreate(&s));
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    CK(cudaEventCreateWithFlags(&nt, cudaEventDisableTiming));
+    float *d, *d2, *pinned;
+    CK(cudaMalloc(&d, n * sizeof(float)));
+    CK(cudaMalloc(&d2, n * sizeof(float)));
+    CK(cudaMallocHost(&pinned, n * sizeof(float)));
+    CK(cudaEventRecord(e0, s));
+    CK(cudaMemcpyAsync(d, x.data(), n * sizeof(float), cudaMemcpyHostToDevice, s));
+    scale_kernel<<<(n + 255) / 256, 256, 0, s>>>(d, 2.0f, n);
+    CK(cudaGetLastError());
+    CK(cudaMemcpyAsync(d2, d, n * sizeof(float), cudaMemcpyDeviceToDevice, s));
+    CK(cudaMemsetAsync(d, 0, n * sizeof(float), s));
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventRecord(nt, s));
+    CK(cudaStreamWaitEvent(s, e1, 0));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaStreamSynchronize(s));
+    float ms = -1.0f;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    CHECK(ms >= 0.0f, "event_elapsed_time_nonnegative");
+    CHECK(cudaEventElapsedTime(&ms, e0, nt) != cudaSuccess, "event_elapsed_time_refused_without_timing");
+    cudaGetLastError();
+    CK(cudaMemcpy(pinned, d2, n * sizeof(float), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(y.data(), pinned, n * sizeof(float), cudaMemcpyHostToHost));
+    int bad = 0;
+    for (int i = 0; i < n; i++) bad += y[i] != 2.0f * i;
+    CHECK(bad == 0, "stream_memcpy_h2d_d2d_d2h_h2h_kernel");
+    CK(cudaMemcpy(y.data(), d, n * sizeof(float), cudaMemcpyDefault));
+    bad = 0;
+    for (int i = 0; i < n; i++) bad += y[i] != 0.0f;
+    CHECK(bad == 0, "memsetAsync_then_memcpy_default");
+    CK(cudaMemcpy(d, x.data() + 1, 10 * sizeof(float), cudaMemcpyDefault));
+    CK(cudaMemcpy(y.data(), d, 10 * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK(y[0] == 1.0f && y[9] == 10.0f, "memcpy_default_host_to_device");
+    CK(cudaFreeHost(pinned));
+    CK(cudaFree(d));
+    CK(cudaFree(d2));
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    CK(cudaEventDestroy(nt));
+    CK(cudaStreamDestroy(s));
+}
+
+__global__ void big_smem_kernel(float* out) {
+    extern __shared__ __align__(16) float big[];
+    const int n = 16384;  // 64 KiB
+    for (int i = threadIdx.x; i < n; i += blockDim.x) big[i] = (float)(i & 15);
+    __syncthreads();
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += big[n - 1 - i];
+    atomicAdd(out, s);
+}
+
+static void test_launch_errors() {
+    float* d;
+    CK(cudaMalloc(&d, sizeof(float)));
+    CK(cudaMemset(d, 0, sizeof(float)));
+    scale_kernel<<<1, 2048>>>(d, 1.0f, 1);
+    CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "launch_with_2048_threads_refused");
+    CHECK(cudaGetLastError() == cudaSuccess, "getlasterror_clears");
+    big_smem_kernel<<<1, 256, 65536>>>(d);
+    CHECK(cudaGetLastError() != cudaSuccess, "launch_over_48k_smem_without_attribute_refused");
+    CK(cudaFuncSetAttribute(big_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536));
+    big_smem_kernel<<<1, 256, 65536>>>(d);
+    CK(cudaGetLastError());
+    float s = 0.0f;
+    CK(cudaMemcpy(&s, d, sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK(s == 1024.0f * 120.0f, "launch_with_64k_smem_after_attribute");
+    CK(cudaFree(d));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launch forms cu2cpu.pl must rewrite: qualified and template kernels (explicit or deduced
+// arguments), __launch_bounds__, multi-line launches, launches inside templates; and text it must
+// leave alone: a launch in a comment or in a string.
+// ---------------------------------------------------------------------------------------------
+namespace kernels_ns {
+template <typename T>
+__global__ void __launch_bounds__(128) fill_kernel(T* x, T v, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = v + (T)i;
+}
+}  // namespace kernels_ns
+
+__global__ void add_kernel(float* x, float v, int n) {  // add_kernel<<<1, 1>>>(x) in a comment
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] += v;
+}
+
+template <typename T>
+static int launch_fill(T* x, T v, int n, cudaStream_t s) {
+    int l0 = __LINE__;
+    kernels_ns::fill_kernel<<<dim3((n + 127) / 128, 1),
+                              dim3(128),
+                              0, s>>>(x,
+                                      v, n);
+    return __LINE__ - l0;
+}
+
+static void test_launch_forms() {
+    const int n = 300;
+    float* d;
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    CK(cudaMalloc(&d, n * sizeof(float)));
+    int lines = launch_fill(d, 5.0f, n, s);
+    CK(cudaGetLastError());
+    add_kernel<<<(n + 31) / 32, 32>>>(d, 1.0f, n);
+    kernels_ns::fill_kernel<<<(n + 127) / 128, 128>>>(d + 100, 2.0f, 100);  // deduced template arguments
+    kernels_ns::fill_kernel<float><<<1, 128, 0, s>>>(d + 200, 3.0f, 50);
+    CK(cudaGetLastError());
+    std::vector<float> h(n);
+    CK(cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        float e = 5.0f + i + 1.0f;
+        if (i >= 100 && i < 200) e = 2.0f + (i - 100);
+        if (i >= 200 && i < 250) e = 3.0f + (i - 200);
+        bad += h[i] != e;
+    }
+    CHECK(bad == 0, "launch_forms_qualified_template_multiline");
+    CHECK(lines == 5, "launch_rewrite_keeps_line_numbers");
+    const char* text = "add_kernel<<<1, 1>>>(x)";
+    CHECK(strlen(text) == 23, "launch_inside_string_untouched");
+    CK(cudaFree(d));
+    CK(cudaStreamDestroy(s));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Emulation-only checks: NaN poisoning, the divergence abort, reported properties
+// ---------------------------------------------------------------------------------------------
+#ifdef CUDA_CPU
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+__global__ void read_smem_before_write_kernel(float* out) {
+    extern __shared__ float s[];
+    out[threadIdx.x] = s[threadIdx.x];
+}
+
+static void test_poison() {
+    const int n = 1024;
+    float* d;
+    CK(cudaMalloc(&d, n * sizeof(float)));
+    std::vector<float> f(n);
+    CK(cudaMemcpy(f.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));
+    int nan_f = 0, nan_h = 0, nan_b = 0;
+    for (int i = 0; i < n; i++) nan_f += isnan(f[i]);
+    const __half* h = (const __half*)f.data();
+    const __nv_bfloat16* b = (const __nv_bfloat16*)f.data();
+    for (int i = 0; i < 2 * n; i++) { nan_h += __hisnan(h[i]); nan_b += __hisnan(b[i]); }
+    CHECK(nan_f == n && nan_h == 2 * n && nan_b == 2 * n, "cudaMalloc_poisoned_with_nan_fp32_fp16_bf16");
+    read_smem_before_write_kernel<<<1, 64, 64 * sizeof(float)>>>(d);
+    CK(cudaMemcpy(f.data(), d, 64 * sizeof(float), cudaMemcpyDeviceToHost));
+    nan_f = 0;
+    for (int i = 0; i < 64; i++) nan_f += isnan(f[i]);
+    CHECK(nan_f == 64, "dynamic_smem_poisoned_with_nan");
+    CHECK(cudaMemcpy(f.data(), d + n - 4, 8 * sizeof(float), cudaMemcpyDeviceToHost) == cudaErrorInvalidValue,
+          "memcpy_past_allocation_refused");
+    cudaGetLastError();
+    CHECK(cudaFree(d) == cudaSuccess && cudaFree(d) == cudaErrorInvalidValue, "double_free_refused");
+    cudaGetLastError();
+}
+
+__global__ void divergent_barrier_kernel(float* x) {
+    if (threadIdx.x >= 16) return;
+    __syncthreads();
+    x[threadIdx.x] = 1.0f;
+}
+__global__ void divergent_shuffle_kernel(float* x) {
+    float v = x[threadIdx.x];
+    if (threadIdx.x % 32 < 16) v = __shfl_xor_sync(0xffffffffu, v, 1);
+    x[threadIdx.x] = v;
+}
+__global__ void divergent_loop_kernel(float* x) {
+    // A barrier inside a loop whose trip count differs between threads.
+    for (unsigned i = 0; i <= threadIdx.x / 32; i++) __syncthreads();
+    x[threadIdx.x] = 0.0f;
+}
+
+// Runs fn in a child process; returns its wait status and what it wrote to stderr.
+static int run_child(void (*fn)(), std::string* err) {
+    int fd[2];
+    if (pipe(fd) != 0) return -1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        close(fd[0]);
+        fn();
+        _exit(0);
+    }
+    close(fd[1]);
+    char buf[4096];
+    ssize_t k;
+    while ((k = read(fd[0], buf, sizeof(buf))) > 0) err->append(buf, (size_t)k);
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return status;
+}
+
+static void child_barrier() {
+    float* d;
+    cudaMalloc(&d, 64 * sizeof(float));
+    divergent_barrier_kernel<<<1, 64>>>(d);
+}
+static void child_shuffle() {
+    float* d;
+    cudaMalloc(&d, 64 * sizeof(float));
+    cudaMemset(d, 0, 64 * sizeof(float));
+    divergent_shuffle_kernel<<<2, 64>>>(d);
+}
+static void child_loop() {
+    float* d;
+    cudaMalloc(&d, 128 * sizeof(float));
+    divergent_loop_kernel<<<3, 128>>>(d);
+}
+
+static void check_divergence(const char* name, void (*fn)(), const char* kernel, const char* intrinsic) {
+    std::string err;
+    int st = run_child(fn, &err);
+    bool aborted = WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT;
+    bool named = err.find(kernel) != std::string::npos && err.find(intrinsic) != std::string::npos;
+    std::string why = std::string(aborted ? "" : "child did not abort; ") + (named ? "" : "message lacks kernel/intrinsic: ") + err;
+    while (!why.empty() && why.back() == '\n') why.pop_back();
+    test_report(aborted && named, name, why.c_str());
+}
+
+static void test_divergence() {
+    check_divergence("divergence_abort_syncthreads_after_early_return", child_barrier, "divergent_barrier_kernel", "__syncthreads");
+    check_divergence("divergence_abort_half_warp_shuffle", child_shuffle, "divergent_shuffle_kernel", "__shfl_xor_sync");
+    check_divergence("divergence_abort_barrier_in_uneven_loop", child_loop, "divergent_loop_kernel", "__syncthreads");
+}
+
+static void test_properties() {
+    cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, 0));
+    CHECK(p.multiProcessorCount == 132 && p.major == 9 && p.minor == 0 && p.sharedMemPerMultiprocessor == 228 * 1024 &&
+          p.totalGlobalMem == (80ull << 30) && p.warpSize == 32 && p.maxThreadsPerBlock == 1024,
+          "device_properties_h100_like");
+    int count = 0;
+    CK(cudaGetDeviceCount(&count));
+    CHECK(count >= 1, "device_count");
+    size_t free_b = 0, total_b = 0;
+    CK(cudaMemGetInfo(&free_b, &total_b));
+    CHECK(total_b == (80ull << 30) && free_b <= total_b, "mem_get_info");
+}
+#endif
+
+int main() {
+    test_reduce();
+    test_scan();
+    test_shared_visibility();
+    test_atomics();
+    test_indices();
+    test_warp_ops();
+    test_half();
+    test_intrinsics();
+    test_streams_events_memcpy();
+    test_launch_errors();
+    test_launch_forms();
+#ifdef CUDA_CPU
+    test_poison();
+    test_divergence();
+    test_properties();
+#endif
+    return test_finish();
+}
