@@ -97,30 +97,17 @@ class GPT2(torch.nn.Module):
             x = x + blk.fcproj(F.gelu(blk.fc(blk.ln2(x)), approximate="tanh"))
         return self.lnf(x) @ self.wte[:V].t()  # the padding rows never produce logits
 
-    def grads_like_file(self):
-        """Gradients restacked into the file's tensor layout."""
-        g = lambda p: p.grad if p.grad is not None else torch.zeros_like(p)
-        stack = lambda f: torch.stack([g(f(b)) for b in self.blocks])
-        return {"wte": g(self.wte), "wpe": g(self.wpe),
+    def like_file(self, get):
+        """get(parameter) for each tensor, restacked into the file's tensor layout."""
+        stack = lambda f: torch.stack([get(f(b)) for b in self.blocks])
+        return {"wte": get(self.wte), "wpe": get(self.wpe),
                 "ln1w": stack(lambda b: b.ln1.weight), "ln1b": stack(lambda b: b.ln1.bias),
                 "qkvw": stack(lambda b: b.attn.weight), "qkvb": stack(lambda b: b.attn.bias),
                 "attprojw": stack(lambda b: b.proj.weight), "attprojb": stack(lambda b: b.proj.bias),
                 "ln2w": stack(lambda b: b.ln2.weight), "ln2b": stack(lambda b: b.ln2.bias),
                 "fcw": stack(lambda b: b.fc.weight), "fcb": stack(lambda b: b.fc.bias),
                 "fcprojw": stack(lambda b: b.fcproj.weight), "fcprojb": stack(lambda b: b.fcproj.bias),
-                "lnfw": g(self.lnf.weight), "lnfb": g(self.lnf.bias)}
-
-    def params_like_file(self):
-        d = lambda p: p.detach()
-        stack = lambda f: torch.stack([d(f(b)) for b in self.blocks])
-        return {"wte": d(self.wte), "wpe": d(self.wpe),
-                "ln1w": stack(lambda b: b.ln1.weight), "ln1b": stack(lambda b: b.ln1.bias),
-                "qkvw": stack(lambda b: b.attn.weight), "qkvb": stack(lambda b: b.attn.bias),
-                "attprojw": stack(lambda b: b.proj.weight), "attprojb": stack(lambda b: b.proj.bias),
-                "ln2w": stack(lambda b: b.ln2.weight), "ln2b": stack(lambda b: b.ln2.bias),
-                "fcw": stack(lambda b: b.fc.weight), "fcb": stack(lambda b: b.fc.bias),
-                "fcprojw": stack(lambda b: b.fcproj.weight), "fcprojb": stack(lambda b: b.fcproj.bias),
-                "lnfw": d(self.lnf.weight), "lnfb": d(self.lnf.bias)}
+                "lnfw": get(self.lnf.weight), "lnfb": get(self.lnf.bias)}
 
 
 def lr_at(step, steps, lr, warmup, final_frac):
@@ -168,7 +155,7 @@ def main():
             err = abs(c_loss0 - loss.item()) / abs(loss.item())
             report(err <= 1e-5, "parity loss (rel <= 1e-5)", "C %.9g vs torch %.9g (rel %.3g)" % (c_loss0, loss.item(), err))
             o, worst = 0, 0.0
-            tg = model.grads_like_file()
+            tg = model.like_file(lambda p: p.grad if p.grad is not None else torch.zeros_like(p))
             for name, shape in shapes:
                 nel = int(np.prod(shape))
                 cg = torch.tensor(c_grads[o:o + nel]).view(shape)
@@ -203,7 +190,7 @@ def main():
                 lr_at(i, steps, conf["lr"], int(conf["warmup"]), conf["final_frac"]) for i, a in enumerate(c_lrs))
     report(worst <= 1e-6, "parity lr schedule (warmup, cosine to floor)", "worst relative difference %.3g" % worst)
     # Final weights: each tensor's change over 10 steps must agree, not only the weights.
-    tp, o, worst = model.params_like_file(), 0, 0.0
+    tp, o, worst = model.like_file(lambda p: p.detach()), 0, 0.0
     for name, shape in shapes:
         nel = int(np.prod(shape))
         c_delta = torch.tensor(c_final[o:o + nel]).view(shape) - init[name]
