@@ -196,8 +196,11 @@ int train_main(int argc, char** argv, EngineCreateFn gpu_create) {
     }
     size_t n = gpt2_param_layout(&cfg).num_parameters;
     float* host_params = (float*)malloc_check(n * sizeof(float), "parameters");
-    float* host_m = (float*)malloc_check(n * sizeof(float), "AdamW m");
-    float* host_v = (float*)malloc_check(n * sizeof(float), "AdamW v");
+    // Host copies of the optimizer state only cross to checkpoints: 8 bytes a parameter, so
+    // they exist only in runs that save or resume.
+    int checkpoints = o.resume || o.checkpoint_every > 0;
+    float* host_m = checkpoints ? (float*)malloc_check(n * sizeof(float), "AdamW m") : NULL;
+    float* host_v = checkpoints ? (float*)malloc_check(n * sizeof(float), "AdamW v") : NULL;
     if (from_file) model_file_read_params(o.model, &cfg, host_params);
     else gpt2_init_params(&cfg, host_params, (unsigned long long)o.seed);
     e->set_params(e, host_params);
@@ -211,8 +214,6 @@ int train_main(int argc, char** argv, EngineCreateFn gpu_create) {
         if (step < 0) fatal("flag -y 1: no checkpoint (model_*.bin with state_*.bin) in %s", o.output_dir);
         char mp[4200], sp[4200];
         checkpoint_paths(o.output_dir, step, mp, sp, sizeof(mp));
-        GPT2Config ccfg;
-        model_file_read_config(mp, &ccfg);
         model_file_read_params(mp, &cfg, host_params);
         state_file_read(sp, &cfg, &st, host_m, host_v, n);
         if (st.B != o.B || st.T != o.T || st.num_processes != nproc)
@@ -228,7 +229,7 @@ int train_main(int argc, char** argv, EngineCreateFn gpu_create) {
     Logger log;
     logger_open(&log, o.output_dir, o.resume);
 
-    printf("model: %s | L=%d C=%d NH=%d maxT=%d V=%d (padded %d) | %.2fM parameters\n", from_file ? o.model : o.model,
+    printf("model: %s | L=%d C=%d NH=%d maxT=%d V=%d (padded %d) | %.2fM parameters\n", o.model,
            cfg.num_layers, cfg.channels, cfg.num_heads, cfg.max_seq_len, cfg.vocab_size, cfg.padded_vocab_size, n / 1e6);
     printf("engine: %s\n", e->name);
     printf("train: %s (%d shards, %lld batches of B=%d T=%d per epoch) | val: %s\n", train_pattern, train.nfiles,

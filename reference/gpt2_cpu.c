@@ -9,6 +9,8 @@
 #include "ops_cpu.h"
 #include "util.h"
 
+#define NORM_CHUNK (1 << 16)  // fixed chunks: the grad norm's order does not depend on the thread count
+
 // Element counts of each activation tensor, in ActTensors order. for_grads leaves out the
 // tensors backward never needs a gradient for (softmax statistics, att, probs, losses).
 static void act_sizes(const GPT2Config* cfg, int B, int T, int for_grads, size_t* s) {
@@ -76,6 +78,7 @@ void gpt2_cpu_init(GPT2CPU* model, const GPT2Config* cfg, int B, int T) {
     model->grads = (float*)calloc_check(n, sizeof(float), "gradients");
     model->m = (float*)calloc_check(n, sizeof(float), "AdamW m");
     model->v = (float*)calloc_check(n, sizeof(float), "AdamW v");
+    model->norm_partials = (double*)malloc_check((n + NORM_CHUNK - 1) / NORM_CHUNK * sizeof(double), "norm partials");
     size_t a[NUM_ACT_TENSORS], g[NUM_ACT_TENSORS];
     act_sizes(cfg, B, T, 0, a);
     act_sizes(cfg, B, T, 1, g);
@@ -87,7 +90,7 @@ void gpt2_cpu_init(GPT2CPU* model, const GPT2Config* cfg, int B, int T) {
 }
 
 void gpt2_cpu_free(GPT2CPU* model) {
-    free(model->params); free(model->grads); free(model->m); free(model->v);
+    free(model->params); free(model->grads); free(model->m); free(model->v); free(model->norm_partials);
     free(model->acts_memory); free(model->grad_acts_memory);
     memset(model, 0, sizeof(*model));
 }
@@ -199,12 +202,10 @@ void gpt2_cpu_backward(GPT2CPU* model, float dloss_scale) {
     encoder_backward_cpu(GRAD(model, PT_WTE), GRAD(model, PT_WPE), g->encoded, model->inputs, B, T, C);
 }
 
-#define NORM_CHUNK (1 << 16)  // fixed chunks: the sum's order does not depend on the thread count
-
 float gpt2_cpu_grad_norm(GPT2CPU* model) {
     size_t n = model->layout.num_parameters;
     size_t nchunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
-    double* partial = (double*)malloc_check(nchunks * sizeof(double), "norm partials");
+    double* partial = model->norm_partials;
     const float* g = model->grads;
 #pragma omp parallel for
     for (size_t c = 0; c < nchunks; c++) {
@@ -215,7 +216,6 @@ float gpt2_cpu_grad_norm(GPT2CPU* model) {
     }
     double total = 0.0;
     for (size_t c = 0; c < nchunks; c++) total += partial[c];
-    free(partial);
     return (float)sqrt(total);
 }
 

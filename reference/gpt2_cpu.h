@@ -50,6 +50,7 @@ typedef struct {
     float* grads;
     float* m;
     float* v;
+    double* norm_partials;  // one per fixed chunk of the gradient norm
     float* acts_memory;
     float* grad_acts_memory;
     size_t num_acts;

@@ -173,7 +173,7 @@ void attention_backward_cpu(float* dinp, const float* dout, const float* inp, co
     // One (b, h) per task: it alone writes its slices of dq, dk, dv, in a fixed order.
 #pragma omp parallel
     {
-        float* dpre = (float*)malloc((size_t)T * sizeof(float));
+        float dpre[T];  // per thread; T <= 1024 keeps it a few KB of stack
 #pragma omp for collapse(2)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < NH; h++) {
@@ -206,7 +206,6 @@ void attention_backward_cpu(float* dinp, const float* dout, const float* inp, co
                 }
             }
         }
-        free(dpre);
     }
 }
 
