@@ -11,7 +11,6 @@ OPT ?= -O3 -march=native
 # -fno-math-errno lets sqrtf vectorize (AdamW); results are unchanged (errno is never read).
 CFLAGS_BASE = $(OPT) -fno-math-errno -fopenmp -Wall -Wextra -Wno-unused-parameter -Icommon -Ireference -Itest
 CFLAGS = -std=gnu11 $(CFLAGS_BASE)
-CXXFLAGS = -std=gnu++17 $(CFLAGS_BASE)
 LDLIBS = -lm
 BUILD = build
 # Debian's PyTorch lives under the system python, not a pyenv one that may come first on PATH.

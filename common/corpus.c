@@ -14,7 +14,7 @@
 #define CORPUS_DOCS 1000
 #define CORPUS_VAL_DOCS 50
 #define CORPUS_SEED 20241130ull
-#define CORPUS_VERSION 2  // bump when the grammar changes, so old caches are not reused
+#define CORPUS_VERSION 2  // bump when the corpus changes (grammar, size, split), so old caches are not reused
 
 #define PICK(rng, arr) (arr[rng_below(rng, sizeof(arr) / sizeof(arr[0]))])
 
