@@ -1,8 +1,13 @@
 # Makefile: builds the trainer, tools, tests and benchmarks.
-#   make train   ./train_gpt2 (for now the C reference engine alone; train_gpt2.cu joins it later)
+#   make train   ./train_gpt2: the GPU trainer (train_gpt2.cu, nvcc + cuBLASLt) when nvcc is found,
+#                else the C-only trainer; either runs the C engine where no GPU can be used
+#   make emu     ./train_gpt2_emu: the same train_gpt2.cu and kernels through the CPU runtime
+#                (test/cuda_cpu): the GPU code path on any machine, slowly
 #   make test    builds and runs every test that needs no GPU; ends with "N passed, N failed"
 #   make bench   prints speed figures
 #   make clean
+# PRECISION=FP16 (default) | BF16 | FP32 picks the GPU engine's precision at build time.
+# GPU_ARCH=90 picks the GPU architecture (default: the local GPU's, else 90).
 # Each folder may add its own rules in a module.mk (included below); they append test
 # programs to TESTS (scripts add what they run to TEST_DEPS) and benchmark commands to BENCHES.
 
@@ -17,12 +22,31 @@ BUILD = build
 PYTHON ?= /usr/bin/python3
 export PYTHON
 
+# ---- precision of the GPU engine: one switch, checked here and again in kernels/common.cuh ----
+PRECISION ?= FP16
+ifeq ($(filter $(PRECISION),FP32 FP16 BF16),)
+$(error PRECISION=$(PRECISION): expected FP32, FP16 or BF16)
+endif
+# A stamp per precision: switching PRECISION rebuilds what depends on it.
+PRECISION_STAMP := $(BUILD)/precision-$(PRECISION).stamp
+
+# ---- CUDA ----
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+HAVE_NVCC := $(wildcard $(NVCC))
+GPU_ARCH ?= $(or $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '.'),90)
+NVCC_FLAGS = -O3 -std=c++17 -arch=sm_$(GPU_ARCH) -Xcompiler -fopenmp,-Wall,-Wno-unused-parameter \
+	-Icommon -Ireference -Ikernels -DENABLE_$(PRECISION)
+
 COMMON_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard common/*.c))
 REF_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard reference/*.c))
+# All host code in one archive: programs link only the objects they use.
+HOST_LIB = $(BUILD)/libgpt2host.a
+KERNEL_HEADERS = $(wildcard kernels/*.cuh)
 TESTS :=
 BENCHES :=
 
-.PHONY: all train test bench clean
+.PHONY: all train emu test bench clean
 all: train
 
 train: train_gpt2
@@ -31,10 +55,46 @@ $(BUILD)/%.o: %.c $(wildcard common/*.h reference/*.h test/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-train_gpt2: $(BUILD)/train_gpt2_cpu.o $(REF_OBJ) $(COMMON_OBJ)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+$(HOST_LIB): $(COMMON_OBJ) $(REF_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 
--include $(sort $(wildcard */module.mk */*/module.mk))
+$(PRECISION_STAMP):
+	@mkdir -p $(dir $@)
+	@rm -f $(BUILD)/precision-*.stamp
+	@touch $@
+
+ifneq ($(HAVE_NVCC),)
+train_gpt2: train_gpt2.cu $(KERNEL_HEADERS) $(HOST_LIB) $(PRECISION_STAMP)
+	@echo "train: building the GPU trainer ($(PRECISION), sm_$(GPU_ARCH)) with $(NVCC); without a usable GPU it runs the C engine"
+	$(NVCC) $(NVCC_FLAGS) train_gpt2.cu $(HOST_LIB) -lcublasLt -o $@
+else
+train_gpt2: $(BUILD)/train_gpt2_cpu.o $(HOST_LIB)
+	@echo "train: no nvcc at $(NVCC) (set CUDA_HOME): building the C-only trainer"
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+endif
+
+# The CPU runtime first: other modules use its make function (cuda_cpu_program).
+include test/cuda_cpu/module.mk
+
+# ./train_gpt2_emu: train_gpt2.cu and the kernels through the CPU runtime, in $(PRECISION). The tests
+# use $(BUILD)/emu/train_gpt2_emu_{fp32,fp16,bf16}, one per precision.
+precision_define = -DENABLE_$(subst fp,FP,$(subst bf,BF,$(1)))
+EMU_PRECISIONS := fp32 fp16 bf16
+EMU_BINS := $(foreach p,$(EMU_PRECISIONS),$(BUILD)/emu/train_gpt2_emu_$(p))
+ifneq ($(CUDA_CPU_HAVE_CUDA),)
+$(foreach p,$(EMU_PRECISIONS),$(eval $(call cuda_cpu_program,$(BUILD)/emu/train_gpt2_emu_$(p),train_gpt2.cu,\
+	kernels common reference,$(HOST_LIB),$(call precision_define,$(p)))))
+train_gpt2_emu: $(BUILD)/emu/train_gpt2_emu_$(subst FP,fp,$(subst BF,bf,$(PRECISION))) $(PRECISION_STAMP)
+	cp $< $@
+	@echo "emu: ./train_gpt2_emu is train_gpt2.cu ($(PRECISION)) on the CPU runtime: the GPU code path, slowly"
+else
+train_gpt2_emu:
+	@echo "emu: needs the CUDA toolkit's headers at $(CUDA_HOME)/include (set CUDA_HOME)"; exit 1
+endif
+emu: train_gpt2_emu
+
+-include $(filter-out test/cuda_cpu/module.mk,$(sort $(wildcard */module.mk */*/module.mk)))
 
 test: $(filter-out %.sh %.py %.js,$(TESTS)) $(TEST_DEPS) train_gpt2
 	@bash test/run_tests.sh $(TESTS)
@@ -43,4 +103,4 @@ bench: train_gpt2 $(filter-out %.sh %.py,$(BENCHES))
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 
 clean:
-	rm -rf $(BUILD) train_gpt2 $(CLEAN_EXTRA)
+	rm -rf $(BUILD) train_gpt2 train_gpt2_emu $(CLEAN_EXTRA)

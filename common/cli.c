@@ -54,8 +54,20 @@ static const Flag FLAGS[] = {
     {"-a", "--overfit", FLAG_INT, OPT(overfit), "0", "1 = train on the first batch only (debugging)"},
     {"-p", "--print-every", FLAG_INT, OPT(log_every), "1", "print a step line every N steps"},
     {"-K", "--tokenizer", FLAG_STRING, OPT(tokenizer), "data/vocab/gpt2_tokenizer.bin", "tokenizer file for decoding samples (byte-level if absent)"},
+    {NULL, "--engine", FLAG_STRING, OPT(engine), "auto", "auto (the GPU if one can be used, else the C engine), gpu or cpu"},
+    {"-ge", "--gelu-fusion", FLAG_INT, OPT(gelu_fusion), "0", "GPU: GELU in the matmul epilogue: 0 none, 1 forward, 2 forward and backward"},
+    {NULL, "--loss-scale", FLAG_FLOAT, OPT(loss_scale), "65536", "FP16: initial dynamic loss scale"},
+    {NULL, "--loss-scale-interval", FLAG_INT, OPT(loss_scale_interval), "2000", "FP16: finite steps before the loss scale doubles"},
 };
 #define NUM_FLAGS ((int)(sizeof(FLAGS) / sizeof(FLAGS[0])))
+
+// "-l (--lr)", or "--engine" for a flag with a long name only: how errors name a flag.
+static const char* flag_names(const Flag* f) {
+    static char buf[64];
+    if (f->short_name) snprintf(buf, sizeof(buf), "%s (%s)", f->short_name, f->long_name);
+    else snprintf(buf, sizeof(buf), "%s", f->long_name);
+    return buf;
+}
 
 static void flag_set(TrainOptions* opts, const Flag* f, const char* value) {
     char* base = (char*)opts + f->offset;
@@ -65,21 +77,21 @@ static void flag_set(TrainOptions* opts, const Flag* f, const char* value) {
         case FLAG_INT: {
             long x = strtol(value, &end, 10);
             if (*value == '\0' || *end != '\0' || errno || x < INT_MIN || x > INT_MAX)
-                fatal("flag %s (%s) expects an integer, got '%s'", f->short_name, f->long_name, value);
+                fatal("flag %s expects an integer, got '%s'", flag_names(f), value);
             *(int*)base = (int)x;
             break;
         }
         case FLAG_LONG: {
             long x = strtol(value, &end, 10);
             if (*value == '\0' || *end != '\0' || errno)
-                fatal("flag %s (%s) expects an integer, got '%s'", f->short_name, f->long_name, value);
+                fatal("flag %s expects an integer, got '%s'", flag_names(f), value);
             *(long*)base = x;
             break;
         }
         case FLAG_FLOAT: {
             float x = strtof(value, &end);
             if (*value == '\0' || *end != '\0' || errno || !isfinite(x))
-                fatal("flag %s (%s) expects a number, got '%s'", f->short_name, f->long_name, value);
+                fatal("flag %s expects a number, got '%s'", flag_names(f), value);
             *(float*)base = x;
             break;
         }
@@ -94,7 +106,8 @@ void cli_usage(const char* prog) {
     for (int i = 0; i < NUM_FLAGS; i++) {
         const Flag* f = &FLAGS[i];
         char names[48];
-        snprintf(names, sizeof(names), "%s, %s", f->short_name, f->long_name);
+        if (f->short_name) snprintf(names, sizeof(names), "%s, %s", f->short_name, f->long_name);
+        else snprintf(names, sizeof(names), "    %s", f->long_name);
         printf("  %-24s %s (default: %s)\n", names, f->help, f->def[0] ? f->def : "\"\"");
     }
     printf("  %-24s print this help\n", "-h, --help");
@@ -111,9 +124,10 @@ void cli_parse(TrainOptions* opts, int argc, char** argv) {
         }
         const Flag* f = NULL;
         for (int i = 0; i < NUM_FLAGS && !f; i++)
-            if (strcmp(arg, FLAGS[i].short_name) == 0 || strcmp(arg, FLAGS[i].long_name) == 0) f = &FLAGS[i];
+            if ((FLAGS[i].short_name && strcmp(arg, FLAGS[i].short_name) == 0) || strcmp(arg, FLAGS[i].long_name) == 0)
+                f = &FLAGS[i];
         if (!f) fatal("unknown flag '%s' (see %s -h)", arg, argv[0]);
-        if (a + 1 >= argc) fatal("flag %s (%s) needs a value", f->short_name, f->long_name);
+        if (a + 1 >= argc) fatal("flag %s needs a value", flag_names(f));
         flag_set(opts, f, argv[++a]);
     }
 }

@@ -34,6 +34,10 @@ typedef struct {
     int shuffle;
     int overfit;               // train on the first batch over and over
     int log_every;             // print a step line every N steps (the log file gets every step)
+    const char* engine;        // auto | gpu | cpu
+    int gelu_fusion;           // GPU: 0 none, 1 forward, 2 forward and backward (llm.c's -ge)
+    float loss_scale;          // FP16: initial dynamic loss scale
+    int loss_scale_interval;   // FP16: finite steps before the loss scale doubles
 } TrainOptions;
 
 // Fills opts from the table's defaults, then argv. Prints usage and exits 0 on -h/--help;

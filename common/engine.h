@@ -1,12 +1,28 @@
 // engine.h: the contract between the training driver and an engine that does the arithmetic.
 //
-// The driver (train_loop.c) owns everything both engines share: flags, data, schedule,
-// logging, validation, sampling and checkpoints. An engine owns the model's tensors and runs
-// forward, backward and the update, on the CPU (reference/) or on a GPU (train_gpt2.cu).
-// Parameters and optimizer state cross this boundary as fp32 in gpt2_param_layout() order.
+// The driver (train_loop.c) owns everything engines share: flags, data, the schedule, logging,
+// validation, sampling and when to checkpoint. An engine owns the model's tensors and runs
+// forward, backward and the update: the C reference engine on the CPU (reference/gpt2_cpu.c) or
+// the GPU engine (train_gpt2.cu). main() picks one with engine_select(); the driver sees only
+// this struct.
+//
+// What crosses the boundary is small on purpose, so that an engine may shard its state over
+// ranks, keep it in reduced precision or on another device: fp32 weights once at start-up,
+// token ids per micro-step, one StepResult per optimizer step (the only device-to-host sync of
+// a training step), logits for sampling, and file paths for checkpoints, which the engine writes
+// and reads itself.
+//
+// Lifetimes:
+// - inputs and targets passed to micro_step or forward are read during the call only;
+// - logits of forward(..., targets = NULL, ...) stay valid until the next micro_step or forward
+//   (a micro-step's backward overwrites them in place with their gradient);
+// - gradients accumulate over micro-steps and are zeroed by optimizer_step.
 #ifndef COMMON_ENGINE_H
 #define COMMON_ENGINE_H
 
+#include <stddef.h>
+
+#include "checkpoint.h"
 #include "gpt2_config.h"
 
 #ifdef __cplusplus
@@ -17,30 +33,87 @@ typedef struct {
     float beta1, beta2, eps, weight_decay;
 } AdamWConfig;
 
+// What an engine is made for; main() fills it from the flags (train_setup).
+typedef struct {
+    int B, T;                 // the largest micro-batch: activations are sized for it, once
+    int recompute;            // activation recompute level; 0 keeps every activation
+    int zero_stage;           // ZeRO stage; 0 = every rank holds all state
+    size_t memory_budget;     // bytes a rank may allocate, 0 = no limit
+    int rank, num_ranks;      // this process among the ranks (rank 0 of 1 without MPI)
+    float loss_scale_init;    // FP16 dynamic loss scaling: the first scale (PyTorch: 65536)
+    int loss_scale_interval;  // FP16: consecutive finite steps before the scale doubles (PyTorch: 2000)
+    int gelu_fusion;          // GPU: 0 = separate GELU kernels, 1 = GELU in the matmul's forward epilogue,
+                              // 2 = forward and backward epilogues
+} EngineOptions;
+
+// What one optimizer step did, read by the driver once per step.
+typedef struct {
+    float loss;        // mean loss over the step's micro-steps (weighted by their dloss_scale)
+    float grad_norm;   // global L2 norm of the unscaled gradients, before clipping
+    int applied;       // 1 = the update was applied; 0 = skipped (FP16: a gradient was inf or NaN)
+    float loss_scale;  // the loss scale this step's backward used (1 without FP16 loss scaling)
+} StepResult;
+
+// Named byte counts of what the engine allocated, for the start-up report (and the planner).
+#define MEMORY_REPORT_MAX 16
+typedef struct {
+    int count;
+    struct { const char* name; size_t bytes; } items[MEMORY_REPORT_MAX];
+} MemoryReport;
+void memory_report_add(MemoryReport* r, const char* name, size_t bytes);
+
 typedef struct Engine Engine;
 struct Engine {
-    char name[160];  // one line for the start-up report
+    char name[256];       // one line for the start-up report: engine, precision, device
     GPT2Config config;
+    EngineOptions options;
+    double peak_flops;    // the device's dense peak FLOP/s at this precision; 0 = unknown (no MFU printed)
+    int loss_scaling;     // 1 = FP16 dynamic loss scaling: a skipped update is its normal answer to an
+                          // overflow; without it a skipped update means training diverged
     void* self;
+
+    // The weights, fp32 in gpt2_param_layout() order (a fresh init or a model file).
     void (*set_params)(Engine* e, const float* params);
-    void (*get_params)(Engine* e, float* params);
-    void (*set_opt_state)(Engine* e, const float* m, const float* v);
-    void (*get_opt_state)(Engine* e, float* m, float* v);
-    // Forward over B*T tokens (B, T at most what the engine was made for). With targets,
-    // returns the mean cross-entropy loss; without (NULL), returns 0 and only logits are valid.
+
+    // One training micro-step: forward and backward over B x T tokens (at most options.B x T).
+    // Gradients accumulate until optimizer_step. dloss_scale = d(step objective)/d(this micro-step's
+    // mean loss): 1/accumulation steps. The loss stays in the engine until optimizer_step.
+    // is_last_micro_step lets an engine start its gradient reduction as backward produces it.
+    void (*micro_step)(Engine* e, const int* inputs, const int* targets, int B, int T, float dloss_scale,
+                       int is_last_micro_step);
+
+    // The update after the step's micro-steps: the mean loss and the global gradient norm, clipping
+    // to clip (0 = off; PyTorch's rule: scale by clip / (norm + 1e-6) when the norm exceeds clip),
+    // then AdamW with lr. A non-finite gradient skips the update entirely (weights, m, v and the
+    // count of applied updates stay bit for bit); with FP16 loss scaling it also halves the scale,
+    // which doubles after options.loss_scale_interval finite steps. Zeroes the gradients.
+    StepResult (*optimizer_step)(Engine* e, const AdamWConfig* opt, float lr, float clip);
+
+    // Evaluation and sampling: forward only. With targets, returns the mean loss; without, 0.
     float (*forward)(Engine* e, const int* inputs, const int* targets, int B, int T);
-    // The V logits at row b, position t of the last forward, into out (host memory).
+    // The V logits at row b, position t of the last forward without targets, into out (host, fp32).
     void (*logits_at)(Engine* e, int b, int t, float* out);
-    void (*zero_grad)(Engine* e);
-    // Backward of the last forward (which had targets); gradients accumulate. dloss_scale is
-    // d(objective)/d(mean loss of this micro-batch): 1/accumulation_steps.
-    void (*backward)(Engine* e, float dloss_scale);
-    // Global L2 norm of the accumulated gradients.
-    float (*grad_norm)(Engine* e);
-    // One AdamW step (t counts from 1) with the gradients multiplied by grad_scale (clipping).
-    void (*update)(Engine* e, const AdamWConfig* opt, float lr, float grad_scale, int t);
+
+    // Checkpoints: the model file from the fp32 master weights (llm.c's version 3) and the state
+    // file with the driver's TrainState, the engine's counters (applied updates, loss scale) and
+    // AdamW's m and v. load reads both back into the engine and fills *st.
+    void (*checkpoint_save)(Engine* e, const char* model_path, const char* state_path, const TrainState* st);
+    void (*checkpoint_load)(Engine* e, const char* model_path, const char* state_path, TrainState* st);
+
+    // What the engine allocated, by component (parameters, gradients, master weights, m, v,
+    // activations, scratch, workspace, ...), and the total.
+    void (*memory_report)(Engine* e, MemoryReport* r);
     void (*destroy)(Engine* e);
 };
+
+// Makes an engine, or returns NULL after writing into why (one phrase) the reason it cannot.
+typedef Engine* (*EngineCreateFn)(const GPT2Config* cfg, const EngineOptions* opts, char* why, size_t why_cap);
+
+// The engine for flag value `which`: "gpu" (fatal, naming --engine, when gpu_create is NULL or
+// fails), "cpu", or "auto": the GPU when one can be used, else the CPU engine after printing
+// one line saying why. gpu_create may be NULL (a build without CUDA).
+Engine* engine_select(const char* which, EngineCreateFn gpu_create, EngineCreateFn cpu_create, const GPT2Config* cfg,
+                      const EngineOptions* opts);
 
 #ifdef __cplusplus
 }

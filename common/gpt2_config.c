@@ -76,6 +76,11 @@ ParamLayout gpt2_param_layout(const GPT2Config* cfg) {
     return layout;
 }
 
+double gpt2_flops_per_token(const GPT2Config* cfg, int T) {
+    double N = (double)gpt2_param_layout(cfg).num_parameters;
+    return 6.0 * N + 6.0 * cfg->num_layers * (double)cfg->channels * T;
+}
+
 #include "rng.h"
 
 #define INIT_CHUNK (1 << 16)  // each chunk draws from its own seeded stream, so chunks run in parallel

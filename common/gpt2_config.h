@@ -53,6 +53,11 @@ void gpt2_config_validate(const GPT2Config* cfg, const char* what);
 ParamLayout gpt2_param_layout(const GPT2Config* cfg);
 int gpt2_padded_vocab(int vocab_size);
 
+// Training FLOPs per token at sequence length T, llm.c's estimate (its MFU is comparable):
+// 6 per parameter (forward 2, backward 4) plus attention's 6*L*C*T (QK^T and PV forward and
+// backward, with causal masking halving the 12*L*C*T of a full matrix).
+double gpt2_flops_per_token(const GPT2Config* cfg, int T);
+
 // GPT-2 initialization, deterministic for a seed whatever the thread count: weights N(0, 0.02),
 // residual projections (attprojw, fcprojw) N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weights 1,
 // padding rows of wte 0.

@@ -12,10 +12,13 @@ void logger_open(Logger* log, const char* output_dir, int append) {
 }
 
 // %.9g keeps every float's exact value, so a log can be compared bit for bit.
-void logger_step(Logger* log, int step, float loss, float grad_norm, float lr, double ms, double tok_per_s) {
+void logger_step(Logger* log, int step, float loss, float grad_norm, float lr, double ms, double tok_per_s,
+                 float loss_scale, int skipped) {
     if (!log->f) return;
-    fprintf(log->f, "{\"step\": %d, \"train_loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, \"ms\": %.3f, \"tok_per_s\": %.1f}\n",
-            step, loss, grad_norm, lr, ms, tok_per_s);
+    fprintf(log->f,
+            "{\"step\": %d, \"train_loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, \"ms\": %.3f, \"tok_per_s\": %.1f, "
+            "\"loss_scale\": %.9g, \"skipped\": %d}\n",
+            step, loss, grad_norm, lr, ms, tok_per_s, loss_scale, skipped);
     fflush(log->f);
 }
 

@@ -1,5 +1,6 @@
 // train_loop.c: the training driver (see train_loop.h). Reads top to bottom as a run:
-// options, model, data, resume, then the step loop with validation, samples and checkpoints.
+// options, model and data (train_setup), then weights, resume and the step loop with
+// validation, samples and checkpoints (train_run).
 #define _POSIX_C_SOURCE 200809L
 #include "train_loop.h"
 
@@ -10,24 +11,12 @@
 #include <string.h>
 
 #include "checkpoint.h"
-#include "cli.h"
-#include "corpus.h"
-#include "dataloader.h"
-#include "gpt2_cpu.h"
 #include "logger.h"
 #include "rng.h"
 #include "sampler.h"
 #include "schedule.h"
 #include "tokenizer.h"
 #include "util.h"
-
-float engine_optimizer_step(Engine* e, const AdamWConfig* opt, float lr, float clip, int t) {
-    float norm = e->grad_norm(e);
-    float scale = 1.0f;
-    if (clip > 0.0f && norm > clip) scale = clip / (norm + 1e-6f);
-    e->update(e, opt, lr, scale, t);
-    return norm;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Options and model
@@ -57,6 +46,12 @@ static void options_validate(const TrainOptions* o) {
     if (o->log_every <= 0) fatal("flag -p (print every) must be positive, got %d", o->log_every);
     if ((o->resume || o->checkpoint_every) && o->output_dir[0] == '\0')
         fatal("flags -y and -n need an output dir (-o)");
+    if (strcmp(o->engine, "auto") != 0 && strcmp(o->engine, "gpu") != 0 && strcmp(o->engine, "cpu") != 0)
+        fatal("flag --engine expects auto, gpu or cpu, got '%s'", o->engine);
+    if (o->gelu_fusion < 0 || o->gelu_fusion > 2) fatal("flag -ge (gelu fusion) must be 0, 1 or 2, got %d", o->gelu_fusion);
+    if (!(o->loss_scale > 0)) fatal("flag --loss-scale must be positive, got %g", o->loss_scale);
+    if (o->loss_scale_interval <= 0)
+        fatal("flag --loss-scale-interval must be positive, got %d", o->loss_scale_interval);
 }
 
 // A descriptor builds a fresh model (max sequence 1024, like GPT-2); anything else is a file.
@@ -67,6 +62,54 @@ static void model_config_from_flag(const char* model, GPT2Config* cfg, int* from
             fatal("flag -e: '%s' is neither a model descriptor (d1..d6, d12, d24, d36, d48) nor a model file", model);
         model_file_read_config(model, cfg);
     }
+}
+
+void train_setup(TrainSetup* s, int argc, char** argv) {
+    memset(s, 0, sizeof(*s));
+    TrainOptions* o = &s->opts;
+    cli_parse(o, argc, argv);
+    options_validate(o);
+    s->rank = 0;  // multi-process runs arrive with the MPI issue
+    s->num_ranks = 1;
+
+    model_config_from_flag(o->model, &s->config, &s->model_from_file);
+    if (o->T > s->config.max_seq_len)
+        fatal("flag -t (sequence length) is %d, the model's maximum is %d", o->T, s->config.max_seq_len);
+    long tokens_per_micro = (long)o->B * o->T * s->num_ranks;
+    s->total_batch = o->total_batch == -1 ? tokens_per_micro : o->total_batch;
+    if (s->total_batch <= 0 || s->total_batch % tokens_per_micro != 0)
+        fatal("flag -d (total batch) is %ld tokens, expected a positive multiple of B*T*ranks = %ld", s->total_batch,
+              tokens_per_micro);
+    s->accum = (int)(s->total_batch / tokens_per_micro);
+
+    // Data: given shards, or the built-in corpus made on first use.
+    s->train_pattern = o->train_data;
+    s->val_pattern = o->val_data;
+    if (s->train_pattern[0] == '\0') {
+        corpus_prepare(&s->corpus, o->tokenizer);
+        s->train_pattern = s->corpus.train_pattern;
+        if (s->val_pattern[0] == '\0') s->val_pattern = s->corpus.val_pattern;
+    }
+    dataloader_init(&s->train, s->train_pattern, o->B, o->T, s->rank, s->num_ranks, o->shuffle, (uint64_t)o->seed,
+                    s->config.vocab_size);
+    s->have_val = s->val_pattern[0] != '\0' && o->val_every > 0;
+    if (s->have_val)
+        dataloader_init(&s->val, s->val_pattern, o->B, o->T, s->rank, s->num_ranks, 0, 0, s->config.vocab_size);
+    s->max_steps = o->max_steps;
+    if (s->max_steps == -1) {
+        s->max_steps = (int)(s->train.total_windows / s->accum);
+        if (s->max_steps == 0)
+            fatal("train data %s holds less than one step of %ld tokens; set -x", s->train_pattern, s->total_batch);
+    }
+
+    EngineOptions* eo = &s->engine_options;
+    eo->B = o->B;
+    eo->T = o->T;
+    eo->rank = s->rank;
+    eo->num_ranks = s->num_ranks;
+    eo->loss_scale_init = o->loss_scale;
+    eo->loss_scale_interval = o->loss_scale_interval;
+    eo->gelu_fusion = o->gelu_fusion;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -96,18 +139,6 @@ static long checkpoint_latest(const char* dir) {
     return best;
 }
 
-static void checkpoint_save(Engine* e, const char* dir, const TrainState* st, float* host_params, float* m, float* v) {
-    char mp[4200], sp[4200];
-    checkpoint_paths(dir, (long)st->step, mp, sp, sizeof(mp));
-    size_t n = gpt2_param_layout(&e->config).num_parameters;
-    e->get_params(e, host_params);
-    e->get_opt_state(e, m, v);
-    // The model file goes last: a state file is only trusted next to its model file.
-    state_file_write(sp, &e->config, st, m, v, n);
-    model_file_write(mp, &e->config, host_params);
-    printf("checkpoint: wrote %s and %s\n", mp, sp);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Validation and sampling
 
@@ -122,11 +153,12 @@ static float evaluate(Engine* e, DataLoader* val, int steps) {
     return (float)(sum / n);
 }
 
-// Generates from <|endoftext|>; the context is the last T tokens when the sample grows longer.
+// Generates from <|endoftext|> (token 0 when the model's vocabulary is too small to hold it); the
+// context is the last T tokens when the sample grows longer.
 static void sample_and_print(Engine* e, const TrainOptions* o, const Tokenizer* tok, uint64_t* rng, int* gen,
                              float* logits, int* scratch) {
     int V = e->config.vocab_size, T = o->T;
-    gen[0] = GPT2_EOT;
+    gen[0] = GPT2_EOT < V ? GPT2_EOT : 0;
     int len = 1;
     Utf8Printer printer = {0};
     printf("generating:\n---\n");
@@ -147,153 +179,131 @@ static void sample_and_print(Engine* e, const TrainOptions* o, const Tokenizer* 
     fflush(stdout);
 }
 
+static void memory_report_print(Engine* e) {
+    MemoryReport r = {0};
+    e->memory_report(e, &r);
+    size_t total = 0;
+    printf("memory:");
+    for (int i = 0; i < r.count; i++) {
+        if (r.items[i].bytes == 0) continue;
+        printf(" %s %.1f MiB |", r.items[i].name, r.items[i].bytes / 1048576.0);
+        total += r.items[i].bytes;
+    }
+    printf(" total %.1f MiB\n", total / 1048576.0);
+}
+
 // ---------------------------------------------------------------------------------------------
-// main
+// The run
 
-int train_main(int argc, char** argv, EngineCreateFn gpu_create) {
-    TrainOptions o;
-    cli_parse(&o, argc, argv);
-    options_validate(&o);
-    int rank = 0, nproc = 1;  // multi-process runs arrive with the MPI issue
+int train_run(TrainSetup* s, Engine* e) {
+    const TrainOptions* o = &s->opts;
+    const GPT2Config* cfg = &s->config;
+    size_t n = gpt2_param_layout(cfg).num_parameters;
 
-    GPT2Config cfg;
-    int from_file;
-    model_config_from_flag(o.model, &cfg, &from_file);
-    if (o.T > cfg.max_seq_len) fatal("flag -t (sequence length) is %d, the model's maximum is %d", o.T, cfg.max_seq_len);
-    long tokens_per_micro = (long)o.B * o.T * nproc;
-    long total_batch = o.total_batch == -1 ? tokens_per_micro : o.total_batch;
-    if (total_batch <= 0 || total_batch % tokens_per_micro != 0)
-        fatal("flag -d (total batch) is %ld tokens, expected a positive multiple of B*T*ranks = %ld", total_batch,
-              tokens_per_micro);
-    int accum = (int)(total_batch / tokens_per_micro);
-
-    // Data: given shards, or the built-in corpus made on first use.
-    const char* train_pattern = o.train_data;
-    const char* val_pattern = o.val_data;
-    CorpusPaths corpus;
-    if (train_pattern[0] == '\0') {
-        corpus_prepare(&corpus, o.tokenizer);
-        train_pattern = corpus.train_pattern;
-        if (val_pattern[0] == '\0') val_pattern = corpus.val_pattern;
-    }
-    DataLoader train, val;
-    dataloader_init(&train, train_pattern, o.B, o.T, rank, nproc, o.shuffle, (uint64_t)o.seed, cfg.vocab_size);
-    int have_val = val_pattern[0] != '\0' && o.val_every > 0;
-    if (have_val) dataloader_init(&val, val_pattern, o.B, o.T, rank, nproc, 0, 0, cfg.vocab_size);
-    int max_steps = o.max_steps;
-    if (max_steps == -1) {
-        max_steps = (int)(train.total_windows / accum);
-        if (max_steps == 0) fatal("train data %s holds less than one step of %ld tokens; set -x", train_pattern, total_batch);
-    }
-
-    // Engine: the GPU when one can be used, else the C reference engine.
-    Engine* e = NULL;
-    char why[512] = "this build has no CUDA";
-    if (gpu_create) e = gpu_create(&cfg, o.B, o.T, why, sizeof(why));
-    if (!e) {
-        printf("engine: no usable GPU (%s); using the C reference engine\n", why);
-        e = gpt2_cpu_engine_create(&cfg, o.B, o.T);
-    }
-    size_t n = gpt2_param_layout(&cfg).num_parameters;
+    // Weights: a model file, or a fresh seeded init. Host fp32 only until the engine has them.
     float* host_params = (float*)malloc_check(n * sizeof(float), "parameters");
-    // Host copies of the optimizer state only cross to checkpoints: 8 bytes a parameter, so
-    // they exist only in runs that save or resume.
-    int checkpoints = o.resume || o.checkpoint_every > 0;
-    float* host_m = checkpoints ? (float*)malloc_check(n * sizeof(float), "AdamW m") : NULL;
-    float* host_v = checkpoints ? (float*)malloc_check(n * sizeof(float), "AdamW v") : NULL;
-    if (from_file) model_file_read_params(o.model, &cfg, host_params);
-    else gpt2_init_params(&cfg, host_params, (unsigned long long)o.seed);
+    if (s->model_from_file) model_file_read_params(o->model, cfg, host_params);
+    else gpt2_init_params(cfg, host_params, (unsigned long long)o->seed);
     e->set_params(e, host_params);
+    free(host_params);
 
     TrainState st = {0};
-    st.rng_state = rng_seed((uint64_t)o.seed ^ 0x5A4D504C45ull);  // the sampler's own stream
-    st.B = o.B; st.T = o.T; st.num_processes = nproc;
-    if (o.output_dir[0]) make_dirs(o.output_dir);
-    if (o.resume) {
-        long step = checkpoint_latest(o.output_dir);
-        if (step < 0) fatal("flag -y 1: no checkpoint (model_*.bin with state_*.bin) in %s", o.output_dir);
+    st.rng_state = rng_seed((uint64_t)o->seed ^ 0x5A4D504C45ull);  // the sampler's own stream
+    st.B = o->B; st.T = o->T; st.num_processes = s->num_ranks;
+    if (o->output_dir[0]) make_dirs(o->output_dir);
+    if (o->resume) {
+        long step = checkpoint_latest(o->output_dir);
+        if (step < 0) fatal("flag -y 1: no checkpoint (model_*.bin with state_*.bin) in %s", o->output_dir);
         char mp[4200], sp[4200];
-        checkpoint_paths(o.output_dir, step, mp, sp, sizeof(mp));
-        model_file_read_params(mp, &cfg, host_params);
-        state_file_read(sp, &cfg, &st, host_m, host_v, n);
-        if (st.B != o.B || st.T != o.T || st.num_processes != nproc)
+        checkpoint_paths(o->output_dir, step, mp, sp, sizeof(mp));
+        e->checkpoint_load(e, mp, sp, &st);
+        if (st.B != o->B || st.T != o->T || st.num_processes != s->num_ranks)
             fatal("state file %s was written with B=%d T=%d ranks=%d; this run has B=%d T=%d ranks=%d", sp, st.B, st.T,
-                  st.num_processes, o.B, o.T, nproc);
-        e->set_params(e, host_params);
-        e->set_opt_state(e, host_m, host_v);
-        dataloader_set_pos(&train, st.train_pos);
+                  st.num_processes, o->B, o->T, s->num_ranks);
+        dataloader_set_pos(&s->train, st.train_pos);
         printf("resume: step %lld from %s\n", (long long)st.step, mp);
     }
 
-    Tokenizer* tok = file_exists(o.tokenizer) ? tokenizer_load(o.tokenizer) : tokenizer_bytes_only();
+    Tokenizer* tok = file_exists(o->tokenizer) ? tokenizer_load(o->tokenizer) : tokenizer_bytes_only();
     Logger log;
-    logger_open(&log, o.output_dir, o.resume);
+    logger_open(&log, o->output_dir, o->resume);
 
-    printf("model: %s | L=%d C=%d NH=%d maxT=%d V=%d (padded %d) | %.2fM parameters\n", o.model,
-           cfg.num_layers, cfg.channels, cfg.num_heads, cfg.max_seq_len, cfg.vocab_size, cfg.padded_vocab_size, n / 1e6);
+    printf("model: %s | L=%d C=%d NH=%d maxT=%d V=%d (padded %d) | %.2fM parameters\n", o->model, cfg->num_layers,
+           cfg->channels, cfg->num_heads, cfg->max_seq_len, cfg->vocab_size, cfg->padded_vocab_size, n / 1e6);
     printf("engine: %s\n", e->name);
-    printf("train: %s (%d shards, %lld batches of B=%d T=%d per epoch) | val: %s\n", train_pattern, train.nfiles,
-           (long long)train.total_windows, o.B, o.T, have_val ? val_pattern : "none");
+    memory_report_print(e);
+    printf("train: %s (%d shards, %lld batches of B=%d T=%d per epoch) | val: %s\n", s->train_pattern, s->train.nfiles,
+           (long long)s->train.total_windows, o->B, o->T, s->have_val ? s->val_pattern : "none");
     printf("steps: %d | total batch %ld tokens = %d micro-steps | lr %g warmup %d floor %g | wd %g | clip %g\n",
-           max_steps, total_batch, accum, o.lr, o.warmup, o.final_lr_frac, o.weight_decay, o.grad_clip);
-    printf("samples: %s\n", tokenizer_can_merge(tok) ? o.tokenizer : "byte-level decoding (no tokenizer file)");
+           s->max_steps, s->total_batch, s->accum, o->lr, o->warmup, o->final_lr_frac, o->weight_decay, o->grad_clip);
+    printf("samples: %s\n", tokenizer_can_merge(tok) ? o->tokenizer : "byte-level decoding (no tokenizer file)");
 
-    AdamWConfig opt = {o.beta1, o.beta2, o.eps, o.weight_decay};
-    int V = cfg.vocab_size;
+    AdamWConfig opt = {o->beta1, o->beta2, o->eps, o->weight_decay};
+    int V = cfg->vocab_size;
     float* logits = (float*)malloc_check((size_t)V * sizeof(float), "sample logits");
     int* scratch = (int*)malloc_check((size_t)V * sizeof(int), "sample scratch");
-    int* gen = (int*)malloc_check((size_t)(o.gen_tokens + 1) * sizeof(int), "sample tokens");
+    int* gen = (int*)malloc_check((size_t)(o->gen_tokens + 1) * sizeof(int), "sample tokens");
+    double flops_per_step = gpt2_flops_per_token(cfg, o->T) * (double)s->total_batch;
     double total_ms = 0.0;
     int timed_steps = 0;
 
     int start_step = (int)st.step;
-    if (start_step > max_steps) fatal("flag -x (steps) is %d but the checkpoint is at step %d", max_steps, start_step);
-    for (int step = start_step; step <= max_steps; step++) {
-        int last = step == max_steps;
-        if (have_val && (step % o.val_every == 0 || last)) {
-            float vl = evaluate(e, &val, o.val_steps);
+    if (start_step > s->max_steps)
+        fatal("flag -x (steps) is %d but the checkpoint is at step %d", s->max_steps, start_step);
+    for (int step = start_step; step <= s->max_steps; step++) {
+        int last = step == s->max_steps;
+        // A resumed run's first step was evaluated and sampled before its checkpoint was written.
+        int resumed_here = o->resume && step == start_step;
+        if (s->have_val && (step % o->val_every == 0 || last) && !resumed_here) {
+            float vl = evaluate(e, &s->val, o->val_steps);
             printf("val loss %.6f\n", vl);
             logger_val(&log, step, vl);
         }
-        if (o.sample_every > 0 && o.gen_tokens > 0 && (step % o.sample_every == 0 || last) && step > 0)
-            sample_and_print(e, &o, tok, &st.rng_state, gen, logits, scratch);
-        if (o.checkpoint_every > 0 && step > start_step && (step % o.checkpoint_every == 0 || last)) {
+        if (o->sample_every > 0 && o->gen_tokens > 0 && (step % o->sample_every == 0 || last) && step > 0 &&
+            !resumed_here)
+            sample_and_print(e, o, tok, &st.rng_state, gen, logits, scratch);
+        if (o->checkpoint_every > 0 && step > start_step && (step % o->checkpoint_every == 0 || last)) {
+            char mp[4200], sp[4200];
+            checkpoint_paths(o->output_dir, step, mp, sp, sizeof(mp));
             st.step = step;
-            st.train_pos = dataloader_get_pos(&train);
-            checkpoint_save(e, o.output_dir, &st, host_params, host_m, host_v);
+            st.train_pos = dataloader_get_pos(&s->train);
+            e->checkpoint_save(e, mp, sp, &st);
+            printf("checkpoint: wrote %s and %s\n", mp, sp);
         }
         if (last) break;
 
         double t0 = wall_time_ms();
-        e->zero_grad(e);
-        double loss = 0.0;
-        for (int micro = 0; micro < accum; micro++) {
-            if (!o.overfit || (step == 0 && micro == 0)) dataloader_next_batch(&train);
-            loss += e->forward(e, train.inputs, train.targets, o.B, o.T);
-            e->backward(e, 1.0f / accum);
+        for (int micro = 0; micro < s->accum; micro++) {
+            if (!o->overfit || (step == 0 && micro == 0)) dataloader_next_batch(&s->train);
+            e->micro_step(e, s->train.inputs, s->train.targets, o->B, o->T, 1.0f / s->accum, micro == s->accum - 1);
         }
-        loss /= accum;
-        float lr = lr_at_step(step, max_steps, o.lr, o.warmup, o.final_lr_frac);
-        float norm = engine_optimizer_step(e, &opt, lr, o.grad_clip, step + 1);
+        float lr = lr_at_step(step, s->max_steps, o->lr, o->warmup, o->final_lr_frac);
+        StepResult r = e->optimizer_step(e, &opt, lr, o->grad_clip);
         double ms = wall_time_ms() - t0;
-        double tok_s = total_batch / (ms / 1e3);
-        if (step > 0) { total_ms += ms; timed_steps++; }  // the first step pays for warm-up
-        if ((step + 1) % o.log_every == 0 || step + 1 == max_steps)
-            printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s\n", step + 1, max_steps,
-                   loss, norm, lr, ms, tok_s);
-        logger_step(&log, step + 1, (float)loss, norm, lr, ms, tok_s);
-        if (!isfinite(loss)) fatal("loss is %f at step %d: training diverged", loss, step + 1);
+        double tok_s = s->total_batch / (ms / 1e3);
+        if (step > start_step) { total_ms += ms; timed_steps++; }  // the first step pays for warm-up
+        if ((step + 1) % o->log_every == 0 || step + 1 == s->max_steps || !r.applied) {
+            printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s", step + 1, s->max_steps,
+                   r.loss, r.grad_norm, lr, ms, tok_s);
+            if (e->peak_flops > 0) printf(" | MFU %.1f%%", 100.0 * flops_per_step / (ms / 1e3) / e->peak_flops);
+            if (r.loss_scale != 1.0f) printf(" | scale %g", r.loss_scale);
+            if (!r.applied) printf(" | skipped: non-finite gradients");
+            printf("\n");
+        }
+        logger_step(&log, step + 1, r.loss, r.grad_norm, lr, ms, tok_s, r.loss_scale, !r.applied);
+        if (!isfinite(r.loss)) fatal("loss is %f at step %d: training diverged", r.loss, step + 1);
+        if (!r.applied && !e->loss_scaling)
+            fatal("gradient norm is %f at step %d: training diverged (the update was not applied)", r.grad_norm, step + 1);
     }
     if (timed_steps > 0)
-        printf("done: %d steps, mean %.1f ms/step, %.0f tok/s (after the first step)\n", max_steps - start_step,
-               total_ms / timed_steps, total_batch / (total_ms / timed_steps / 1e3));
+        printf("done: %d steps, mean %.1f ms/step, %.0f tok/s (after the first step)\n", s->max_steps - start_step,
+               total_ms / timed_steps, s->total_batch / (total_ms / timed_steps / 1e3));
 
     logger_close(&log);
     tokenizer_free(tok);
     free(logits); free(scratch); free(gen);
-    free(host_params); free(host_m); free(host_v);
-    dataloader_free(&train);
-    if (have_val) dataloader_free(&val);
+    dataloader_free(&s->train);
+    if (s->have_val) dataloader_free(&s->val);
     e->destroy(e);
     return 0;
 }

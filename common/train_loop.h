@@ -1,26 +1,45 @@
-// train_loop.h: the training driver both engines share: flags, data, the step loop,
-// validation, sampling, logging and checkpoints. An engine only does the arithmetic.
+// train_loop.h: the training driver every engine shares: flags, data, the step loop, validation,
+// sampling, logging and checkpoints. An engine (engine.h) only does the arithmetic; main()
+// chooses it between train_setup and train_run:
+//
+//   TrainSetup s;
+//   train_setup(&s, argc, argv);
+//   Engine* e = engine_select(s.opts.engine, gpu_create, cpu_create, &s.config, &s.engine_options);
+//   return train_run(&s, e);
 #ifndef COMMON_TRAIN_LOOP_H
 #define COMMON_TRAIN_LOOP_H
 
-#include <stddef.h>
-
+#include "cli.h"
+#include "corpus.h"
+#include "dataloader.h"
 #include "engine.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-// Makes a GPU engine, or returns NULL after writing why none can be used into why.
-typedef Engine* (*EngineCreateFn)(const GPT2Config* cfg, int B, int T, char* why, size_t why_cap);
+typedef struct {
+    TrainOptions opts;
+    GPT2Config config;
+    int model_from_file;          // -e named a model file (else a descriptor: fresh weights)
+    EngineOptions engine_options;
+    int rank, num_ranks;
+    long total_batch;             // tokens per optimizer step
+    int accum;                    // micro-steps per optimizer step
+    int max_steps;
+    const char* train_pattern;
+    const char* val_pattern;
+    CorpusPaths corpus;           // the built-in corpus's paths, when no data was given
+    DataLoader train, val;
+    int have_val;
+} TrainSetup;
 
-// The trainer's main(). gpu_create may be NULL (a build without CUDA).
-int train_main(int argc, char** argv, EngineCreateFn gpu_create);
-
-// One optimizer step after gradients were accumulated: global norm, clipping to `clip`
-// (0 = off; PyTorch's rule: scale by clip / (norm + 1e-6) when the norm exceeds clip),
-// then AdamW with step count t (from 1). Returns the norm before clipping.
-float engine_optimizer_step(Engine* e, const AdamWConfig* opt, float lr, float clip, int t);
+// Flags, the model's shape, the data and the engine options; fatal (one line naming the flag
+// or file) on anything wrong, before an engine is made.
+void train_setup(TrainSetup* s, int argc, char** argv);
+// The run: weights (fresh, from -e, or resumed), then the step loop. Destroys e; returns the
+// exit status.
+int train_run(TrainSetup* s, Engine* e);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "ops_cpu.h"
 #include "util.h"
 
@@ -225,20 +226,9 @@ void gpt2_cpu_update(GPT2CPU* model, const AdamWConfig* opt, float lr, float gra
     for (int k = 0; k < GPT2_NUM_PARAM_TENSORS; k++) {
         const ParamTensor* pt = &model->layout.tensors[k];
         float wd = pt->weight_decay ? opt->weight_decay : 0.0f;
-        float* p = model->params + pt->offset;
-        float* g = model->grads + pt->offset;
-        float* m = model->m + pt->offset;
-        float* v = model->v + pt->offset;
-#pragma omp parallel for
-        for (size_t i = 0; i < pt->numel; i++) {
-            float grad = g[i] * grad_scale;
-            float mi = opt->beta1 * m[i] + (1.0f - opt->beta1) * grad;
-            float vi = opt->beta2 * v[i] + (1.0f - opt->beta2) * grad * grad;
-            m[i] = mi;
-            v[i] = vi;
-            float mhat = mi / bc1, vhat = vi / bc2;
-            p[i] -= lr * (mhat / (sqrtf(vhat) + opt->eps) + wd * p[i]);
-        }
+        size_t o = pt->offset;
+        adamw_update_cpu(model->params + o, model->grads + o, model->m + o, model->v + o, pt->numel, lr, opt->beta1,
+                         opt->beta2, bc1, bc2, opt->eps, wd, grad_scale);
     }
 }
 
@@ -250,18 +240,28 @@ static GPT2CPU* self_of(Engine* e) { return (GPT2CPU*)e->self; }
 static void cpu_set_params(Engine* e, const float* p) {
     memcpy(self_of(e)->params, p, self_of(e)->layout.num_parameters * sizeof(float));
 }
-static void cpu_get_params(Engine* e, float* p) {
-    memcpy(p, self_of(e)->params, self_of(e)->layout.num_parameters * sizeof(float));
+static void cpu_micro_step(Engine* e, const int* inputs, const int* targets, int B, int T, float dloss_scale,
+                           int is_last) {
+    GPT2CPU* m = self_of(e);
+    m->step_loss += (double)dloss_scale * gpt2_cpu_forward(m, inputs, targets, B, T);
+    gpt2_cpu_backward(m, dloss_scale);
 }
-static void cpu_set_opt_state(Engine* e, const float* m, const float* v) {
-    size_t n = self_of(e)->layout.num_parameters * sizeof(float);
-    memcpy(self_of(e)->m, m, n);
-    memcpy(self_of(e)->v, v, n);
-}
-static void cpu_get_opt_state(Engine* e, float* m, float* v) {
-    size_t n = self_of(e)->layout.num_parameters * sizeof(float);
-    memcpy(m, self_of(e)->m, n);
-    memcpy(v, self_of(e)->v, n);
+static StepResult cpu_optimizer_step(Engine* e, const AdamWConfig* opt, float lr, float clip) {
+    GPT2CPU* m = self_of(e);
+    StepResult r;
+    r.loss = (float)m->step_loss;
+    r.grad_norm = gpt2_cpu_grad_norm(m);
+    r.applied = isfinite(r.grad_norm);  // never let an inf or NaN reach the weights
+    r.loss_scale = 1.0f;
+    float scale = 1.0f;
+    if (clip > 0.0f && r.grad_norm > clip) scale = clip / (r.grad_norm + 1e-6f);
+    if (r.applied) {
+        m->adam_steps++;
+        gpt2_cpu_update(m, opt, lr, scale, (int)m->adam_steps);
+    }
+    gpt2_cpu_zero_grad(m);
+    m->step_loss = 0.0;
+    return r;
 }
 static float cpu_forward(Engine* e, const int* inputs, const int* targets, int B, int T) {
     return gpt2_cpu_forward(self_of(e), inputs, targets, B, T);
@@ -271,11 +271,28 @@ static void cpu_logits_at(Engine* e, int b, int t, float* out) {
     const float* row = m->acts.logits + ((size_t)b * m->cur_T + t) * m->config.padded_vocab_size;
     memcpy(out, row, m->config.vocab_size * sizeof(float));
 }
-static void cpu_zero_grad(Engine* e) { gpt2_cpu_zero_grad(self_of(e)); }
-static void cpu_backward(Engine* e, float s) { gpt2_cpu_backward(self_of(e), s); }
-static float cpu_grad_norm(Engine* e) { return gpt2_cpu_grad_norm(self_of(e)); }
-static void cpu_update(Engine* e, const AdamWConfig* o, float lr, float gs, int t) {
-    gpt2_cpu_update(self_of(e), o, lr, gs, t);
+static void cpu_checkpoint_save(Engine* e, const char* model_path, const char* state_path, const TrainState* st) {
+    GPT2CPU* m = self_of(e);
+    OptimizerCounters oc = {m->adam_steps, 0.0, 0};
+    // The model file goes last: a state file is only trusted next to its model file.
+    state_file_write(state_path, &m->config, st, &oc, m->m, m->v, m->layout.num_parameters);
+    model_file_write(model_path, &m->config, m->params);
+}
+static void cpu_checkpoint_load(Engine* e, const char* model_path, const char* state_path, TrainState* st) {
+    GPT2CPU* m = self_of(e);
+    OptimizerCounters oc;
+    model_file_read_params(model_path, &m->config, m->params);
+    state_file_read(state_path, &m->config, st, &oc, m->m, m->v, m->layout.num_parameters);
+    m->adam_steps = oc.adam_steps;
+}
+static void cpu_memory_report(Engine* e, MemoryReport* r) {
+    GPT2CPU* m = self_of(e);
+    size_t n = m->layout.num_parameters * sizeof(float);
+    memory_report_add(r, "parameters", n);
+    memory_report_add(r, "gradients", n);
+    memory_report_add(r, "AdamW m", n);
+    memory_report_add(r, "AdamW v", n);
+    memory_report_add(r, "activations", gpt2_cpu_bytes(&m->config, m->B, m->T) - 4 * n);
 }
 static void cpu_destroy(Engine* e) {
     gpt2_cpu_free(self_of(e));
@@ -283,24 +300,29 @@ static void cpu_destroy(Engine* e) {
     free(e);
 }
 
-Engine* gpt2_cpu_engine_create(const GPT2Config* cfg, int B, int T) {
+Engine* gpt2_cpu_engine_create(const GPT2Config* cfg, const EngineOptions* opts, char* why, size_t why_cap) {
+    if (opts->num_ranks > 1 || opts->zero_stage != 0) {
+        snprintf(why, why_cap, "the C reference engine is one process without sharding (ranks %d, ZeRO stage %d)",
+                 opts->num_ranks, opts->zero_stage);
+        return NULL;
+    }
     Engine* e = (Engine*)calloc_check(1, sizeof(Engine), "engine");
     GPT2CPU* m = (GPT2CPU*)malloc_check(sizeof(GPT2CPU), "engine");
-    gpt2_cpu_init(m, cfg, B, T);
+    gpt2_cpu_init(m, cfg, opts->B, opts->T);
     e->self = m;
     e->config = *cfg;
+    e->options = *opts;
+    e->peak_flops = 0.0;
     snprintf(e->name, sizeof(e->name), "C reference engine (fp32, %d OpenMP threads), %.1f MiB", omp_get_max_threads(),
-             gpt2_cpu_bytes(cfg, B, T) / 1048576.0);
+             gpt2_cpu_bytes(cfg, opts->B, opts->T) / 1048576.0);
     e->set_params = cpu_set_params;
-    e->get_params = cpu_get_params;
-    e->set_opt_state = cpu_set_opt_state;
-    e->get_opt_state = cpu_get_opt_state;
+    e->micro_step = cpu_micro_step;
+    e->optimizer_step = cpu_optimizer_step;
     e->forward = cpu_forward;
     e->logits_at = cpu_logits_at;
-    e->zero_grad = cpu_zero_grad;
-    e->backward = cpu_backward;
-    e->grad_norm = cpu_grad_norm;
-    e->update = cpu_update;
+    e->checkpoint_save = cpu_checkpoint_save;
+    e->checkpoint_load = cpu_checkpoint_load;
+    e->memory_report = cpu_memory_report;
     e->destroy = cpu_destroy;
     return e;
 }

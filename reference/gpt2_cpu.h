@@ -60,6 +60,8 @@ typedef struct {
     const int* inputs;     // of the last forward (the caller keeps them alive until backward)
     const int* targets;
     float mean_loss;
+    double step_loss;      // the current optimizer step's loss so far (the Engine contract's micro-steps)
+    long long adam_steps;  // AdamW updates applied: the bias correction's t
 } GPT2CPU;
 
 // Allocates parameters, gradients, optimizer state and activations for up to B x T once.
@@ -73,8 +75,9 @@ void gpt2_cpu_update(GPT2CPU* model, const AdamWConfig* opt, float lr, float gra
 // Bytes the engine allocates for B x T (parameters, grads, m, v, activations, their grads).
 size_t gpt2_cpu_bytes(const GPT2Config* cfg, int B, int T);
 
-// The Engine contract around a GPT2CPU (the engine owns it; destroy frees it).
-Engine* gpt2_cpu_engine_create(const GPT2Config* cfg, int B, int T);
+// The Engine contract around a GPT2CPU (the engine owns it; destroy frees it). fp32, one process:
+// returns NULL (with why) for options it cannot honour (ranks, ZeRO).
+Engine* gpt2_cpu_engine_create(const GPT2Config* cfg, const EngineOptions* opts, char* why, size_t why_cap);
 
 #ifdef __cplusplus
 }

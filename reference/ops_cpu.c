@@ -278,3 +278,17 @@ void crossentropy_softmax_backward_cpu(float* dlogits, const float* probs, const
         dl[targets[i]] -= dloss;
     }
 }
+
+void adamw_update_cpu(float* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1,
+                      float beta2, float bc1, float bc2, float eps, float weight_decay, float grad_scale) {
+#pragma omp parallel for
+    for (size_t i = 0; i < n; i++) {
+        float grad = grads[i] * grad_scale;
+        float mi = beta1 * m[i] + (1.0f - beta1) * grad;
+        float vi = beta2 * v[i] + (1.0f - beta2) * grad * grad;
+        m[i] = mi;
+        v[i] = vi;
+        float mhat = mi / bc1, vhat = vi / bc2;
+        params[i] -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * params[i]);
+    }
+}

@@ -8,6 +8,8 @@
 #ifndef REFERENCE_OPS_CPU_H
 #define REFERENCE_OPS_CPU_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -47,6 +49,14 @@ void crossentropy_forward_cpu(float* losses, const float* probs, const int* targ
 // dlogits[i,:] += (probs[i,:] - onehot(targets[i])) * dloss, over the first V columns only.
 void crossentropy_softmax_backward_cpu(float* dlogits, const float* probs, const int* targets, float dloss, int N,
                                        int V, int Vp);
+
+// One AdamW step over n entries, PyTorch's rule with decoupled weight decay:
+//   g = grad * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+//   p -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + weight_decay * p)
+// bc1 = 1 - b1^t and bc2 = 1 - b2^t are the bias corrections of step t (from 1); grad_scale
+// carries the clipping factor (and, on the GPU, the inverse loss scale).
+void adamw_update_cpu(float* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1,
+                      float beta2, float bc1, float bc2, float eps, float weight_decay, float grad_scale);
 
 #ifdef __cplusplus
 }

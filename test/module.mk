@@ -24,3 +24,18 @@ $(TEST_BIN)/test_host: $(BUILD)/test/test_host.o $(BUILD)/common/sampler.o
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 TESTS += $(TEST_BIN)/test_host
 TESTS += test/test_default_run.sh
+
+# gen_data: model files of any shape and learnable token shards, without Python (the GPU check
+# script runs it on bare machines too).
+$(TEST_BIN)/gen_data: $(BUILD)/test/gen_data.o $(HOST_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+TEST_DEPS += $(TEST_BIN)/gen_data
+
+# The GPU engine through the contract and end to end, on the CPU runtime, in each precision.
+ifneq ($(CUDA_CPU_HAVE_CUDA),)
+$(foreach p,$(EMU_PRECISIONS),$(eval $(call cuda_cpu_program,$(TEST_BIN)/test_gpu_engine_$(p),test/test_gpu_engine.cu,\
+	. kernels common reference test,$(HOST_LIB),$(call precision_define,$(p)))))
+TESTS += $(foreach p,$(EMU_PRECISIONS),$(TEST_BIN)/test_gpu_engine_$(p)) test/test_emu.sh
+TEST_DEPS += $(EMU_BINS)
+endif

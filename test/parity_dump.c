@@ -12,18 +12,18 @@
 #include "gpt2_cpu.h"
 #include "rng.h"
 #include "schedule.h"
-#include "train_loop.h"
+#include "engine.h"
 #include "util.h"
 
-#define B 4
-#define T 32
+#define BATCH 4
+#define SEQ 32
 #define STEPS 10
 
 int main(int argc, char** argv) {
     if (argc != 2) fatal("usage: parity_dump OUT_DIR");
     const char* dir = argv[1];
     make_dirs(dir);
-    GPT2Config cfg = {T, GPT2_VOCAB_SIZE, gpt2_padded_vocab(GPT2_VOCAB_SIZE), 2, 4, 64};
+    GPT2Config cfg = {SEQ, GPT2_VOCAB_SIZE, gpt2_padded_vocab(GPT2_VOCAB_SIZE), 2, 4, 64};
     ParamLayout layout = gpt2_param_layout(&cfg);
     size_t n = layout.num_parameters;
     float* params = (float*)malloc_check(n * sizeof(float), "params");
@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
     int ids[40];
     for (int i = 0; i < 39; i++) ids[i] = (int)rng_below(&rng, GPT2_VOCAB_SIZE);
     ids[39] = GPT2_EOT;
-    int per = B * T + 1;
+    int per = BATCH * SEQ + 1;
     int* tokens = (int*)malloc_check((size_t)STEPS * per * sizeof(int), "tokens");
     for (int i = 0; i < STEPS * per; i++)
         tokens[i] = rng_below(&rng, 10) == 0 ? (int)rng_below(&rng, GPT2_VOCAB_SIZE) : ids[(i * 7) % 40];
@@ -47,38 +47,47 @@ int main(int argc, char** argv) {
     fwrite_check(tokens, sizeof(int), (size_t)STEPS * per, f, path);
     fclose_check(f, path);
 
-    Engine* e = gpt2_cpu_engine_create(&cfg, B, T);
+    EngineOptions eo = {0};
+    eo.B = BATCH;
+    eo.T = SEQ;
+    eo.num_ranks = 1;
+    char why[256];
+    Engine* e = gpt2_cpu_engine_create(&cfg, &eo, why, sizeof(why));
     e->set_params(e, params);
     AdamWConfig opt = {0.9f, 0.95f, 1e-8f, 0.1f};
     float lr = 1e-3f, clip = 1.0f, final_frac = 0.1f;
     int warmup = 2;
-    int inputs[B * T], targets[B * T];
+    int inputs[BATCH * SEQ], targets[BATCH * SEQ];
     float losses[STEPS], lrs[STEPS], norms[STEPS];
-    float* logits = (float*)malloc_check((size_t)B * T * cfg.vocab_size * sizeof(float), "logits");
+    float* logits = (float*)malloc_check((size_t)BATCH * SEQ * cfg.vocab_size * sizeof(float), "logits");
     snprintf(path, sizeof(path), "%s/c_out.bin", dir);
     FILE* out = fopen_check(path, "wb");
     for (int step = 0; step < STEPS; step++) {
-        // Each batch is B rows of T+1 consecutive tokens, like the data loader's.
+        // Each batch is BATCH rows of SEQ+1 consecutive tokens, like the data loader's.
         const int* batch = tokens + (size_t)step * per;
-        for (int i = 0; i < B * T; i++) {
+        for (int i = 0; i < BATCH * SEQ; i++) {
             inputs[i] = batch[i];
             targets[i] = batch[i + 1];
         }
-        e->zero_grad(e);
-        losses[step] = e->forward(e, inputs, targets, B, T);
-        e->backward(e, 1.0f);
-        if (step == 0) {
-            for (int b = 0; b < B; b++)
-                for (int t = 0; t < T; t++) e->logits_at(e, b, t, logits + ((size_t)b * T + t) * cfg.vocab_size);
+        if (step == 0) {  // the logits come from a forward without targets, as sampling reads them
+            e->forward(e, inputs, NULL, BATCH, SEQ);
+            for (int b = 0; b < BATCH; b++)
+                for (int t = 0; t < SEQ; t++) e->logits_at(e, b, t, logits + ((size_t)b * SEQ + t) * cfg.vocab_size);
+        }
+        e->micro_step(e, inputs, targets, BATCH, SEQ, 1.0f, 1);
+        if (step == 0) {  // this is the C engine's own test: it may read the engine's gradients
             GPT2CPU* m = (GPT2CPU*)e->self;
-            fwrite_check(&losses[0], sizeof(float), 1, out, path);
-            fwrite_check(logits, sizeof(float), (size_t)B * T * cfg.vocab_size, out, path);
+            float loss0 = gpt2_cpu_forward(m, inputs, targets, BATCH, SEQ);
+            fwrite_check(&loss0, sizeof(float), 1, out, path);
+            fwrite_check(logits, sizeof(float), (size_t)BATCH * SEQ * cfg.vocab_size, out, path);
             fwrite_check(m->grads, sizeof(float), n, out, path);
         }
         lrs[step] = lr_at_step(step, STEPS, lr, warmup, final_frac);
-        norms[step] = engine_optimizer_step(e, &opt, lrs[step], clip, step + 1);
+        StepResult r = e->optimizer_step(e, &opt, lrs[step], clip);
+        losses[step] = r.loss;
+        norms[step] = r.grad_norm;
     }
-    e->get_params(e, params);
+    memcpy(params, ((GPT2CPU*)e->self)->params, n * sizeof(float));
     fwrite_check(losses, sizeof(float), STEPS, out, path);
     fwrite_check(norms, sizeof(float), STEPS, out, path);
     fwrite_check(lrs, sizeof(float), STEPS, out, path);
@@ -88,7 +97,7 @@ int main(int argc, char** argv) {
     snprintf(path, sizeof(path), "%s/config.txt", dir);
     f = fopen_check(path, "w");
     fprintf(f, "B %d\nT %d\nsteps %d\nlr %.9g\nwarmup %d\nfinal_frac %.9g\nweight_decay %.9g\nclip %.9g\n"
-               "beta1 %.9g\nbeta2 %.9g\neps %.9g\n", B, T, STEPS, lr, warmup, final_frac, opt.weight_decay, clip,
+               "beta1 %.9g\nbeta2 %.9g\neps %.9g\n", BATCH, SEQ, STEPS, lr, warmup, final_frac, opt.weight_decay, clip,
             opt.beta1, opt.beta2, opt.eps);
     fclose_check(f, path);
     e->destroy(e);

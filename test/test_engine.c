@@ -13,7 +13,6 @@
 #include "gpt2_cpu.h"
 #include "rng.h"
 #include "test.h"
-#include "train_loop.h"
 #include "util.h"
 
 static GPT2Config small_config(int V) {

@@ -39,7 +39,7 @@ define cuda_cpu_program
 $(1): $(2) $$(CUDA_CPU_DEPS) $(filter-out -%,$(4))
 	@mkdir -p $$(dir $$@)
 	perl test/cuda_cpu/cu2cpu.pl -o $(1).gen --prune -d $(1).d -t $(1) $(addprefix -I,$(3)) $(2)
-	$$(CUDA_CPU_CXX) $$(CUDA_CPU_FLAGS) $$(CUDA_CPU_MPI_CFLAGS) -x c++ -include test/cuda_cpu/cuda_cpu.h \
+	$$(CUDA_CPU_CXX) $$(CUDA_CPU_FLAGS) $$(CUDA_CPU_MPI_CFLAGS) $(5) -x c++ -include test/cuda_cpu/cuda_cpu.h \
 		$(foreach d,$(3),-I$(1).gen/$(d) -I$(d)) -c $(1).gen/$(2) -o $(1).o
 	$$(CUDA_CPU_CXX) $$(CUDA_CPU_FLAGS) $(1).o $(4) $$(CUDA_CPU_LIB) $$(CUDA_CPU_MPI_LIBS) -lm -o $$@
 -include $(1).d

@@ -1,0 +1,32 @@
+// engine.c: choosing an engine (see engine.h) and the memory report's helper.
+#include "engine.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "util.h"
+
+void memory_report_add(MemoryReport* r, const char* name, size_t bytes) {
+    if (r->count >= MEMORY_REPORT_MAX) fatal("memory report: more than %d components", MEMORY_REPORT_MAX);
+    r->items[r->count].name = name;
+    r->items[r->count].bytes = bytes;
+    r->count++;
+}
+
+Engine* engine_select(const char* which, EngineCreateFn gpu_create, EngineCreateFn cpu_create, const GPT2Config* cfg,
+                      const EngineOptions* opts) {
+    char why[512] = "";
+    if (strcmp(which, "cpu") != 0 && strcmp(which, "gpu") != 0 && strcmp(which, "auto") != 0)
+        fatal("flag --engine expects auto, gpu or cpu, got '%s'", which);
+    if (strcmp(which, "cpu") != 0) {
+        Engine* e = NULL;
+        if (gpu_create) e = gpu_create(cfg, opts, why, sizeof(why));
+        else snprintf(why, sizeof(why), "this trainer was built without CUDA (no nvcc at make time)");
+        if (e) return e;
+        if (strcmp(which, "gpu") == 0) fatal("flag --engine gpu: no usable GPU: %s", why);
+        printf("engine: no usable GPU (%s); using the C reference engine\n", why);
+    }
+    Engine* e = cpu_create(cfg, opts, why, sizeof(why));
+    if (!e) fatal("the C reference engine cannot run this configuration: %s", why);
+    return e;
+}

@@ -1,0 +1,56 @@
+// tensor_layout.c: tensor tables (see tensor_layout.h).
+#include "tensor_layout.h"
+
+#include <string.h>
+
+#include "util.h"
+
+size_t dtype_bytes(DType dtype, size_t floatx_bytes) { return dtype == DT_FLOATX ? floatx_bytes : 4; }
+
+void tensor_group_init(TensorGroup* g, const char* name, size_t floatx_bytes) {
+    memset(g, 0, sizeof(*g));
+    g->name = name;
+    g->floatx_bytes = floatx_bytes;
+}
+
+int tensor_group_add(TensorGroup* g, const char* name, DType dtype, size_t layers, size_t per_layer) {
+    if (g->count >= TENSOR_GROUP_MAX) fatal("tensor group %s: more than %d tensors", g->name, TENSOR_GROUP_MAX);
+    TensorSlot* s = &g->slots[g->count];
+    s->name = name;
+    s->dtype = dtype;
+    s->layers = layers;
+    s->per_layer = per_layer;
+    s->offset = g->bytes;
+    s->bytes = layers * per_layer * dtype_bytes(dtype, g->floatx_bytes);
+    g->bytes += (s->bytes + TENSOR_ALIGN - 1) / TENSOR_ALIGN * TENSOR_ALIGN;
+    return g->count++;
+}
+
+void gpt2_activation_layout(TensorGroup* g, const GPT2Config* cfg, int B, int T, size_t floatx_bytes) {
+    size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
+    size_t BT = (size_t)B * T;
+    tensor_group_init(g, "activations", floatx_bytes);
+    // The order is the enum's; each line names its slot so a mismatch is visible in review.
+    tensor_group_add(g, "encoded", DT_FLOATX, 1, BT * C);        // ACT_ENCODED
+    tensor_group_add(g, "ln1", DT_FLOATX, L, BT * C);            // ACT_LN1
+    tensor_group_add(g, "ln1_mean", DT_FP32, L, BT);             // ACT_LN1_MEAN
+    tensor_group_add(g, "ln1_rstd", DT_FP32, L, BT);             // ACT_LN1_RSTD
+    tensor_group_add(g, "qkv", DT_FLOATX, L, BT * 3 * C);        // ACT_QKV
+    tensor_group_add(g, "atty", DT_FLOATX, L, BT * C);           // ACT_ATTY
+    tensor_group_add(g, "att_lse", DT_FP32, L, (size_t)B * NH * T);  // ACT_ATT_LSE
+    tensor_group_add(g, "residual2", DT_FLOATX, L, BT * C);      // ACT_RESIDUAL2
+    tensor_group_add(g, "ln2", DT_FLOATX, L, BT * C);            // ACT_LN2
+    tensor_group_add(g, "ln2_mean", DT_FP32, L, BT);             // ACT_LN2_MEAN
+    tensor_group_add(g, "ln2_rstd", DT_FP32, L, BT);             // ACT_LN2_RSTD
+    tensor_group_add(g, "fch", DT_FLOATX, L, BT * 4 * C);        // ACT_FCH
+    tensor_group_add(g, "fch_gelu", DT_FLOATX, L, BT * 4 * C);   // ACT_FCH_GELU
+    tensor_group_add(g, "residual3", DT_FLOATX, L, BT * C);      // ACT_RESIDUAL3
+    tensor_group_add(g, "lnf", DT_FLOATX, 1, BT * C);            // ACT_LNF
+    tensor_group_add(g, "lnf_mean", DT_FP32, 1, BT);             // ACT_LNF_MEAN
+    tensor_group_add(g, "lnf_rstd", DT_FP32, 1, BT);             // ACT_LNF_RSTD
+    tensor_group_add(g, "logits", DT_FLOATX, 1, BT * Vp);        // ACT_LOGITS
+    tensor_group_add(g, "losses", DT_FP32, 1, BT);               // ACT_LOSSES
+    tensor_group_add(g, "inputs", DT_INT32, 1, BT);              // ACT_INPUTS
+    tensor_group_add(g, "targets", DT_INT32, 1, BT);             // ACT_TARGETS
+    if (g->count != ACT_COUNT) fatal("activation layout: %d slots, the enum has %d", g->count, ACT_COUNT);
+}

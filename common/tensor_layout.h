@@ -1,0 +1,77 @@
+// tensor_layout.h: tables of named tensors that share one allocation, and GPT-2's activation
+// table for the GPU engine.
+//
+// One table, three uses: the engine carves its one allocation per group from it (base +
+// slot offset), the start-up report prints its sizes, and the memory planner sums it without
+// allocating anything. A size that exists in only one place cannot drift.
+#ifndef COMMON_TENSOR_LAYOUT_H
+#define COMMON_TENSOR_LAYOUT_H
+
+#include <stddef.h>
+
+#include "gpt2_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// DT_FLOATX is the engine's compute precision (2 bytes in FP16/BF16 builds, 4 in FP32).
+typedef enum { DT_FLOATX, DT_FP32, DT_INT32 } DType;
+
+#define TENSOR_ALIGN 256  // every slot starts on this many bytes (vector loads, cuBLASLt)
+#define TENSOR_GROUP_MAX 32
+
+typedef struct {
+    const char* name;
+    DType dtype;
+    size_t layers;     // L for tensors stacked per layer, else 1
+    size_t per_layer;  // elements in one layer's slice
+    size_t offset;     // bytes from the group's base
+    size_t bytes;      // layers * per_layer * element size
+} TensorSlot;
+
+typedef struct {
+    const char* name;
+    size_t floatx_bytes;
+    int count;
+    TensorSlot slots[TENSOR_GROUP_MAX];
+    size_t bytes;  // the whole group, with alignment
+} TensorGroup;
+
+void tensor_group_init(TensorGroup* g, const char* name, size_t floatx_bytes);
+// Appends a slot; returns its index. Fatal past TENSOR_GROUP_MAX.
+int tensor_group_add(TensorGroup* g, const char* name, DType dtype, size_t layers, size_t per_layer);
+size_t dtype_bytes(DType dtype, size_t floatx_bytes);
+
+// The GPU engine's activations of one forward at micro-batch B x T, every activation kept
+// (recompute level 0), in this order (the enum is the slot index):
+enum {
+    ACT_ENCODED,    // (B,T,C)     floatX  token + position embedding: layer 0's residual input
+    ACT_LN1,        // L x (B,T,C) floatX
+    ACT_LN1_MEAN,   // L x (B,T)   fp32
+    ACT_LN1_RSTD,   // L x (B,T)   fp32
+    ACT_QKV,        // L x (B,T,3C) floatX
+    ACT_ATTY,       // L x (B,T,C) floatX  attention output, before the projection
+    ACT_ATT_LSE,    // L x (B,NH,T) fp32   flash attention's logsumexp per row (no T x T matrix)
+    ACT_RESIDUAL2,  // L x (B,T,C) floatX  residual + attention projection
+    ACT_LN2,        // L x (B,T,C) floatX
+    ACT_LN2_MEAN,   // L x (B,T)   fp32
+    ACT_LN2_RSTD,   // L x (B,T)   fp32
+    ACT_FCH,        // L x (B,T,4C) floatX GELU input
+    ACT_FCH_GELU,   // L x (B,T,4C) floatX GELU output
+    ACT_RESIDUAL3,  // L x (B,T,C) floatX  the layer's output
+    ACT_LNF,        // (B,T,C)     floatX
+    ACT_LNF_MEAN,   // (B,T)       fp32
+    ACT_LNF_RSTD,   // (B,T)       fp32
+    ACT_LOGITS,     // (B,T,Vp)    floatX  overwritten in place by their gradient in backward
+    ACT_LOSSES,     // (B,T)       fp32
+    ACT_INPUTS,     // (B,T)       int32
+    ACT_TARGETS,    // (B,T)       int32
+    ACT_COUNT
+};
+void gpt2_activation_layout(TensorGroup* g, const GPT2Config* cfg, int B, int T, size_t floatx_bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

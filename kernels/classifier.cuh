@@ -1,0 +1,130 @@
+// kernels/classifier.cuh: the fused softmax + cross-entropy at the end of the model, and the
+// mean loss.
+//   fused_classifier: per row i of N rows of Vp logits (the first V are real tokens):
+//     losses[i] = logsumexp_{v<V}(logits[i,v]) - logits[i,targets[i]]      OVERWRITES losses (N) fp32
+//     write_dlogits: logits[i,v] = (softmax_v - [v == targets[i]]) * dloss for v < V, 0 for v >= V
+//                    OVERWRITES the logits in place (floatX) with their gradient
+//   loss_accumulate:  *acc += weight * (sum_i losses[i]) / N                ACCUMULATES one fp32
+// Reference: softmax_forward_cpu, crossentropy_forward_cpu, crossentropy_softmax_backward_cpu.
+// fp32 statistics (max, sum of exponentials, loss); each gradient is rounded once to floatX. The
+// padding columns V..Vp-1 are never read (they may hold anything) and get gradient 0.
+//
+// One block per row: pass 1 reads the row once, each thread keeping an online (max, sum of
+// exp(x - max)) over its elements, which the block then merges in a fixed tree; pass 2 re-reads
+// the row (from L2) and writes the gradient. Deterministic: fixed element-to-thread assignment
+// and merge order, no atomics.
+#pragma once
+
+#include <math.h>
+#include <stdint.h>
+
+#include "common.cuh"
+
+#define CLASSIFIER_BLOCK 512  // threads per row: ~12 packs each at V = 50257 in fp16/bf16
+
+// Merges two (max, sum of exp(x - max)) summaries. Symmetric in its arguments bit for bit (the
+// two products are added, and fp32 addition commutes), so both lanes of a butterfly agree. An
+// empty summary is (-inf, 0).
+__device__ inline void classifier_merge(float& m, float& s, float m2, float s2) {
+    float mn = fmaxf(m, m2);
+    if (mn == -INFINITY) return;  // both empty
+    s = s * expf(m - mn) + s2 * expf(m2 - mn);
+    m = mn;
+}
+
+template <int W>
+__global__ void __launch_bounds__(CLASSIFIER_BLOCK)
+    fused_classifier_kernel(floatX* logits, float* losses, const int* targets, float dloss, int V, int Vp,
+                            int write_dlogits) {
+    __shared__ float warp_m[CLASSIFIER_BLOCK / 32], warp_s[CLASSIFIER_BLOCK / 32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    floatX* x = logits + (size_t)blockIdx.x * Vp;
+    const int target = targets[blockIdx.x];
+    // Read before the barrier below, so before any thread overwrites the row.
+    const float x_target = (float)x[target];
+
+    // Pass 1: this thread's packs p = tid, tid + blockDim, ... over the real columns; the last
+    // pack may straddle V (its columns >= V are skipped, whatever they hold).
+    float m = -INFINITY, s = 0.0f;
+    const int packs_v = (V + W - 1) / W;  // (ceil_div is host-only)
+    for (int p = threadIdx.x; p < packs_v; p += blockDim.x) {
+        floatx_pack<W> v = pack_load<W>(x + (size_t)p * W);
+        float f[W], pm = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < W; k++) {
+            f[k] = p * W + k < V ? (float)v.v[k] : -INFINITY;
+            pm = fmaxf(pm, f[k]);
+        }
+        if (pm > m) {  // rescale once per pack, not per element
+            s *= expf(m - pm);
+            m = pm;
+        }
+#pragma unroll
+        for (int k = 0; k < W; k++) s += expf(f[k] - m);  // exp(-inf) = 0 for skipped columns
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, offset), s2 = __shfl_xor_sync(0xffffffffu, s, offset);
+        classifier_merge(m, s, m2, s2);
+    }
+    if (lane == 0) {
+        warp_m[warp] = m;
+        warp_s[warp] = s;
+    }
+    __syncthreads();
+    // Every thread merges the warps in the same order, so all hold the same bits.
+    m = warp_m[0];
+    s = warp_s[0];
+    for (int w = 1; w < nwarps; w++) classifier_merge(m, s, warp_m[w], warp_s[w]);
+    if (threadIdx.x == 0) losses[blockIdx.x] = logf(s) + m - x_target;
+
+    // Pass 2: the gradient over the whole padded row (Vp % W == 0 in the 128-bit path).
+    if (write_dlogits) {
+        const float inv_s = 1.0f / s;
+        const int packs_vp = Vp / W;
+        for (int p = threadIdx.x; p < packs_vp; p += blockDim.x) {
+            floatx_pack<W> v = pack_load<W>(x + (size_t)p * W), g;
+#pragma unroll
+            for (int k = 0; k < W; k++) {
+                int col = p * W + k;
+                float prob = col < V ? expf((float)v.v[k] - m) * inv_s : 0.0f;
+                float y = col == target ? 1.0f : 0.0f;
+                g.v[k] = (floatX)(col < V ? (prob - y) * dloss : 0.0f);
+            }
+            pack_store<W>(x + (size_t)p * W, g);
+        }
+    }
+}
+
+// logits (N, Vp) floatX: read; with write_dlogits, overwritten by their gradient (see above).
+// losses (N) fp32 overwritten. targets (N) device int32, each in [0, V). dloss = d objective /
+// d losses[i], the same for every row (the engine passes loss_scale / (B*T*grad_accum_steps)).
+// Launch: N blocks of 512 threads, one per row; 128-bit accesses when Vp % X128 == 0 and logits is
+// 16-byte aligned, scalar otherwise.
+static inline void fused_classifier(floatX* logits, float* losses, const int* targets, float dloss, int N, int V,
+                                    int Vp, int write_dlogits, cudaStream_t stream) {
+    if (N == 0) return;
+    if (Vp % X128 == 0 && aligned16(logits))
+        fused_classifier_kernel<X128><<<N, CLASSIFIER_BLOCK, 0, stream>>>(logits, losses, targets, dloss, V, Vp,
+                                                                         write_dlogits);
+    else
+        fused_classifier_kernel<1><<<N, CLASSIFIER_BLOCK, 0, stream>>>(logits, losses, targets, dloss, V, Vp,
+                                                                      write_dlogits);
+    cudaCheckLaunch("fused_classifier_kernel");
+}
+
+// One block: thread t sums losses t, t + 1024, ... in order, then block_reduce_sum's fixed tree.
+__global__ void __launch_bounds__(1024) loss_accumulate_kernel(float* acc, const float* losses, int N, float weight) {
+    __shared__ float shared[32];
+    float v = 0.0f;
+    for (int i = threadIdx.x; i < N; i += blockDim.x) v += losses[i];
+    float total = block_reduce_sum(v, shared);
+    if (threadIdx.x == 0) *acc += weight * total / N;
+}
+
+// *acc (one fp32 on the device) += weight * (sum of losses[0..N)) / N; reads losses (N) fp32.
+// Launch: one block of 1024 threads; no host synchronisation; bit-identical from run to run.
+static inline void loss_accumulate(float* acc, const float* losses, int N, float weight, cudaStream_t stream) {
+    if (N == 0) return;
+    loss_accumulate_kernel<<<1, 1024, 0, stream>>>(acc, losses, N, weight);
+    cudaCheckLaunch("loss_accumulate_kernel");
+}

@@ -1,0 +1,94 @@
+// kernels/common.cuh: what every kernel header shares: the precision switch (floatX), checked
+// CUDA calls and launches, and the warp and block reductions.
+//
+// Precision is chosen at build time by exactly one of ENABLE_FP32, ENABLE_FP16, ENABLE_BF16
+// (make PRECISION=FP32|FP16|BF16). floatX is the type of parameters, gradients and activations;
+// every kernel computes in fp32 and rounds only when it stores a floatX. Statistics (LayerNorm
+// mean and rstd, attention logsumexp, losses, norms) and the optimizer state stay fp32.
+//
+// Reductions here are deterministic: a fixed tree over a fixed assignment of elements to
+// threads, so a result does not depend on timing, only on the launch shape.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#if defined(ENABLE_FP32) + defined(ENABLE_FP16) + defined(ENABLE_BF16) != 1
+#error "define exactly one of ENABLE_FP32, ENABLE_FP16, ENABLE_BF16 (make PRECISION=FP32|FP16|BF16)"
+#endif
+
+#if defined(ENABLE_FP32)
+typedef float floatX;
+#define PRECISION_NAME "fp32"
+#define CUDA_R_FLOATX CUDA_R_32F
+#elif defined(ENABLE_FP16)
+typedef __half floatX;
+#define PRECISION_NAME "fp16"
+#define CUDA_R_FLOATX CUDA_R_16F
+#else
+typedef __nv_bfloat16 floatX;
+#define PRECISION_NAME "bf16"
+#define CUDA_R_FLOATX CUDA_R_16BF
+#endif
+
+// ---- checked calls: one line naming the call and where, then exit status 1 ----
+static inline void cuda_check(cudaError_t err, const char* call, const char* file, int line) {
+    if (err != cudaSuccess) {
+        fflush(stdout);
+        fprintf(stderr, "error: CUDA: %s at %s:%d: %s\n", call, file, line, cudaGetErrorString(err));
+        exit(1);
+    }
+}
+#define cudaCheck(call) cuda_check((call), #call, __FILE__, __LINE__)
+// After every launch: a bad configuration is reported here, at the launch, not at a later sync.
+#define cudaCheckLaunch(name) cuda_check(cudaGetLastError(), "launch of " name, __FILE__, __LINE__)
+
+static inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
+static inline size_t ceil_div_size(size_t a, size_t b) { return (a + b - 1) / b; }
+
+// ---- warp and block reductions (fp32) ----
+__device__ inline float warp_reduce_sum(float v) {
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
+__device__ inline float warp_reduce_max(float v) {
+    for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    return v;
+}
+
+// Sum of v over the whole block, returned to every thread. blockDim.x must be a multiple of 32
+// (at most 1024) and every thread of the block must call it. `shared` is 32 floats of shared
+// memory the caller owns; a block calling this twice in a row needs two arrays or a
+// __syncthreads between the calls.
+__device__ inline float block_reduce_sum(float v, float* shared) {
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    v = warp_reduce_sum(v);
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    float total = lane < nwarps ? shared[lane] : 0.0f;
+    return warp_reduce_sum(total);
+}
+
+// ---- 128-bit packs of floatX ----
+// How many floatX fit in 16 bytes: the width of one 128-bit load or store.
+static constexpr int X128 = (int)(16 / sizeof(floatX));
+// W consecutive floatX, aligned to their size, so a pack of X128 moves as one 128-bit access
+// (nvcc emits ld/st.global.v4 for it) and a pack of 1 is a plain scalar access. Kernels take a
+// pack width W: X128 when rows start 16-byte aligned, else 1 (the scalar fallback).
+template <int W>
+struct alignas(sizeof(floatX) * W) floatx_pack {
+    floatX v[W];
+};
+template <int W>
+__device__ inline floatx_pack<W> pack_load(const floatX* p) {
+    return *reinterpret_cast<const floatx_pack<W>*>(p);
+}
+template <int W>
+__device__ inline void pack_store(floatX* p, const floatx_pack<W>& x) {
+    *reinterpret_cast<floatx_pack<W>*>(p) = x;
+}
+static inline bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }

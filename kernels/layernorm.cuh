@@ -1,0 +1,275 @@
+// kernels/layernorm.cuh: LayerNorm over rows of C (eps 1e-5), forward, fused residual + forward,
+// and backward.
+//   layernorm_forward:  out = (x - mean) * rstd * weight + bias      OVERWRITES out (N,C) floatX,
+//                       mean (N) and rstd (N) fp32 (saved for backward)
+//   fused_residual_layernorm_forward: residual = (floatX)(a + b)      OVERWRITES residual (N,C) floatX,
+//                       then LayerNorm of the ROUNDED residual into out, mean, rstd as above
+//   layernorm_backward: dinp += (N,C), dweight += (C), dbias += (C)   ACCUMULATE, floatX
+//                       (dinp is the residual stream's gradient; dweight/dbias sum micro-steps)
+// Reference: layernorm_forward_cpu, residual_forward_cpu, layernorm_backward_cpu (accumulates).
+// Statistics and every sum are fp32 (mean first, then the variance around it, as the reference
+// does); each stored floatX is rounded once. One warp per row; 128-bit accesses when C % X128 == 0
+// and the bases are 16-byte aligned, scalar ones otherwise.
+//
+// Determinism: every sum has a fixed order given (N, C) and the chosen width: a lane sums its own
+// elements in order, the warp combines lanes with a fixed butterfly; dweight/dbias are summed per
+// block in shared memory (warp partials added in warp order), written per block to scratch, and
+// the blocks' partials are then added in a fixed order by a second kernel. No atomics.
+#pragma once
+
+#include <stdint.h>
+
+#include "common.cuh"
+
+#define LAYERNORM_EPS 1e-5f
+#define LAYERNORM_FWD_WARPS 4         // rows (warps) per forward block
+#define LAYERNORM_BWD_WARPS 4         // rows in flight per backward block (fewer when C is large)
+#define LAYERNORM_BWD_MAX_BLOCKS 512  // backward grid: at most this many blocks, whatever the device
+#define LAYERNORM_SMEM_LIMIT (48 * 1024)  // stay within the default dynamic shared memory
+
+// ---- forward ----
+
+// One warp per row. Pass 1 reads the row (FUSED: a + b, rounded and stored as the residual), sums
+// it and keeps a copy in shared memory when `cache` is set (else passes 2 and 3 re-read the row
+// from global memory: the input, or the residual just written by the same lane); pass 2 sums the
+// squared deviations; pass 3 writes the output. Each lane only ever reads back the packs it
+// wrote itself, so no barrier is needed, and the kernel has none.
+template <int W, bool FUSED>
+__global__ void __launch_bounds__(32 * LAYERNORM_FWD_WARPS)
+    layernorm_forward_kernel(floatX* residual, floatX* out, float* mean, float* rstd, const floatX* inp,
+                             const floatX* inp2, const floatX* weight, const floatX* bias, int N, int C, int cache) {
+    extern __shared__ int4 layernorm_fwd_smem[];  // int4: 16-byte aligned rows of C floatX
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int row = blockIdx.x * LAYERNORM_FWD_WARPS + warp;
+    if (row >= N) return;  // a whole warp leaves; the kernel has no block barrier
+    const size_t off = (size_t)row * C;
+    floatX* smem_row = (floatX*)layernorm_fwd_smem + (size_t)warp * C;
+    const floatX* src = cache ? smem_row : FUSED ? residual + off : inp + off;
+    const int packs = C / W;
+
+    float sum = 0.0f;
+    for (int p = lane; p < packs; p += 32) {
+        floatx_pack<W> x;
+        if (FUSED) {
+            floatx_pack<W> a = pack_load<W>(inp + off + p * W), b = pack_load<W>(inp2 + off + p * W);
+#pragma unroll
+            for (int k = 0; k < W; k++) x.v[k] = (floatX)((float)a.v[k] + (float)b.v[k]);
+            pack_store<W>(residual + off + p * W, x);
+        } else {
+            x = pack_load<W>(inp + off + p * W);
+        }
+        if (cache) pack_store<W>(smem_row + p * W, x);
+#pragma unroll
+        for (int k = 0; k < W; k++) sum += (float)x.v[k];
+    }
+    const float m = warp_reduce_sum(sum) / C;
+
+    float var = 0.0f;
+    for (int p = lane; p < packs; p += 32) {
+        floatx_pack<W> x = pack_load<W>(src + p * W);
+#pragma unroll
+        for (int k = 0; k < W; k++) {
+            float d = (float)x.v[k] - m;
+            var += d * d;
+        }
+    }
+    const float s = 1.0f / sqrtf(warp_reduce_sum(var) / C + LAYERNORM_EPS);
+
+    for (int p = lane; p < packs; p += 32) {
+        floatx_pack<W> x = pack_load<W>(src + p * W);
+        floatx_pack<W> w = pack_load<W>(weight + p * W), b = pack_load<W>(bias + p * W), o;
+#pragma unroll
+        for (int k = 0; k < W; k++) o.v[k] = (floatX)(((float)x.v[k] - m) * s * (float)w.v[k] + (float)b.v[k]);
+        pack_store<W>(out + off + p * W, o);
+    }
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = s;
+    }
+}
+
+// Shared by both forward launchers: picks the width (128-bit only when every row of every tensor
+// starts 16-byte aligned) and whether the row copy fits in shared memory.
+static inline void layernorm_forward_launch(bool fused, floatX* residual, floatX* out, float* mean, float* rstd,
+                                            const floatX* inp, const floatX* inp2, const floatX* weight,
+                                            const floatX* bias, int N, int C, cudaStream_t stream) {
+    if (N == 0) return;
+    bool vec = C % X128 == 0 && aligned16(out) && aligned16(inp) && aligned16(weight) && aligned16(bias) &&
+               (!fused || (aligned16(residual) && aligned16(inp2)));
+    size_t smem = (size_t)LAYERNORM_FWD_WARPS * C * sizeof(floatX);
+    int cache = smem <= LAYERNORM_SMEM_LIMIT;
+    if (!cache) smem = 0;
+    const int grid = ceil_div(N, LAYERNORM_FWD_WARPS), block = 32 * LAYERNORM_FWD_WARPS;
+    if (fused && vec)
+        layernorm_forward_kernel<X128, true><<<grid, block, smem, stream>>>(residual, out, mean, rstd, inp, inp2,
+                                                                            weight, bias, N, C, cache);
+    else if (fused)
+        layernorm_forward_kernel<1, true><<<grid, block, smem, stream>>>(residual, out, mean, rstd, inp, inp2, weight,
+                                                                         bias, N, C, cache);
+    else if (vec)
+        layernorm_forward_kernel<X128, false><<<grid, block, smem, stream>>>(residual, out, mean, rstd, inp, inp2,
+                                                                             weight, bias, N, C, cache);
+    else
+        layernorm_forward_kernel<1, false><<<grid, block, smem, stream>>>(residual, out, mean, rstd, inp, inp2,
+                                                                          weight, bias, N, C, cache);
+    cudaCheckLaunch("layernorm_forward_kernel");
+}
+
+// out (N,C) floatX overwritten; mean, rstd (N) fp32 overwritten; reads inp (N,C), weight, bias (C).
+// Launch: ceil(N/4) blocks of 4 warps, one warp per row; dynamic shared memory 4*C floatX (the
+// rows' copies) when that is <= 48 KiB, else none (the row is re-read from global memory).
+static inline void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* weight,
+                                     const floatX* bias, int N, int C, cudaStream_t stream) {
+    layernorm_forward_launch(false, nullptr, out, mean, rstd, inp, nullptr, weight, bias, N, C, stream);
+}
+
+// residual (N,C) = (floatX)(a + b) overwritten; then out, mean, rstd as layernorm_forward, computed
+// from the rounded residual (what backward will read). residual may alias a or b (each lane reads
+// its elements before writing them); out must not alias a, b or residual. Same launch shape.
+static inline void fused_residual_layernorm_forward(floatX* residual, floatX* out, float* mean, float* rstd,
+                                                    const floatX* a, const floatX* b, const floatX* weight,
+                                                    const floatX* bias, int N, int C, cudaStream_t stream) {
+    layernorm_forward_launch(true, residual, out, mean, rstd, a, b, weight, bias, N, C, stream);
+}
+
+// ---- backward ----
+//
+// Per-block partial sums of dbias and dweight live in a padded, lane-interleaved order: a lane's
+// j-th pack of W channels (channels (j*32 + lane)*W + k) sits at index (j*W + k)*32 + lane, so the
+// 32 lanes of a warp hit 32 consecutive floats (no bank conflicts) and each lane owns exactly the
+// indices equal to its lane mod 32. CP = that padded length per array.
+static inline int layernorm_backward_padded(int C, int W) { return ceil_div(C, 32 * W) * 32 * W; }
+
+// Warps per block for a padded length: as many as keep the warps' accumulators (2*CP floats each)
+// within the default shared memory; 0 means even one does not fit, and the single warp of each
+// block accumulates straight into its scratch partial in global memory.
+static inline int layernorm_backward_warps(int CP) {
+    for (int w = LAYERNORM_BWD_WARPS; w >= 1; w--)
+        if ((size_t)w * 2 * CP * sizeof(float) <= LAYERNORM_SMEM_LIMIT) return w;
+    return 0;
+}
+static inline int layernorm_backward_blocks(int N, int CP) {
+    int w = layernorm_backward_warps(CP);
+    int g = ceil_div(N, w > 0 ? w : 1);
+    return g < LAYERNORM_BWD_MAX_BLOCKS ? g : LAYERNORM_BWD_MAX_BLOCKS;
+}
+
+// fp32 scratch the backward needs: one partial (2*CP floats) per block, at most 512 blocks. Sized
+// for the 128-bit width, whose CP and block count are the larger ones.
+static inline size_t layernorm_backward_scratch_floats(int N, int C) {
+    int CP = layernorm_backward_padded(C, X128);
+    return (size_t)layernorm_backward_blocks(N, CP) * 2 * CP;
+}
+
+// Grid-stride over rows by a fixed grid: warp `warp` of block g takes rows g*wpb + warp, then
+// + gridDim.x*wpb, ... Per row: pass 1 sums dnorm = weight*dout and dnorm*norm (and adds dout and
+// norm*dout to the warp's dbias/dweight accumulators), pass 2 re-reads the row (from cache) and
+// adds the input gradient. At the end the block adds its warps' accumulators in warp order into
+// its partial, scratch[blockIdx.x][2*CP] = [dbias | dweight].
+template <int W>
+__global__ void __launch_bounds__(32 * LAYERNORM_BWD_WARPS)
+    layernorm_backward_kernel(floatX* dinp, float* scratch, const floatX* dout, const floatX* inp,
+                              const floatX* weight, const float* mean, const float* rstd, int N, int C, int CP,
+                              int acc_in_smem) {
+    extern __shared__ float layernorm_bwd_smem[];  // [warps][2*CP]
+    const int wpb = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float* part = scratch + (size_t)blockIdx.x * 2 * CP;
+    float* acc = acc_in_smem ? layernorm_bwd_smem + (size_t)warp * 2 * CP : part;  // global: wpb == 1
+    for (int i = lane; i < 2 * CP; i += 32) acc[i] = 0.0f;  // each lane zeroes only what it owns
+    const int packs = C / W;
+
+    for (int row = blockIdx.x * wpb + warp; row < N; row += gridDim.x * wpb) {
+        const size_t off = (size_t)row * C;
+        const float m = mean[row], s = rstd[row];
+        float dn_sum = 0.0f, dn_norm_sum = 0.0f;
+        for (int p = lane, j = 0; p < packs; p += 32, j++) {
+            floatx_pack<W> d = pack_load<W>(dout + off + p * W), x = pack_load<W>(inp + off + p * W);
+            floatx_pack<W> w = pack_load<W>(weight + p * W);
+#pragma unroll
+            for (int k = 0; k < W; k++) {
+                float dv = (float)d.v[k], norm = ((float)x.v[k] - m) * s, dn = (float)w.v[k] * dv;
+                dn_sum += dn;
+                dn_norm_sum += dn * norm;
+                int a = (j * W + k) * 32 + lane;
+                acc[a] += dv;
+                acc[CP + a] += norm * dv;
+            }
+        }
+        const float dn_mean = warp_reduce_sum(dn_sum) / C;
+        const float dn_norm_mean = warp_reduce_sum(dn_norm_sum) / C;
+        for (int p = lane; p < packs; p += 32) {
+            floatx_pack<W> d = pack_load<W>(dout + off + p * W), x = pack_load<W>(inp + off + p * W);
+            floatx_pack<W> w = pack_load<W>(weight + p * W), g = pack_load<W>(dinp + off + p * W);
+#pragma unroll
+            for (int k = 0; k < W; k++) {
+                float norm = ((float)x.v[k] - m) * s, dn = (float)w.v[k] * (float)d.v[k];
+                g.v[k] = (floatX)((float)g.v[k] + (dn - dn_mean - norm * dn_norm_mean) * s);
+            }
+            pack_store<W>(dinp + off + p * W, g);
+        }
+    }
+    if (acc_in_smem) {  // the same value for the whole block
+        __syncthreads();
+        for (int i = threadIdx.x; i < 2 * CP; i += blockDim.x) {
+            float t = 0.0f;
+            for (int w = 0; w < wpb; w++) t += layernorm_bwd_smem[(size_t)w * 2 * CP + i];
+            part[i] = t;
+        }
+    }
+}
+
+// Adds the G block partials in a fixed order: 8 threads per index each sum every 8th partial in
+// order, then the 8 results are added in order; one rounding into dweight/dbias.
+__global__ void __launch_bounds__(256) layernorm_backward_reduce_kernel(floatX* dweight, floatX* dbias,
+                                                                        const float* scratch, int G, int C, int CP,
+                                                                        int W) {
+    __shared__ float sums[8][32];
+    const int i = blockIdx.x * 32 + threadIdx.x;  // index into a partial, [dbias | dweight]
+    float t = 0.0f;
+    if (i < 2 * CP)
+        for (int g = threadIdx.y; g < G; g += 8) t += scratch[(size_t)g * 2 * CP + i];
+    sums[threadIdx.y][threadIdx.x] = t;
+    __syncthreads();
+    if (threadIdx.y == 0 && i < 2 * CP) {
+        float total = sums[0][threadIdx.x];
+        for (int y = 1; y < 8; y++) total += sums[y][threadIdx.x];
+        // back from the interleaved order to the channel
+        int q = i % CP, j = q / (32 * W), k = (q / 32) % W, lane = q % 32;
+        int c = (j * 32 + lane) * W + k;
+        if (c < C) {
+            floatX* dst = i < CP ? dbias : dweight;
+            dst[c] = (floatX)((float)dst[c] + total);
+        }
+    }
+}
+
+// dinp (N,C) +=, dweight (C) +=, dbias (C) += (floatX); reads dout, inp (N,C), weight (C), and the
+// forward's mean, rstd (N, fp32). scratch: layernorm_backward_scratch_floats(N, C) fp32, contents
+// don't matter (overwritten). dinp must not alias dout or inp.
+// Launch 1: G = min(512, ceil(N / wpb)) blocks of wpb warps (wpb = 4, fewer when 4 warps'
+// accumulators, 4*2*CP floats, would pass 48 KiB; 1 accumulating in scratch beyond that).
+// Launch 2: ceil(2*CP / 32) blocks of 32x8 threads. The launch shape depends only on N, C and
+// the width (128-bit when C % X128 == 0 and the bases are 16-byte aligned), so results are
+// bit-identical from run to run.
+static inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch,
+                                      const floatX* dout, const floatX* inp, const floatX* weight, const float* mean,
+                                      const float* rstd, int N, int C, cudaStream_t stream) {
+    if (N == 0 || C == 0) return;
+    const bool vec = C % X128 == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight);
+    const int W = vec ? X128 : 1;
+    const int CP = layernorm_backward_padded(C, W);
+    const int wpb_fit = layernorm_backward_warps(CP);
+    const int wpb = wpb_fit > 0 ? wpb_fit : 1, acc_in_smem = wpb_fit > 0;
+    const int G = layernorm_backward_blocks(N, CP);
+    const size_t smem = acc_in_smem ? (size_t)wpb * 2 * CP * sizeof(float) : 0;
+    if (vec)
+        layernorm_backward_kernel<X128><<<G, 32 * wpb, smem, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd,
+                                                                       N, C, CP, acc_in_smem);
+    else
+        layernorm_backward_kernel<1><<<G, 32 * wpb, smem, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd, N, C,
+                                                                    CP, acc_in_smem);
+    cudaCheckLaunch("layernorm_backward_kernel");
+    layernorm_backward_reduce_kernel<<<ceil_div(2 * CP, 32), dim3(32, 8), 0, stream>>>(dweight, dbias, scratch, G, C,
+                                                                                       CP, W);
+    cudaCheckLaunch("layernorm_backward_reduce_kernel");
+}

@@ -1,0 +1,115 @@
+// test_classifier.cu: kernels/classifier.cuh against softmax_forward_cpu, crossentropy_forward_cpu
+// and crossentropy_softmax_backward_cpu: V not a multiple of anything (V = 1000 of Vp = 1024,
+// GPT-2's 50257 of 50304), an odd Vp (the scalar path), N = 1, padding columns holding huge
+// values (they must be ignored), targets 0 and V-1, write_dlogits 0 and 1, and loss_accumulate
+// against a double sum.
+#include "classifier.cuh"
+#include "kernel_check.cuh"
+#include "ops_cpu.h"
+
+#if defined(ENABLE_FP16)
+static const float PAD_VALUE = 30000.0f;  // near fp16's max: it would swamp any sum that read it
+static const float LOSS_SCALE = 65536.0f; // fp16 training scales the loss; dlogits carry the scale
+#else
+static const float PAD_VALUE = 1e30f;
+static const float LOSS_SCALE = 1.0f;
+#endif
+
+static void test_case(int N, int V, int Vp, TestRng& rng) {
+    const size_t NV = (size_t)N * Vp;
+    HostTensor logits = random_tensor(NV, rng, 2.0f);
+    for (int i = 0; i < N; i++)
+        for (int v = V; v < Vp; v++) {
+            logits.x[(size_t)i * Vp + v] = (floatX)PAD_VALUE;
+            logits.f[(size_t)i * Vp + v] = (float)(floatX)PAD_VALUE;  // the reference must ignore it too
+        }
+    std::vector<int> targets(N);
+    for (int i = 0; i < N; i++) targets[i] = i == 0 ? V - 1 : i == 1 ? 0 : rng.below(V);
+    // One row's share of the objective, as the engine passes it (B*T rows, 4 micro-steps).
+    const float dloss = LOSS_SCALE / (N * 4.0f);
+
+    std::vector<float> probs(NV), ref_losses(N), ref_dlogits(NV, 0.0f);
+    softmax_forward_cpu(probs.data(), logits.f.data(), N, V, Vp);
+    crossentropy_forward_cpu(ref_losses.data(), probs.data(), targets.data(), N, Vp);
+    crossentropy_softmax_backward_cpu(ref_dlogits.data(), probs.data(), targets.data(), dloss, N, V, Vp);
+
+    floatX* d_logits = device_upload(logits.x);
+    float* d_losses = device_alloc<float>(N);
+    int* d_targets = device_upload(targets);
+    const char* path = Vp % X128 == 0 ? "128-bit" : "scalar";
+    char name[160];
+
+    // Losses only: the logits stay as they were, bit for bit.
+    fused_classifier(d_logits, d_losses, d_targets, dloss, N, V, Vp, 0, 0);
+    // Losses are fp32 results from floatX inputs: no floatX rounding (k = 0, the fp32 floor).
+    snprintf(name, sizeof(name), "fused_classifier N=%d V=%d Vp=%d (%s) losses vs crossentropy_forward_cpu", N, V, Vp,
+             path);
+    std::vector<float> got_losses = device_download_float(d_losses, N);
+    check_tensor(name, got_losses, ref_losses, floatx_tol(0));
+    snprintf(name, sizeof(name), "fused_classifier N=%d V=%d Vp=%d write_dlogits=0 leaves the logits", N, V, Vp);
+    CHECK(device_download_float(d_logits, NV) == logits.f, name);
+
+    // Losses and the gradient in place.
+    fused_classifier(d_logits, d_losses, d_targets, dloss, N, V, Vp, 1, 0);
+    snprintf(name, sizeof(name), "fused_classifier N=%d V=%d Vp=%d write_dlogits=1: same losses", N, V, Vp);
+    CHECK(device_download_float(d_losses, N) == got_losses, name);
+    // (p - y) * dloss in fp32, stored once as floatX: one rounding. Padding must be exactly 0.
+    std::vector<float> got_dlogits = device_download_float(d_logits, NV);
+    snprintf(name, sizeof(name), "fused_classifier N=%d V=%d Vp=%d (%s) dlogits vs crossentropy_softmax_backward_cpu",
+             N, V, Vp, path);
+    check_tensor(name, got_dlogits, ref_dlogits, floatx_tol(1));
+    bool pad_zero = true;
+    for (int i = 0; i < N; i++)
+        for (int v = V; v < Vp; v++) pad_zero = pad_zero && got_dlogits[(size_t)i * Vp + v] == 0.0f;
+    snprintf(name, sizeof(name), "fused_classifier N=%d V=%d Vp=%d padding gradient is 0", N, V, Vp);
+    CHECK(pad_zero, name);
+
+    // Deterministic: again from the same logits, the same bits.
+    cudaCheck(cudaMemcpy(d_logits, logits.x.data(), NV * sizeof(floatX), cudaMemcpyHostToDevice));
+    fused_classifier(d_logits, d_losses, d_targets, dloss, N, V, Vp, 1, 0);
+    snprintf(name, sizeof(name), "fused_classifier N=%d V=%d Vp=%d twice: bit-identical", N, V, Vp);
+    CHECK(device_download_float(d_logits, NV) == got_dlogits && device_download_float(d_losses, N) == got_losses,
+          name);
+
+    cudaCheck(cudaFree(d_logits));
+    cudaCheck(cudaFree(d_losses));
+    cudaCheck(cudaFree(d_targets));
+}
+
+static void test_loss_accumulate(int N, TestRng& rng) {
+    std::vector<float> losses(N);
+    for (int i = 0; i < N; i++) losses[i] = 10.0f + rng.normal();
+    const float weight = 0.25f, start = 1.5f;
+    double sum = 0.0;
+    for (int i = 0; i < N; i++) sum += losses[i];
+    std::vector<float> ref = {(float)(start + weight * sum / N)};
+
+    float* d_losses = device_upload(losses);
+    float* d_acc = device_upload(std::vector<float>{start});
+    loss_accumulate(d_acc, d_losses, N, weight, 0);
+    std::vector<float> got = device_download_float(d_acc, 1);
+    char name[96];
+    // fp32 throughout: the 1e-5 floor.
+    snprintf(name, sizeof(name), "loss_accumulate N=%d vs a double sum", N);
+    check_tensor(name, got, ref, floatx_tol(0));
+    cudaCheck(cudaMemcpy(d_acc, &start, sizeof(float), cudaMemcpyHostToDevice));
+    loss_accumulate(d_acc, d_losses, N, weight, 0);
+    snprintf(name, sizeof(name), "loss_accumulate N=%d twice: bit-identical", N);
+    CHECK(device_download_float(d_acc, 1) == got, name);
+    cudaCheck(cudaFree(d_losses));
+    cudaCheck(cudaFree(d_acc));
+}
+
+int main() {
+    TestRng rng(4);
+    printf("precision %s\n", PRECISION_NAME);
+    test_case(1, 1000, 1024, rng);    // N = 1 (its target is V-1)
+    test_case(4, 1000, 1024, rng);    // targets V-1, 0, random
+    test_case(3, 999, 1001, rng);     // odd Vp: scalar path in every precision
+    test_case(3, 5, 8, rng);          // tiny V: most threads have nothing
+    test_case(3, 50257, 50304, rng);  // GPT-2's vocabulary
+    test_loss_accumulate(1, rng);
+    test_loss_accumulate(1000, rng);
+    test_loss_accumulate(3000, rng);  // more than one loss per thread
+    return test_finish();
+}

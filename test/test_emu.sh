@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# test_emu.sh: the GPU trainer end to end through the CPU runtime (build/emu/train_gpt2_emu_*,
+# train_gpt2.cu and its kernels on the CPU), against the C reference engine (--engine cpu):
+# 10 steps with the same flags give the same losses (FP32 within 1e-4, FP16 and BF16 within
+# 2e-2, and falling); a GPU-engine run resumes bit for bit; a planted FP16 overflow is skipped
+# with the scale halved, in the step line and the log; a non-finite loss stops every precision
+# with one clear line; --engine picks or refuses engines as it says.
+set -u
+cd "$(dirname "$0")/.."
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+failed=0
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; failed=1; }
+emu() { "build/emu/train_gpt2_emu_$1" "${@:2}"; }
+gen=build/test/gen_data
+
+# A 2-layer, 64-channel model with a 512-token vocabulary (head size 32), and learnable data.
+$gen model "$dir/model.bin" 2 64 2 512 64 1 || { echo "FAIL emu: gen_data model"; exit 1; }
+$gen shard "$dir/train.bin" 40000 512 2 && $gen shard "$dir/val.bin" 4000 512 3 || { echo "FAIL emu: gen_data shard"; exit 1; }
+common=(-e "$dir/model.bin" -i "$dir/train.bin" -j "$dir/val.bin" -b 4 -t 32 -v 5 -m 2 -s 0 -x 10 -l 3e-3 -u 2 -c 0.1)
+
+losses() { grep '"train_loss"' "$1" | sed 's/.*"train_loss": \([^,]*\),.*/\1/'; }
+
+# --- the same 10 steps on both engines -----------------------------------------------------------
+./train_gpt2 --engine cpu "${common[@]}" -o "$dir/cpu" > "$dir/cpu.out" 2>&1 || fail "C engine run" "$(tail -2 "$dir/cpu.out")"
+for p in fp32 fp16 bf16; do
+    start=$(date +%s%N)
+    if ! emu $p "${common[@]}" -o "$dir/$p" > "$dir/$p.out" 2>&1; then
+        fail "emu $p: 10 steps" "$(tail -3 "$dir/$p.out")"
+        continue
+    fi
+    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    grep -q "^engine: GPU engine ($p" "$dir/$p.out" && pass "emu $p: runs the GPU engine ($ms ms for 10 steps)" \
+        || fail "emu $p: engine line" "$(grep '^engine' "$dir/$p.out")"
+    tol=2e-2
+    [ $p = fp32 ] && tol=1e-4
+    report=$(paste <(losses "$dir/cpu/log.jsonl") <(losses "$dir/$p/log.jsonl") | awk -v tol=$tol '
+        { n++; d = $1 - $2; if (d < 0) d = -d; if (d > worst) worst = d; if (n == 1) first = $2; last = $2 }
+        END { printf "%d %.3g %s %s\n", n, worst, first, last; exit !(n == 10 && worst <= tol && last < first - 1) }')
+    if [ $? -eq 0 ]; then
+        pass "emu $p: 10 losses within $tol of the C engine's and falling (steps, worst, first, last: $report)"
+    else
+        fail "emu $p: losses vs the C engine (tolerance $tol)" "steps, worst, first, last: $report"
+    fi
+done
+grep -qE '^step +10/10 .* \| scale 65536$' "$dir/fp16.out" && pass "emu fp16: the step line shows the loss scale" \
+    || fail "emu fp16: loss scale in the step line" "$(grep -m1 '^step' "$dir/fp16.out")"
+grep -q '"loss_scale": 65536, "skipped": 0' "$dir/fp16/log.jsonl" && pass "emu fp16: the log has the loss scale" \
+    || fail "emu fp16: log fields" "$(head -c 300 "$dir/fp16/log.jsonl")"
+grep -q '| scale' "$dir/bf16.out" && fail "emu bf16: no loss scale" "bf16 printed a scale" || pass "emu bf16: no loss scaling"
+
+# --- resume of the GPU engine, bit for bit ---------------------------------------------------
+rs=("${common[@]}" -x 6 -n 3 -z 1 -s 3 -g 6 -v 0)
+emu fp16 "${rs[@]}" -o "$dir/straight" > "$dir/straight.out" 2>&1 || fail "emu resume: straight run" "$(tail -2 "$dir/straight.out")"
+emu fp16 "${rs[@]}" -o "$dir/resumed" > /dev/null 2>&1 || fail "emu resume: first run" "exit $?"
+rm -f "$dir/resumed/model_00000006.bin" "$dir/resumed/state_00000006.bin"
+emu fp16 "${rs[@]}" -o "$dir/resumed" -y 1 > "$dir/second.out" 2>&1 || fail "emu resume: second half" "$(tail -2 "$dir/second.out")"
+if cmp -s "$dir/straight/model_00000006.bin" "$dir/resumed/model_00000006.bin" &&
+   cmp -s "$dir/straight/state_00000006.bin" "$dir/resumed/state_00000006.bin"; then
+    pass "emu fp16 resume: final weights, optimizer state and loss scale bit-identical"
+else
+    fail "emu fp16 resume" "model or state files differ"
+fi
+tail3() { tail -n 3 "$1" | sed 's/, "ms".*//'; }
+[ "$(tail3 "$dir/straight/log.jsonl" | grep -c '"step": [456],')" -eq 3 ] && [ "$(tail3 "$dir/straight/log.jsonl")" = "$(tail3 "$dir/resumed/log.jsonl")" ] \
+    && pass "emu fp16 resume: losses of steps 4-6 bit-identical" || fail "emu fp16 resume: losses" "logs differ"
+last_sample() { grep -A2 '^generating' "$1" | tail -n 1; }
+[ -n "$(last_sample "$dir/straight.out")" ] && [ "$(last_sample "$dir/straight.out")" = "$(last_sample "$dir/second.out")" ] \
+    && pass "emu fp16 resume: the last sample is identical" || fail "emu fp16 resume: sample" "samples differ"
+
+# --- a planted overflow: a loss scale of 2^40 overflows fp16 at once --------------------------------
+emu fp16 "${common[@]}" -x 3 -v 0 --loss-scale 1099511627776 -o "$dir/overflow" > "$dir/overflow.out" 2>&1 \
+    || fail "emu fp16 overflow run" "$(tail -2 "$dir/overflow.out")"
+grep -qE '^step +1/3 .*\| scale 1.09951e\+12 \| skipped: non-finite gradients' "$dir/overflow.out" \
+    && pass "emu fp16 overflow: step 1 is skipped and says so" || fail "emu fp16 overflow: step line" "$(grep -m1 '^step' "$dir/overflow.out")"
+grep -q '"step": 2, .*"loss_scale": 5.49755814e+11, "skipped": 1' "$dir/overflow/log.jsonl" \
+    && pass "emu fp16 overflow: the scale halves and the log records the skip" \
+    || fail "emu fp16 overflow: log" "$(sed -n 2p "$dir/overflow/log.jsonl")"
+
+# --- a non-finite loss stops every precision (a NaN in the final LayerNorm's bias) --------------
+cp "$dir/model.bin" "$dir/nan.bin"
+size=$(stat -c %s "$dir/nan.bin")
+printf '\x00\x00\xc0\x7f' | dd of="$dir/nan.bin" bs=1 seek=$((size - 4)) conv=notrunc 2>/dev/null
+for p in fp32 fp16 bf16; do
+    emu $p "${common[@]}" -e "$dir/nan.bin" -v 0 -o "" > /dev/null 2> "$dir/nan.err"
+    rc=$?
+    if [ $rc -eq 1 ] && [ "$(wc -l < "$dir/nan.err")" -eq 1 ] && grep -q "loss is nan at step 1: training diverged" "$dir/nan.err"; then
+        pass "emu $p: a NaN loss stops with one line and exit 1"
+    else
+        fail "emu $p: NaN loss" "exit $rc: $(head -c 200 "$dir/nan.err")"
+    fi
+done
+
+# --- choosing the engine -------------------------------------------------------------------------
+emu fp16 "${common[@]}" -x 1 -v 0 --engine cpu -o "" > "$dir/pick.out" 2>&1
+grep -q "^engine: C reference engine" "$dir/pick.out" && pass "emu --engine cpu runs the C engine" \
+    || fail "emu --engine cpu" "$(grep '^engine' "$dir/pick.out")"
+if ! command -v nvidia-smi > /dev/null || ! nvidia-smi > /dev/null 2>&1; then
+    ./train_gpt2 "${common[@]}" -x 1 --engine gpu -o "" > /dev/null 2> "$dir/gpu.err"
+    rc=$?
+    if [ $rc -eq 1 ] && [ "$(wc -l < "$dir/gpu.err")" -eq 1 ] && grep -q "flag --engine gpu: no usable GPU" "$dir/gpu.err"; then
+        pass "./train_gpt2 --engine gpu without a GPU: one clear line, exit 1"
+    else
+        fail "./train_gpt2 --engine gpu without a GPU" "exit $rc: $(head -c 200 "$dir/gpu.err")"
+    fi
+fi
+./train_gpt2 "${common[@]}" -x 1 --engine tpu -o "" > /dev/null 2> "$dir/bad.err"
+grep -q "flag --engine expects auto, gpu or cpu, got 'tpu'" "$dir/bad.err" && pass "--engine with a bad value names the flag" \
+    || fail "--engine bad value" "$(cat "$dir/bad.err")"
+exit $failed

@@ -1,0 +1,336 @@
+// test_gpu_engine.cu: the GPU engine (train_gpt2.cu, through the CPU runtime) driven only through
+// the Engine contract, against the C reference engine: one step's loss, gradient norm and
+// logits; bit-identical repeat runs; FP16 loss scaling (a planted overflow is skipped and halves
+// the scale, the scale grows after its interval); planted NaN gradients never reach the weights;
+// checkpoints that cross between the engines in both directions.
+// Built once per precision (build/test/test_gpu_engine_fp32, _fp16, _bf16).
+#define TRAIN_GPT2_NO_MAIN
+#include "train_gpt2.cu"
+
+#include <unistd.h>
+
+#include <vector>
+
+#include "rng.h"
+#include "test.h"
+
+// A model small enough for the CPU runtime: 2 layers, 64 channels, head size 32, 300 tokens.
+static const GPT2Config CFG = {32, 300, 384, 2, 2, 64};
+static const int B = 2, T = 16;
+
+#if defined(ENABLE_FP32)
+static const double U = 1.0 / (1 << 24);
+#elif defined(ENABLE_FP16)
+static const double U = 1.0 / (1 << 11);
+#else
+static const double U = 1.0 / (1 << 8);
+#endif
+// The loss and the gradient norm pass through every layer's roundings: a few dozen floatX
+// roundings that partly cancel. 32 u bounds them (fp16 ~1.6e-2, bf16 ~0.12 relative); in fp32
+// the engines differ only in summation order, within 1e-5.
+static const double STEP_TOL = U * 32 > 1e-5 ? U * 32 : 1e-5;
+
+static EngineOptions options(float loss_scale, int interval) {
+    EngineOptions o;
+    memset(&o, 0, sizeof(o));
+    o.B = B;
+    o.T = T;
+    o.num_ranks = 1;
+    o.loss_scale_init = loss_scale;
+    o.loss_scale_interval = interval;
+    return o;
+}
+
+static Engine* make_gpu(const EngineOptions& o, const std::vector<float>& params) {
+    char why[256] = "";
+    Engine* e = gpu_engine_create(&CFG, &o, why, sizeof(why));
+    if (!e) {
+        printf("FAIL gpu engine: cannot create it: %s\n", why);
+        exit(1);
+    }
+    e->set_params(e, params.data());
+    return e;
+}
+
+static Engine* make_cpu(const std::vector<float>& params) {
+    char why[256] = "";
+    EngineOptions o = options(1.0f, 2000);
+    Engine* e = gpt2_cpu_engine_create(&CFG, &o, why, sizeof(why));
+    e->set_params(e, params.data());
+    return e;
+}
+
+// Tokens with something to learn: a cycle over 20 ids with 10% noise.
+static void batch(int step, std::vector<int>& in, std::vector<int>& tg) {
+    uint64_t r = rng_seed(100 + step);
+    std::vector<int> toks(B * T + 1);
+    for (int i = 0; i < B * T + 1; i++)
+        toks[i] = rng_below(&r, 10) == 0 ? (int)rng_below(&r, CFG.vocab_size) : (int)((i * 7 + step) % 20) * 13;
+    in.assign(toks.begin(), toks.end() - 1);
+    tg.assign(toks.begin() + 1, toks.end());
+}
+
+static std::vector<float> init_params(uint64_t seed) {
+    std::vector<float> p(gpt2_param_layout(&CFG).num_parameters);
+    gpt2_init_params(&CFG, p.data(), seed);
+    return p;
+}
+
+static std::vector<char> read_all(const char* path) {
+    FILE* f = fopen(path, "rb");
+    std::vector<char> data;
+    if (!f) return data;
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) data.insert(data.end(), buf, buf + n);
+    fclose(f);
+    return data;
+}
+
+static char g_dir[64];
+static void paths(const char* tag, char* mp, char* sp) {
+    snprintf(mp, 200, "%s/model_%s.bin", g_dir, tag);
+    snprintf(sp, 200, "%s/state_%s.bin", g_dir, tag);
+}
+static TrainState fixed_state() {
+    TrainState st;
+    memset(&st, 0, sizeof(st));
+    st.B = B; st.T = T; st.num_processes = 1; st.step = 7;
+    return st;
+}
+
+static const AdamWConfig OPT = {0.9f, 0.95f, 1e-8f, 0.1f};
+
+// One step of each engine from the same weights and batch: loss, norm, then a second step's
+// loss (after an AdamW update with clipping), and logits of a forward without targets.
+static void test_step_parity() {
+    std::vector<float> p = init_params(5);
+    Engine* gpu = make_gpu(options(65536.0f, 2000), p);
+    Engine* cpu = make_cpu(p);
+    std::vector<int> in, tg;
+    for (int step = 0; step < 3; step++) {
+        batch(step, in, tg);
+        gpu->micro_step(gpu, in.data(), tg.data(), B, T, 0.5f, 0);
+        cpu->micro_step(cpu, in.data(), tg.data(), B, T, 0.5f, 0);
+        batch(step + 10, in, tg);
+        gpu->micro_step(gpu, in.data(), tg.data(), B, T, 0.5f, 1);
+        cpu->micro_step(cpu, in.data(), tg.data(), B, T, 0.5f, 1);
+        StepResult rg = gpu->optimizer_step(gpu, &OPT, 1e-3f, 1.0f);
+        StepResult rc = cpu->optimizer_step(cpu, &OPT, 1e-3f, 1.0f);
+        char name[128];
+        snprintf(name, sizeof(name), "step %d (2 micro-steps): GPU loss vs the C engine's", step + 1);
+        check_close(name, rg.loss, rc.loss, STEP_TOL);
+        snprintf(name, sizeof(name), "step %d: GPU gradient norm vs the C engine's", step + 1);
+        check_close(name, rg.grad_norm, rc.grad_norm, STEP_TOL * 4);  // gradients take ~4x the forward's roundings
+        snprintf(name, sizeof(name), "step %d: update applied", step + 1);
+        CHECK(rg.applied == 1, name);
+    }
+    batch(99, in, tg);
+    float lg = gpu->forward(gpu, in.data(), tg.data(), B, T);
+    float lc = cpu->forward(cpu, in.data(), tg.data(), B, T);
+    check_close("forward with targets: GPU loss vs the C engine's", lg, lc, STEP_TOL);
+    gpu->forward(gpu, in.data(), NULL, B, T);
+    cpu->forward(cpu, in.data(), NULL, B, T);
+    std::vector<float> a(CFG.vocab_size), b(CFG.vocab_size);
+    double worst = 0;
+    for (int t = 0; t < T; t += 5) {
+        gpu->logits_at(gpu, 1, t, a.data());
+        cpu->logits_at(cpu, 1, t, b.data());
+        double d = 0, s = 0;
+        for (int v = 0; v < CFG.vocab_size; v++) { d += (a[v] - b[v]) * (a[v] - b[v]); s += b[v] * b[v]; }
+        worst = fmax(worst, sqrt(d / s));
+    }
+    char why[128];
+    snprintf(why, sizeof(why), "logits relative error %.3g > %.3g", worst, STEP_TOL * 4);
+    test_report(worst <= STEP_TOL * 4, "logits_at: GPU logits vs the C engine's", why);
+    gpu->destroy(gpu);
+    cpu->destroy(cpu);
+}
+
+// Two engines, same weights and batches: bit-identical losses, norms and weights.
+static void test_determinism() {
+    std::vector<float> p = init_params(6);
+    Engine* e[2];
+    StepResult r[2][3];
+    for (int k = 0; k < 2; k++) {
+        e[k] = make_gpu(options(65536.0f, 2000), p);
+        std::vector<int> in, tg;
+        for (int step = 0; step < 3; step++) {
+            batch(step, in, tg);
+            e[k]->micro_step(e[k], in.data(), tg.data(), B, T, 1.0f, 1);
+            r[k][step] = e[k]->optimizer_step(e[k], &OPT, 1e-3f, 1.0f);
+        }
+    }
+    int same = 1;
+    for (int step = 0; step < 3; step++)
+        same &= memcmp(&r[0][step], &r[1][step], sizeof(StepResult)) == 0;
+    CHECK(same, "two runs give bit-identical losses, norms and loss scales");
+    char mp[2][200], sp[2][200];
+    paths("det0", mp[0], sp[0]);
+    paths("det1", mp[1], sp[1]);
+    TrainState st = fixed_state();
+    for (int k = 0; k < 2; k++) e[k]->checkpoint_save(e[k], mp[k], sp[k], &st);
+    CHECK(read_all(mp[0]) == read_all(mp[1]) && read_all(sp[0]) == read_all(sp[1]),
+          "two runs give bit-identical weights and optimizer state");
+    for (int k = 0; k < 2; k++) e[k]->destroy(e[k]);
+}
+
+// A skipped step leaves the checkpoint (weights, m, v, AdamW's count) bit for bit as it was; only
+// the loss scale may change (FP16 halves it).
+static void expect_skip_unchanged(Engine* e, const char* what, const std::vector<int>& in, const std::vector<int>& tg,
+                                  StepResult* out) {
+    char m0[200], s0[200], m1[200], s1[200];
+    paths("before", m0, s0);
+    paths("after", m1, s1);
+    TrainState st = fixed_state(), back;
+    e->checkpoint_save(e, m0, s0, &st);
+    e->micro_step(e, in.data(), tg.data(), B, T, 1.0f, 1);
+    *out = e->optimizer_step(e, &OPT, 1e-3f, 1.0f);
+    e->checkpoint_save(e, m1, s1, &st);
+    size_t n = gpt2_param_layout(&CFG).num_parameters;
+    std::vector<float> ma(n), va(n), mb(n), vb(n);
+    OptimizerCounters ca, cb;
+    state_file_read(s0, &CFG, &back, &ca, ma.data(), va.data(), n);
+    state_file_read(s1, &CFG, &back, &cb, mb.data(), vb.data(), n);
+    char name[160];
+    snprintf(name, sizeof(name), "%s: the update is skipped", what);
+    CHECK(out->applied == 0, name);
+    snprintf(name, sizeof(name), "%s: weights, m, v and AdamW's step count bit-unchanged", what);
+    CHECK(read_all(m0) == read_all(m1) && !read_all(m0).empty() && ma == mb && va == vb &&
+              ca.adam_steps == cb.adam_steps, name);
+    snprintf(name, sizeof(name), "%s: the saved loss scale %s", what, e->loss_scaling ? "halves" : "stays unused");
+    CHECK(e->loss_scaling ? cb.loss_scale == ca.loss_scale / 2 && cb.scale_good_steps == 0
+                           : ca.loss_scale == 0 && cb.loss_scale == 0, name);
+}
+
+static void test_loss_scaling() {
+    std::vector<int> in, tg;
+    batch(0, in, tg);
+    std::vector<float> p = init_params(7);
+    if (USE_LOSS_SCALING) {
+        // A scale so large that the first gradient (the logits': 2^28 / (B*T) > 65504) overflows fp16.
+        Engine* e = make_gpu(options(268435456.0f /* 2^28 */, 2), p);
+        StepResult r;
+        expect_skip_unchanged(e, "fp16 overflow (loss scale 2^28)", in, tg, &r);
+        CHECK(r.loss_scale == 268435456.0f, "fp16 overflow: the step reports the scale it used");
+        CHECK(isfinite(r.loss) && !isfinite(r.grad_norm), "fp16 overflow: finite loss, non-finite gradient norm");
+        int skipped = 1;
+        for (int i = 0; i < 40 && !r.applied; i++) {
+            e->micro_step(e, in.data(), tg.data(), B, T, 1.0f, 1);
+            float expect = r.loss_scale * 0.5f;
+            r = e->optimizer_step(e, &OPT, 1e-3f, 1.0f);
+            if (r.loss_scale != expect) { skipped = -1; break; }
+            skipped += !r.applied;
+        }
+        char name[160];
+        snprintf(name, sizeof(name), "fp16 overflow: the scale halves on each of %d skipped steps until the update applies",
+                 skipped);
+        CHECK(skipped > 1 && r.applied, name);
+        // Growth: interval 2, so after two finite steps in a row the scale doubles.
+        float s0 = r.loss_scale;  // this finite step counted once already
+        e->micro_step(e, in.data(), tg.data(), B, T, 1.0f, 1);
+        StepResult r2 = e->optimizer_step(e, &OPT, 1e-3f, 1.0f);
+        e->micro_step(e, in.data(), tg.data(), B, T, 1.0f, 1);
+        StepResult r3 = e->optimizer_step(e, &OPT, 1e-3f, 1.0f);
+        snprintf(name, sizeof(name), "fp16: the scale doubles after 2 finite steps (%g, %g, %g)", s0, r2.loss_scale,
+                 r3.loss_scale);
+        CHECK(r2.applied && r2.loss_scale == s0 && r3.loss_scale == 2 * s0, name);
+        e->destroy(e);
+    }
+    // NaN in the padding rows of wte: the loss never sees them (padded logits are ignored) but
+    // the gradient of the last LayerNorm's output does (0 x NaN): finite loss, NaN gradients.
+    size_t pad0 = (size_t)CFG.vocab_size * CFG.channels;
+    for (size_t i = pad0; i < pad0 + CFG.channels; i++) p[i] = NAN;
+    Engine* e = make_gpu(options(1024.0f, 2000), p);
+    StepResult r;
+    expect_skip_unchanged(e, "planted NaN gradients (GPU)", in, tg, &r);
+    CHECK(isfinite(r.loss), "planted NaN gradients: the loss is finite");
+    char name[128];
+    snprintf(name, sizeof(name), "planted NaN gradients: scale %s", USE_LOSS_SCALING ? "halved" : "stays 1");
+    e->micro_step(e, in.data(), tg.data(), B, T, 1.0f, 1);
+    StepResult r2 = e->optimizer_step(e, &OPT, 1e-3f, 1.0f);
+    CHECK(USE_LOSS_SCALING ? r2.loss_scale == 512.0f : r2.loss_scale == 1.0f, name);
+    CHECK(e->loss_scaling == USE_LOSS_SCALING, "the engine says whether a skipped step is loss scaling at work");
+    e->destroy(e);
+    Engine* c = make_cpu(p);
+    expect_skip_unchanged(c, "planted NaN gradients (C engine)", in, tg, &r);
+    c->destroy(c);
+}
+
+// GPU checkpoint -> C engine, and C checkpoint -> GPU engine: the same loss within precision.
+static void test_checkpoint_crossing() {
+    std::vector<float> p = init_params(8);
+    std::vector<int> in, tg;
+    Engine* gpu = make_gpu(options(65536.0f, 2000), p);
+    for (int step = 0; step < 2; step++) {
+        batch(step, in, tg);
+        gpu->micro_step(gpu, in.data(), tg.data(), B, T, 1.0f, 1);
+        gpu->optimizer_step(gpu, &OPT, 1e-3f, 1.0f);
+    }
+    char mp[200], sp[200];
+    paths("gpu", mp, sp);
+    TrainState st = fixed_state(), back;
+    gpu->checkpoint_save(gpu, mp, sp, &st);
+    Engine* cpu = make_cpu(init_params(9));
+    cpu->checkpoint_load(cpu, mp, sp, &back);
+    CHECK(back.step == st.step && back.B == B && back.T == T, "GPU checkpoint: the C engine reads its train state");
+    batch(50, in, tg);
+    float lg = gpu->forward(gpu, in.data(), tg.data(), B, T);
+    float lc = cpu->forward(cpu, in.data(), tg.data(), B, T);
+    check_close("GPU checkpoint loaded in the C engine: same loss", lc, lg, STEP_TOL);
+    // And the next step of each from there (same m, v and AdamW count) agrees too.
+    batch(51, in, tg);
+    gpu->micro_step(gpu, in.data(), tg.data(), B, T, 1.0f, 1);
+    cpu->micro_step(cpu, in.data(), tg.data(), B, T, 1.0f, 1);
+    gpu->optimizer_step(gpu, &OPT, 1e-3f, 1.0f);
+    cpu->optimizer_step(cpu, &OPT, 1e-3f, 1.0f);
+    lg = gpu->forward(gpu, in.data(), tg.data(), B, T);
+    lc = cpu->forward(cpu, in.data(), tg.data(), B, T);
+    check_close("GPU checkpoint resumed in the C engine: the next step agrees", lc, lg, STEP_TOL);
+
+    paths("cpu", mp, sp);
+    cpu->checkpoint_save(cpu, mp, sp, &st);
+    Engine* gpu2 = make_gpu(options(65536.0f, 2000), init_params(10));
+    gpu2->checkpoint_load(gpu2, mp, sp, &back);
+    lc = cpu->forward(cpu, in.data(), tg.data(), B, T);
+    float lg2 = gpu2->forward(gpu2, in.data(), tg.data(), B, T);
+    check_close("C engine checkpoint loaded in the GPU engine: same loss", lg2, lc, STEP_TOL);
+    // A GPU checkpoint reloaded in a GPU engine gives the same bits as the engine that wrote it.
+    paths("gpu2", mp, sp);
+    gpu->checkpoint_save(gpu, mp, sp, &st);
+    Engine* gpu3 = make_gpu(options(65536.0f, 2000), init_params(11));
+    gpu3->checkpoint_load(gpu3, mp, sp, &back);
+    CHECK(gpu3->forward(gpu3, in.data(), tg.data(), B, T) == gpu->forward(gpu, in.data(), tg.data(), B, T),
+          "GPU checkpoint reloaded in a GPU engine: bit-identical loss");
+    gpu->destroy(gpu);
+    gpu2->destroy(gpu2);
+    gpu3->destroy(gpu3);
+    cpu->destroy(cpu);
+}
+
+static void test_memory_report() {
+    Engine* e = make_gpu(options(65536.0f, 2000), init_params(1));
+    MemoryReport r;
+    memset(&r, 0, sizeof(r));
+    e->memory_report(e, &r);
+    size_t n = gpt2_param_layout(&CFG).num_parameters;
+    int ok = r.count >= 8 && strcmp(r.items[0].name, "parameters") == 0 && r.items[0].bytes == n * sizeof(floatX) &&
+             r.items[3].bytes == n * sizeof(float) && r.items[5].bytes > 0;
+    CHECK(ok, "memory report names parameters, gradients, master weights, m, v, activations, scratch, workspace");
+    e->destroy(e);
+}
+
+int main() {
+    printf("precision %s\n", PRECISION_NAME);
+    snprintf(g_dir, sizeof(g_dir), "/tmp/test_gpu_engine_XXXXXX");
+    if (!mkdtemp(g_dir)) fatal("cannot make a temporary directory");
+    test_step_parity();
+    test_determinism();
+    test_loss_scaling();
+    test_checkpoint_crossing();
+    test_memory_report();
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", g_dir);
+    if (system(cmd) != 0) printf("(could not remove %s)\n", g_dir);
+    return test_finish();
+}

@@ -1,0 +1,624 @@
+// train_gpt2.cu: the GPU trainer. GPT-2 in mixed precision on one CUDA GPU: floatX (FP16 by
+// default, BF16 or FP32; make PRECISION=...) parameters, gradients and activations, fp32 master
+// weights and AdamW state, FP16 dynamic loss scaling, hand-written kernels (kernels/*.cuh) and
+// cuBLASLt matrix products. main() at the bottom chooses this engine or the C reference engine
+// and hands it to the shared driver (common/train_loop.c), which knows engines only through
+// common/engine.h.
+//
+// The file reads as the story of a training step:
+//   1. the engine's state: four tensor groups (parameters, gradients, optimizer state,
+//      activations) plus scratch, each one allocation carved by a layout table
+//   2. forward: embedding, L blocks (LayerNorm, attention, MLP, residual adds fused into the next
+//      LayerNorm), final LayerNorm, logits
+//   3. backward: the fused classifier, then the blocks in reverse; parameter gradients accumulate
+//   4. the optimizer step: one sync for the loss and the gradient norm, loss-scale decision, AdamW
+//   5. weights in and out: start-up weights and checkpoints, streamed through a host buffer
+//   6. the Engine contract and main()
+// The same file builds with nvcc (./train_gpt2) and through the CPU runtime (./train_gpt2_emu).
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublasLt.h>
+
+#include "common.cuh"
+#include "adamw.cuh"
+#include "attention.cuh"
+#include "classifier.cuh"
+#include "encoder.cuh"
+#include "gelu.cuh"
+#include "global_norm.cuh"
+#include "layernorm.cuh"
+#include "matmul.cuh"
+
+#include "checkpoint.h"
+#include "engine.h"
+#include "gpt2_config.h"
+#include "gpt2_cpu.h"
+#include "tensor_layout.h"
+#include "train_loop.h"
+#include "util.h"
+
+// ============================================================================================
+// 1. The engine's state
+// ============================================================================================
+
+#define STAGE_FLOATS ((size_t)1 << 22)  // host staging for weights and checkpoints: 16 MiB
+
+// Scratch: buffers that live within one pass (activation gradients, partial sums). The table is
+// built beside the activations' (common/tensor_layout.h), sized by the kernels' own functions.
+enum {
+    SCR_PROJ,       // (B,T,C) floatX: a projection's output before the residual add; in backward, the
+                    // gradient of a LayerNorm's output / the attention output
+    SCR_DRESIDUAL,  // (B,T,C) floatX: the residual stream's gradient, accumulated layer by layer
+    SCR_DBIG,       // (B,T,4C) floatX: the MLP hidden gradient, then the qkv gradient
+    SCR_LN,         // fp32 partial sums of LayerNorm's weight and bias gradients
+    SCR_DBIAS,      // fp32 partial sums of the bias gradients
+    SCR_ATT,        // fp32 attention backward's per-row terms
+    SCR_NORM,       // fp32 partial sums of the gradient norm
+    SCR_STATS,      // fp32 [0] the step's loss, [1] an evaluation's loss, [2] sum of squared grads, [3] non-finite count
+    SCR_PLAN,       // int32 the encoder backward's grouping of positions by token
+    SCR_COUNT
+};
+
+typedef struct {
+    GPT2Config cfg;
+    ParamLayout layout;
+    EngineOptions opts;
+    size_t n;               // parameters
+    cudaStream_t stream;
+    MatmulContext mm;
+
+    // One allocation each.
+    floatX* params;         // n, in gpt2_param_layout() order
+    floatX* grads;          // n, same order
+    float* opt_state;       // master (n, absent in FP32), m (n), v (n)
+    float* master;          // fp32 master weights; NULL in FP32 (params are the master)
+    float* m;
+    float* v;
+    void* acts_base;
+    void* scratch_base;
+    void* workspace;
+    TensorGroup acts, scratch;
+
+    // Host buffers made once: no allocation inside the step loop.
+    float* h_stage;         // STAGE_FLOATS fp32
+    floatX* h_stage_x;      // STAGE_FLOATS floatX
+    int* h_plan;            // the encoder plan for the current micro-step
+    int64_t* h_keys;        // its sort keys
+    float h_stats[4];
+
+    int cur_B, cur_T;       // shape of the last forward
+    int logits_valid;       // a forward without targets left logits to read
+
+    // Optimizer counters (saved in the state file).
+    long long adam_steps;   // AdamW updates applied
+    double loss_scale;      // FP16 only; 1 otherwise
+    long long good_steps;   // finite steps since the scale last changed
+} GPUEngine;
+
+#if defined(ENABLE_FP16)
+static const int USE_LOSS_SCALING = 1;
+#else
+static const int USE_LOSS_SCALING = 0;
+#endif
+
+// Views into the groups. Layer tensors are stacked with the capacity's stride, so the views of a
+// smaller B x T stay inside their slice.
+template <class T>
+static T* act_ptr(GPUEngine* g, int slot, int layer = 0) {
+    const TensorSlot* s = &g->acts.slots[slot];
+    return (T*)((char*)g->acts_base + s->offset + (size_t)layer * s->per_layer * dtype_bytes(s->dtype, sizeof(floatX)));
+}
+template <class T>
+static T* scratch_ptr(GPUEngine* g, int slot) {
+    return (T*)((char*)g->scratch_base + g->scratch.slots[slot].offset);
+}
+static floatX* param_ptr(GPUEngine* g, int tensor, int layer = 0) {
+    const ParamTensor* t = &g->layout.tensors[tensor];
+    int stacked = tensor >= PT_LN1W && tensor <= PT_FCPROJB;  // the per-layer tensors, stacked over L
+    return g->params + t->offset + (stacked ? (size_t)layer * (t->numel / g->cfg.num_layers) : 0);
+}
+static floatX* grad_ptr(GPUEngine* g, int tensor, int layer = 0) {
+    return g->grads + (param_ptr(g, tensor, layer) - g->params);
+}
+
+static void scratch_layout(TensorGroup* s, const GPT2Config* cfg, int B, int T) {
+    size_t C = cfg->channels, BT = (size_t)B * T;
+    size_t dbias = 0;
+    size_t widths[3] = {C, 3 * C, 4 * C};
+    for (int i = 0; i < 3; i++) {
+        size_t f = matmul_dbias_scratch_floats((int)BT, (int)widths[i]);
+        if (f > dbias) dbias = f;
+    }
+    tensor_group_init(s, "scratch", sizeof(floatX));
+    tensor_group_add(s, "proj", DT_FLOATX, 1, BT * C);                                            // SCR_PROJ
+    tensor_group_add(s, "dresidual", DT_FLOATX, 1, BT * C);                                       // SCR_DRESIDUAL
+    tensor_group_add(s, "dbig", DT_FLOATX, 1, BT * 4 * C);                                        // SCR_DBIG
+    tensor_group_add(s, "layernorm_partials", DT_FP32, 1, layernorm_backward_scratch_floats((int)BT, (int)C));  // SCR_LN
+    tensor_group_add(s, "bias_partials", DT_FP32, 1, dbias);                                      // SCR_DBIAS
+    tensor_group_add(s, "attention_rows", DT_FP32, 1, attention_backward_scratch_floats(B, T, cfg->num_heads));  // SCR_ATT
+    tensor_group_add(s, "norm_partials", DT_FP32, 1, 2 * GLOBAL_NORM_BLOCKS);                     // SCR_NORM
+    tensor_group_add(s, "stats", DT_FP32, 1, 4);                                                  // SCR_STATS
+    tensor_group_add(s, "encoder_plan", DT_INT32, 1, encoder_plan_ints((int)BT));                 // SCR_PLAN
+    if (s->count != SCR_COUNT) fatal("scratch layout: %d slots, the enum has %d", s->count, SCR_COUNT);
+}
+
+// Device memory or one clear line: which component, how much, and what the device has left.
+static void* device_alloc_or_die(size_t bytes, const char* what) {
+    void* p = NULL;
+    cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        fatal("out of GPU memory allocating the %s: %.1f MiB asked, %.1f MiB free of %.1f MiB (try a smaller -b)",
+              what, bytes / 1048576.0, free_b / 1048576.0, total_b / 1048576.0);
+    }
+    return p;
+}
+
+// ============================================================================================
+// 2. Forward
+// ============================================================================================
+
+// Embedding and the blocks up to the logits, over the B x T tokens already in ACT_INPUTS.
+static void gpu_forward_pass(GPUEngine* g, int B, int T) {
+    const GPT2Config* c = &g->cfg;
+    int L = c->num_layers, C = c->channels, NH = c->num_heads, HS = C / NH, Vp = c->padded_vocab_size;
+    int BT = B * T;
+    cudaStream_t st = g->stream;
+    floatX* proj = scratch_ptr<floatX>(g, SCR_PROJ);
+
+    encoder_forward(act_ptr<floatX>(g, ACT_ENCODED), act_ptr<int>(g, ACT_INPUTS), param_ptr(g, PT_WTE),
+                    param_ptr(g, PT_WPE), B, T, C, st);
+    layernorm_forward(act_ptr<floatX>(g, ACT_LN1), act_ptr<float>(g, ACT_LN1_MEAN), act_ptr<float>(g, ACT_LN1_RSTD),
+                      act_ptr<floatX>(g, ACT_ENCODED), param_ptr(g, PT_LN1W), param_ptr(g, PT_LN1B), BT, C, st);
+    for (int l = 0; l < L; l++) {
+        floatX* residual = l == 0 ? act_ptr<floatX>(g, ACT_ENCODED) : act_ptr<floatX>(g, ACT_RESIDUAL3, l - 1);
+        floatX* ln1 = act_ptr<floatX>(g, ACT_LN1, l);
+        floatX* qkv = act_ptr<floatX>(g, ACT_QKV, l);
+        floatX* atty = act_ptr<floatX>(g, ACT_ATTY, l);
+        floatX* residual2 = act_ptr<floatX>(g, ACT_RESIDUAL2, l);
+        floatX* ln2 = act_ptr<floatX>(g, ACT_LN2, l);
+        floatX* fch = act_ptr<floatX>(g, ACT_FCH, l);
+        floatX* fch_gelu = act_ptr<floatX>(g, ACT_FCH_GELU, l);
+
+        // attention
+        matmul_forward(&g->mm, qkv, NULL, ln1, param_ptr(g, PT_QKVW, l), param_ptr(g, PT_QKVB, l), BT, C, 3 * C, st);
+        attention_forward(atty, act_ptr<float>(g, ACT_ATT_LSE, l), qkv, B, T, NH, HS, st);
+        matmul_forward(&g->mm, proj, NULL, atty, param_ptr(g, PT_ATTPROJW, l), param_ptr(g, PT_ATTPROJB, l), BT, C, C, st);
+        fused_residual_layernorm_forward(residual2, ln2, act_ptr<float>(g, ACT_LN2_MEAN, l),
+                                         act_ptr<float>(g, ACT_LN2_RSTD, l), residual, proj, param_ptr(g, PT_LN2W, l),
+                                         param_ptr(g, PT_LN2B, l), BT, C, st);
+        // MLP: GELU in the matmul's epilogue (-ge 1, 2) or its own kernel (-ge 0)
+        if (g->opts.gelu_fusion >= 1) {
+            matmul_forward(&g->mm, fch_gelu, fch, ln2, param_ptr(g, PT_FCW, l), param_ptr(g, PT_FCB, l), BT, C, 4 * C, st);
+        } else {
+            matmul_forward(&g->mm, fch, NULL, ln2, param_ptr(g, PT_FCW, l), param_ptr(g, PT_FCB, l), BT, C, 4 * C, st);
+            gelu_forward(fch_gelu, fch, (size_t)BT * 4 * C, st);
+        }
+        matmul_forward(&g->mm, proj, NULL, fch_gelu, param_ptr(g, PT_FCPROJW, l), param_ptr(g, PT_FCPROJB, l), BT,
+                       4 * C, C, st);
+        // the residual add, fused with the next LayerNorm (the next block's ln1, or the final one)
+        floatX* residual3 = act_ptr<floatX>(g, ACT_RESIDUAL3, l);
+        if (l + 1 < L) {
+            fused_residual_layernorm_forward(residual3, act_ptr<floatX>(g, ACT_LN1, l + 1),
+                                             act_ptr<float>(g, ACT_LN1_MEAN, l + 1), act_ptr<float>(g, ACT_LN1_RSTD, l + 1),
+                                             residual2, proj, param_ptr(g, PT_LN1W, l + 1), param_ptr(g, PT_LN1B, l + 1),
+                                             BT, C, st);
+        } else {
+            fused_residual_layernorm_forward(residual3, act_ptr<floatX>(g, ACT_LNF), act_ptr<float>(g, ACT_LNF_MEAN),
+                                             act_ptr<float>(g, ACT_LNF_RSTD), residual2, proj, param_ptr(g, PT_LNFW),
+                                             param_ptr(g, PT_LNFB), BT, C, st);
+        }
+    }
+    matmul_forward(&g->mm, act_ptr<floatX>(g, ACT_LOGITS), NULL, act_ptr<floatX>(g, ACT_LNF), param_ptr(g, PT_WTE),
+                   NULL, BT, C, Vp, st);
+}
+
+// ============================================================================================
+// 3. Backward
+// ============================================================================================
+
+// Gradients of the last forward's loss, times dloss_scale and the loss scale, ADDED to grads.
+static void gpu_backward_pass(GPUEngine* g, int B, int T, float dloss_scale, int plan_blocks) {
+    const GPT2Config* c = &g->cfg;
+    int L = c->num_layers, C = c->channels, NH = c->num_heads, HS = C / NH, V = c->vocab_size,
+        Vp = c->padded_vocab_size;
+    int BT = B * T;
+    cudaStream_t st = g->stream;
+    floatX* dln = scratch_ptr<floatX>(g, SCR_PROJ);
+    floatX* dresidual = scratch_ptr<floatX>(g, SCR_DRESIDUAL);
+    floatX* dbig = scratch_ptr<floatX>(g, SCR_DBIG);
+    float* ln_scratch = scratch_ptr<float>(g, SCR_LN);
+    float* bias_scratch = scratch_ptr<float>(g, SCR_DBIAS);
+    floatX* logits = act_ptr<floatX>(g, ACT_LOGITS);
+
+    // The objective is the mean loss over B*T tokens times dloss_scale (1/accumulation steps), times
+    // the loss scale in FP16 so small gradients stay representable; optimizer_step divides it out.
+    float dloss = (float)(g->loss_scale * dloss_scale / BT);
+    fused_classifier(logits, act_ptr<float>(g, ACT_LOSSES), act_ptr<int>(g, ACT_TARGETS), dloss, BT, V, Vp, 1, st);
+    loss_accumulate(scratch_ptr<float>(g, SCR_STATS), act_ptr<float>(g, ACT_LOSSES), BT, dloss_scale, st);
+    matmul_backward(&g->mm, dln, grad_ptr(g, PT_WTE), NULL, bias_scratch, logits, act_ptr<floatX>(g, ACT_LNF),
+                    param_ptr(g, PT_WTE), NULL, BT, C, Vp, st);
+    cudaCheck(cudaMemsetAsync(dresidual, 0, (size_t)BT * C * sizeof(floatX), st));
+    layernorm_backward(dresidual, grad_ptr(g, PT_LNFW), grad_ptr(g, PT_LNFB), ln_scratch, dln,
+                       act_ptr<floatX>(g, ACT_RESIDUAL3, L - 1), param_ptr(g, PT_LNFW), act_ptr<float>(g, ACT_LNF_MEAN),
+                       act_ptr<float>(g, ACT_LNF_RSTD), BT, C, st);
+    // dresidual now holds d(residual3) of the last layer; each layer turns it into d(its input).
+    for (int l = L - 1; l >= 0; l--) {
+        floatX* residual = l == 0 ? act_ptr<floatX>(g, ACT_ENCODED) : act_ptr<floatX>(g, ACT_RESIDUAL3, l - 1);
+        floatX* fch = act_ptr<floatX>(g, ACT_FCH, l);
+        // MLP: d(fcproj out) = dresidual; the residual branch passes dresidual through unchanged.
+        const floatX* pre_gelu = g->opts.gelu_fusion == 2 ? fch : NULL;
+        matmul_backward(&g->mm, dbig, grad_ptr(g, PT_FCPROJW, l), grad_ptr(g, PT_FCPROJB, l), bias_scratch, dresidual,
+                        act_ptr<floatX>(g, ACT_FCH_GELU, l), param_ptr(g, PT_FCPROJW, l), pre_gelu, BT, 4 * C, C, st);
+        if (!pre_gelu) gelu_backward(dbig, fch, dbig, (size_t)BT * 4 * C, st);
+        matmul_backward(&g->mm, dln, grad_ptr(g, PT_FCW, l), grad_ptr(g, PT_FCB, l), bias_scratch, dbig,
+                        act_ptr<floatX>(g, ACT_LN2, l), param_ptr(g, PT_FCW, l), NULL, BT, C, 4 * C, st);
+        layernorm_backward(dresidual, grad_ptr(g, PT_LN2W, l), grad_ptr(g, PT_LN2B, l), ln_scratch, dln,
+                           act_ptr<floatX>(g, ACT_RESIDUAL2, l), param_ptr(g, PT_LN2W, l),
+                           act_ptr<float>(g, ACT_LN2_MEAN, l), act_ptr<float>(g, ACT_LN2_RSTD, l), BT, C, st);
+        // attention: dresidual is now d(residual2) = d(attention projection out)
+        matmul_backward(&g->mm, dln, grad_ptr(g, PT_ATTPROJW, l), grad_ptr(g, PT_ATTPROJB, l), bias_scratch, dresidual,
+                        act_ptr<floatX>(g, ACT_ATTY, l), param_ptr(g, PT_ATTPROJW, l), NULL, BT, C, C, st);
+        attention_backward(dbig, scratch_ptr<float>(g, SCR_ATT), dln, act_ptr<floatX>(g, ACT_QKV, l),
+                           act_ptr<floatX>(g, ACT_ATTY, l), act_ptr<float>(g, ACT_ATT_LSE, l), B, T, NH, HS, st);
+        matmul_backward(&g->mm, dln, grad_ptr(g, PT_QKVW, l), grad_ptr(g, PT_QKVB, l), bias_scratch, dbig,
+                        act_ptr<floatX>(g, ACT_LN1, l), param_ptr(g, PT_QKVW, l), NULL, BT, C, 3 * C, st);
+        layernorm_backward(dresidual, grad_ptr(g, PT_LN1W, l), grad_ptr(g, PT_LN1B, l), ln_scratch, dln, residual,
+                           param_ptr(g, PT_LN1W, l), act_ptr<float>(g, ACT_LN1_MEAN, l),
+                           act_ptr<float>(g, ACT_LN1_RSTD, l), BT, C, st);
+    }
+    encoder_backward(grad_ptr(g, PT_WTE), grad_ptr(g, PT_WPE), dresidual, scratch_ptr<int>(g, SCR_PLAN), plan_blocks, B,
+                     T, C, st);
+}
+
+// ============================================================================================
+// 4. The optimizer step
+// ============================================================================================
+
+static void zero_step_state(GPUEngine* g) {
+    cudaCheck(cudaMemsetAsync(g->grads, 0, g->n * sizeof(floatX), g->stream));
+    cudaCheck(cudaMemsetAsync(scratch_ptr<float>(g, SCR_STATS), 0, sizeof(float), g->stream));  // the step's loss
+}
+
+static StepResult gpu_optimizer_step(Engine* e, const AdamWConfig* opt, float lr, float clip) {
+    GPUEngine* g = (GPUEngine*)e->self;
+    float* stats = scratch_ptr<float>(g, SCR_STATS);
+    global_norm_squared(stats + 2, scratch_ptr<float>(g, SCR_NORM), g->grads, g->n, g->stream);
+    // The one device-to-host copy of a training step: loss, squared norm, non-finite count.
+    cudaCheck(cudaMemcpyAsync(g->h_stats, stats, 4 * sizeof(float), cudaMemcpyDeviceToHost, g->stream));
+    cudaCheck(cudaStreamSynchronize(g->stream));
+
+    StepResult r;
+    r.loss = g->h_stats[0];
+    r.loss_scale = (float)g->loss_scale;
+    r.grad_norm = (float)(sqrt((double)g->h_stats[2]) / g->loss_scale);
+    int finite = g->h_stats[3] == 0.0f && isfinite(g->h_stats[2]);
+    r.applied = finite;
+    if (finite) {
+        float clip_scale = 1.0f;
+        if (clip > 0.0f && r.grad_norm > clip) clip_scale = clip / (r.grad_norm + 1e-6f);
+        float grad_scale = (float)(clip_scale / g->loss_scale);
+        g->adam_steps++;
+        float bc1 = 1.0f - powf(opt->beta1, (float)g->adam_steps);
+        float bc2 = 1.0f - powf(opt->beta2, (float)g->adam_steps);
+        for (int k = 0; k < GPT2_NUM_PARAM_TENSORS; k++) {
+            const ParamTensor* t = &g->layout.tensors[k];
+            float wd = t->weight_decay ? opt->weight_decay : 0.0f;
+            adamw_update(g->params + t->offset, g->master ? g->master + t->offset : NULL, g->grads + t->offset,
+                         g->m + t->offset, g->v + t->offset, t->numel, lr, opt->beta1, opt->beta2, bc1, bc2, opt->eps,
+                         wd, grad_scale, g->stream);
+        }
+    }
+    // PyTorch GradScaler's rule: halve on an overflow, double after `interval` finite steps in a row.
+    if (USE_LOSS_SCALING) {
+        if (!finite) {
+            g->loss_scale *= 0.5;
+            g->good_steps = 0;
+        } else if (++g->good_steps >= g->opts.loss_scale_interval) {
+            if (isfinite((float)(g->loss_scale * 2.0))) g->loss_scale *= 2.0;
+            g->good_steps = 0;
+        }
+    }
+    zero_step_state(g);
+    return r;
+}
+
+// ============================================================================================
+// 5. Weights in and out
+// ============================================================================================
+
+// fp32 weights [offset, offset + count) into the master copy (when there is one) and the floatX
+// parameters; count <= STAGE_FLOATS, src in host memory.
+static void upload_weights(GPUEngine* g, size_t offset, const float* src, size_t count) {
+    if (g->master) cudaCheck(cudaMemcpy(g->master + offset, src, count * sizeof(float), cudaMemcpyHostToDevice));
+    for (size_t i = 0; i < count; i++) g->h_stage_x[i] = (floatX)src[i];
+    cudaCheck(cudaMemcpy(g->params + offset, g->h_stage_x, count * sizeof(floatX), cudaMemcpyHostToDevice));
+}
+
+static const float* master_weights(GPUEngine* g) {
+#if defined(ENABLE_FP32)
+    return g->params;  // the parameters are fp32 themselves
+#else
+    return g->master;
+#endif
+}
+
+static void gpu_set_params(Engine* e, const float* params) {
+    GPUEngine* g = (GPUEngine*)e->self;
+    for (size_t i = 0; i < g->n; i += STAGE_FLOATS) {
+        size_t count = g->n - i < STAGE_FLOATS ? g->n - i : STAGE_FLOATS;
+        upload_weights(g, i, params + i, count);
+    }
+}
+
+static void download_to_file(GPUEngine* g, CheckpointWriter* w, const float* dev, size_t n) {
+    for (size_t i = 0; i < n; i += STAGE_FLOATS) {
+        size_t count = n - i < STAGE_FLOATS ? n - i : STAGE_FLOATS;
+        cudaCheck(cudaMemcpy(g->h_stage, dev + i, count * sizeof(float), cudaMemcpyDeviceToHost));
+        checkpoint_put(w, g->h_stage, count);
+    }
+}
+
+static void upload_from_file(GPUEngine* g, CheckpointReader* r, float* dev, size_t n) {
+    for (size_t i = 0; i < n; i += STAGE_FLOATS) {
+        size_t count = n - i < STAGE_FLOATS ? n - i : STAGE_FLOATS;
+        checkpoint_get(r, g->h_stage, count);
+        cudaCheck(cudaMemcpy(dev + i, g->h_stage, count * sizeof(float), cudaMemcpyHostToDevice));
+    }
+}
+
+static void gpu_checkpoint_save(Engine* e, const char* model_path, const char* state_path, const TrainState* st) {
+    GPUEngine* g = (GPUEngine*)e->self;
+    cudaCheck(cudaStreamSynchronize(g->stream));
+    OptimizerCounters oc = {g->adam_steps, USE_LOSS_SCALING ? g->loss_scale : 0.0, g->good_steps};
+    // The model file goes last: a state file is only trusted next to its model file.
+    CheckpointWriter w;
+    state_file_begin(&w, state_path, &g->cfg, st, &oc, g->n);
+    download_to_file(g, &w, g->m, g->n);
+    download_to_file(g, &w, g->v, g->n);
+    checkpoint_commit(&w);
+    model_file_begin(&w, model_path, &g->cfg);
+    download_to_file(g, &w, master_weights(g), g->n);
+    checkpoint_commit(&w);
+}
+
+static void gpu_checkpoint_load(Engine* e, const char* model_path, const char* state_path, TrainState* st) {
+    GPUEngine* g = (GPUEngine*)e->self;
+    cudaCheck(cudaStreamSynchronize(g->stream));
+    CheckpointReader r;
+    model_file_open_read(&r, model_path, &g->cfg);
+    for (size_t i = 0; i < g->n; i += STAGE_FLOATS) {
+        size_t count = g->n - i < STAGE_FLOATS ? g->n - i : STAGE_FLOATS;
+        checkpoint_get(&r, g->h_stage, count);
+        upload_weights(g, i, g->h_stage, count);
+    }
+    checkpoint_close(&r);
+    OptimizerCounters oc;
+    state_file_open_read(&r, state_path, &g->cfg, st, &oc, g->n);
+    upload_from_file(g, &r, g->m, g->n);
+    upload_from_file(g, &r, g->v, g->n);
+    checkpoint_close(&r);
+    g->adam_steps = oc.adam_steps;
+    // A file from a run without loss scaling (the C engine, BF16, FP32) leaves the scale at its start.
+    if (USE_LOSS_SCALING && oc.loss_scale > 0) {
+        g->loss_scale = oc.loss_scale;
+        g->good_steps = oc.scale_good_steps;
+    }
+}
+
+// ============================================================================================
+// 6. The Engine contract
+// ============================================================================================
+
+static GPUEngine* self_of(Engine* e) { return (GPUEngine*)e->self; }
+
+static void check_shape(GPUEngine* g, int B, int T) {
+    if (B < 1 || T < 1 || B > g->opts.B || T > g->opts.T)
+        fatal("GPU engine: a batch of B=%d T=%d exceeds the B=%d T=%d it was made for", B, T, g->opts.B, g->opts.T);
+}
+
+static void upload_tokens(GPUEngine* g, int slot, const int* tokens, int n) {
+    cudaCheck(cudaMemcpyAsync(act_ptr<int>(g, slot), tokens, (size_t)n * sizeof(int), cudaMemcpyHostToDevice, g->stream));
+}
+
+static void gpu_micro_step(Engine* e, const int* inputs, const int* targets, int B, int T, float dloss_scale,
+                           int is_last) {
+    GPUEngine* g = self_of(e);
+    check_shape(g, B, T);
+    int BT = B * T;
+    upload_tokens(g, ACT_INPUTS, inputs, BT);
+    upload_tokens(g, ACT_TARGETS, targets, BT);
+    gpu_forward_pass(g, B, T);
+    // While the GPU runs the forward, group the positions by token for the embedding's backward.
+    int plan_blocks = encoder_backward_plan(g->h_plan, g->h_keys, inputs, BT);
+    cudaCheck(cudaMemcpyAsync(scratch_ptr<int>(g, SCR_PLAN), g->h_plan,
+                              encoder_plan_used_ints(BT, plan_blocks) * sizeof(int), cudaMemcpyHostToDevice, g->stream));
+    gpu_backward_pass(g, B, T, dloss_scale, plan_blocks);
+    g->cur_B = B;
+    g->cur_T = T;
+    g->logits_valid = 0;
+}
+
+static float gpu_forward(Engine* e, const int* inputs, const int* targets, int B, int T) {
+    GPUEngine* g = self_of(e);
+    check_shape(g, B, T);
+    int BT = B * T;
+    upload_tokens(g, ACT_INPUTS, inputs, BT);
+    gpu_forward_pass(g, B, T);
+    g->cur_B = B;
+    g->cur_T = T;
+    g->logits_valid = targets == NULL;
+    if (!targets) return 0.0f;
+    upload_tokens(g, ACT_TARGETS, targets, BT);
+    float* stats = scratch_ptr<float>(g, SCR_STATS);
+    cudaCheck(cudaMemsetAsync(stats + 1, 0, sizeof(float), g->stream));
+    fused_classifier(act_ptr<floatX>(g, ACT_LOGITS), act_ptr<float>(g, ACT_LOSSES), act_ptr<int>(g, ACT_TARGETS), 0.0f,
+                     BT, g->cfg.vocab_size, g->cfg.padded_vocab_size, 0, g->stream);
+    loss_accumulate(stats + 1, act_ptr<float>(g, ACT_LOSSES), BT, 1.0f, g->stream);
+    float loss;
+    cudaCheck(cudaMemcpyAsync(&loss, stats + 1, sizeof(float), cudaMemcpyDeviceToHost, g->stream));
+    cudaCheck(cudaStreamSynchronize(g->stream));
+    return loss;
+}
+
+static void gpu_logits_at(Engine* e, int b, int t, float* out) {
+    GPUEngine* g = self_of(e);
+    if (!g->logits_valid) fatal("GPU engine: logits_at needs a forward without targets first");
+    int V = g->cfg.vocab_size;
+    const floatX* row = act_ptr<floatX>(g, ACT_LOGITS) + ((size_t)b * g->cur_T + t) * g->cfg.padded_vocab_size;
+    cudaCheck(cudaMemcpyAsync(g->h_stage_x, row, (size_t)V * sizeof(floatX), cudaMemcpyDeviceToHost, g->stream));
+    cudaCheck(cudaStreamSynchronize(g->stream));
+    for (int v = 0; v < V; v++) out[v] = (float)g->h_stage_x[v];
+}
+
+static void gpu_memory_report(Engine* e, MemoryReport* r) {
+    GPUEngine* g = self_of(e);
+    memory_report_add(r, "parameters", g->n * sizeof(floatX));
+    memory_report_add(r, "gradients", g->n * sizeof(floatX));
+    memory_report_add(r, "master weights", g->master ? g->n * sizeof(float) : 0);
+    memory_report_add(r, "AdamW m", g->n * sizeof(float));
+    memory_report_add(r, "AdamW v", g->n * sizeof(float));
+    memory_report_add(r, "activations", g->acts.bytes);
+    memory_report_add(r, "scratch", g->scratch.bytes);
+    memory_report_add(r, "cuBLASLt workspace", MATMUL_WORKSPACE_BYTES);
+}
+
+static void gpu_destroy(Engine* e) {
+    GPUEngine* g = self_of(e);
+    cudaCheck(cudaStreamSynchronize(g->stream));
+    matmul_context_destroy(&g->mm);
+    cudaCheck(cudaFree(g->params));
+    cudaCheck(cudaFree(g->grads));
+    cudaCheck(cudaFree(g->opt_state));
+    cudaCheck(cudaFree(g->acts_base));
+    cudaCheck(cudaFree(g->scratch_base));
+    cudaCheck(cudaFree(g->workspace));
+    cudaCheck(cudaFreeHost(g->h_stage));
+    cudaCheck(cudaFreeHost(g->h_stage_x));
+    cudaCheck(cudaStreamDestroy(g->stream));
+    free(g->h_plan);
+    free(g->h_keys);
+    free(g);
+    free(e);
+}
+
+// Dense tensor-core peak at this precision (fp32: the CUDA cores' peak), for MFU; 0 = unknown.
+static double device_peak_flops(const cudaDeviceProp* p) {
+#if defined(CUDA_CPU)
+    (void)p;
+    return 0.0;  // the CPU runtime's emulated device has no meaningful peak
+#else
+    int cc = p->major * 10 + p->minor;
+    int lowp = sizeof(floatX) == 2;
+    if (cc == 90) {  // H100 / H200: SXM 989.4 TFLOP/s fp16/bf16 dense, PCIe 756
+        int pcie = strstr(p->name, "PCIe") != NULL;
+        return lowp ? (pcie ? 756e12 : 989.4e12) : (pcie ? 51.2e12 : 66.9e12);
+    }
+    if (cc == 80) return lowp ? 312e12 : 19.5e12;  // A100
+    return 0.0;
+#endif
+}
+
+static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opts, char* why, size_t why_cap) {
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        snprintf(why, why_cap, "cudaGetDeviceCount: %s", err != cudaSuccess ? cudaGetErrorString(err) : "no CUDA device");
+        cudaGetLastError();
+        return NULL;
+    }
+    int HS = cfg->channels / cfg->num_heads;
+    if (HS % 16 != 0) {
+        snprintf(why, why_cap, "head size %d is not a multiple of 16 (the attention kernel's tile)", HS);
+        return NULL;
+    }
+    if (opts->num_ranks > 1 || opts->zero_stage != 0 || opts->recompute != 0) {
+        snprintf(why, why_cap, "the GPU engine runs one process with every activation kept (ranks %d, ZeRO %d, "
+                 "recompute %d)", opts->num_ranks, opts->zero_stage, opts->recompute);
+        return NULL;
+    }
+    int device = opts->rank % count;
+    cudaCheck(cudaSetDevice(device));
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, device));
+#if defined(ENABLE_BF16)
+    if (prop.major < 8) {
+        snprintf(why, why_cap, "%.120s (sm_%d%d) has no bf16 tensor cores; build with PRECISION=FP16", prop.name,
+                 prop.major, prop.minor);
+        return NULL;
+    }
+#endif
+
+    GPUEngine* g = (GPUEngine*)calloc_check(1, sizeof(GPUEngine), "GPU engine");
+    g->cfg = *cfg;
+    g->opts = *opts;
+    g->layout = gpt2_param_layout(cfg);
+    g->n = g->layout.num_parameters;
+    g->loss_scale = USE_LOSS_SCALING ? opts->loss_scale_init : 1.0;
+    cudaCheck(cudaStreamCreate(&g->stream));
+
+    // The tensor groups, each one allocation.
+    size_t n = g->n;
+    int nopt = sizeof(floatX) == sizeof(float) ? 2 : 3;  // FP32 keeps no separate master copy
+    g->params = (floatX*)device_alloc_or_die(n * sizeof(floatX), "parameters");
+    g->grads = (floatX*)device_alloc_or_die(n * sizeof(floatX), "gradients");
+    g->opt_state = (float*)device_alloc_or_die(nopt * n * sizeof(float), "optimizer state (master weights, m, v)");
+    g->master = nopt == 3 ? g->opt_state : NULL;
+    g->m = g->opt_state + (size_t)(nopt - 2) * n;
+    g->v = g->m + n;
+    gpt2_activation_layout(&g->acts, cfg, opts->B, opts->T, sizeof(floatX));
+    scratch_layout(&g->scratch, cfg, opts->B, opts->T);
+    g->acts_base = device_alloc_or_die(g->acts.bytes, "activations");
+    g->scratch_base = device_alloc_or_die(g->scratch.bytes, "scratch buffers");
+    g->workspace = device_alloc_or_die(MATMUL_WORKSPACE_BYTES, "cuBLASLt workspace");
+    matmul_context_init(&g->mm, g->workspace, MATMUL_WORKSPACE_BYTES);
+    cudaCheck(cudaMemset(g->opt_state, 0, nopt * n * sizeof(float)));
+    cudaCheck(cudaMemset(g->grads, 0, n * sizeof(floatX)));
+    cudaCheck(cudaMemset(g->scratch_base, 0, g->scratch.bytes));
+
+    int BT = opts->B * opts->T;
+    cudaCheck(cudaMallocHost((void**)&g->h_stage, STAGE_FLOATS * sizeof(float)));
+    cudaCheck(cudaMallocHost((void**)&g->h_stage_x, STAGE_FLOATS * sizeof(floatX)));
+    g->h_plan = (int*)malloc_check(encoder_plan_ints(BT) * sizeof(int), "encoder plan");
+    g->h_keys = (int64_t*)malloc_check((size_t)BT * sizeof(int64_t), "encoder plan keys");
+
+    Engine* e = (Engine*)calloc_check(1, sizeof(Engine), "engine");
+    e->self = g;
+    e->config = *cfg;
+    e->options = *opts;
+    e->peak_flops = device_peak_flops(&prop);
+    e->loss_scaling = USE_LOSS_SCALING;
+    size_t total = 2 * n * sizeof(floatX) + nopt * n * sizeof(float) + g->acts.bytes + g->scratch.bytes +
+                   MATMUL_WORKSPACE_BYTES;
+    char scaling[64] = "";
+    if (USE_LOSS_SCALING) snprintf(scaling, sizeof(scaling), ", loss scale from %g", g->loss_scale);
+    snprintf(e->name, sizeof(e->name), "GPU engine (%s%s, gelu fusion %d) on %.120s (sm_%d%d), %.1f MiB", PRECISION_NAME,
+             scaling, opts->gelu_fusion, prop.name, prop.major, prop.minor, total / 1048576.0);
+    e->set_params = gpu_set_params;
+    e->micro_step = gpu_micro_step;
+    e->optimizer_step = gpu_optimizer_step;
+    e->forward = gpu_forward;
+    e->logits_at = gpu_logits_at;
+    e->checkpoint_save = gpu_checkpoint_save;
+    e->checkpoint_load = gpu_checkpoint_load;
+    e->memory_report = gpu_memory_report;
+    e->destroy = gpu_destroy;
+    return e;
+}
+
+// A test program includes this file with TRAIN_GPT2_NO_MAIN defined and drives the engine through
+// the contract (test/test_gpu_engine.cu).
+#ifndef TRAIN_GPT2_NO_MAIN
+int main(int argc, char** argv) {
+    TrainSetup s;
+    train_setup(&s, argc, argv);
+    Engine* e = engine_select(s.opts.engine, gpu_engine_create, gpt2_cpu_engine_create, &s.config, &s.engine_options);
+    return train_run(&s, e);
+}
+#endif
