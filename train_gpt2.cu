@@ -534,8 +534,8 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
         return NULL;
     }
     int HS = cfg->channels / cfg->num_heads;
-    if (HS % 16 != 0) {
-        snprintf(why, why_cap, "head size %d is not a multiple of 16 (the attention kernel's tile)", HS);
+    if (HS % 16 != 0 || HS > 128) {
+        snprintf(why, why_cap, "head size %d is not a multiple of 16 up to 128 (the attention kernel's tiles)", HS);
         return NULL;
     }
     if (opts->num_ranks > 1 || opts->zero_stage != 0 || opts->recompute != 0) {

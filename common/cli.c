@@ -108,9 +108,9 @@ void cli_usage(const char* prog) {
         char names[48];
         if (f->short_name) snprintf(names, sizeof(names), "%s, %s", f->short_name, f->long_name);
         else snprintf(names, sizeof(names), "    %s", f->long_name);
-        printf("  %-24s %s (default: %s)\n", names, f->help, f->def[0] ? f->def : "\"\"");
+        printf("  %-26s %s (default: %s)\n", names, f->help, f->def[0] ? f->def : "\"\"");
     }
-    printf("  %-24s print this help\n", "-h, --help");
+    printf("  %-26s print this help\n", "-h, --help");
 }
 
 void cli_parse(TrainOptions* opts, int argc, char** argv) {

@@ -1,6 +1,16 @@
-# dev/module.mk: microbenchmarks (make bench).
+# dev/module.mk: microbenchmarks (make bench), and dev/cuda: kernel variants and the kernel
+# benchmark (dev/cuda/bench_kernels.cu; on a GPU test/gpu/check.sh builds it with nvcc).
 
 $(BUILD)/dev/bench_engine: $(BUILD)/dev/bench_engine.o $(REF_OBJ) $(BUILD)/common/gpt2_config.o $(BUILD)/common/util.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 BENCHES += $(BUILD)/dev/bench_engine
+
+# Through the CPU runtime it only shows the benchmark runs (the check script's dry mode); its
+# figures mean nothing there.
+ifneq ($(CUDA_CPU_HAVE_CUDA),)
+$(eval $(call cuda_cpu_program,$(BUILD)/dev/bench_kernels_emu,dev/cuda/bench_kernels.cu,kernels dev/cuda common,\
+	$(HOST_LIB),-DENABLE_FP16))
+BENCHES += dev/bench_emu.sh
+bench: $(BUILD)/emu/train_gpt2_emu_fp16 $(BUILD)/test/gen_data
+endif

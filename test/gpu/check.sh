@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# test/gpu/check.sh: the GPU check. One command on a machine with an NVIDIA GPU (written for an
+# H100/H200 with 16 cores, nvcc and cuBLASLt; MPI and NCCL not needed), from a clean tree, in about
+# 8 minutes:
+#   1. builds ./train_gpt2 (FP16) and, with nvcc, every kernel test, the engine's contract test
+#      and the kernel benchmark (make gpu-checks);
+#   2. runs every kernel test and the contract test on the GPU, against the C engine;
+#   3. runs a short training under compute-sanitizer memcheck and a kernel test under racecheck,
+#      when compute-sanitizer is there;
+#   4. checks end-to-end loss parity with the C engine (10 steps, FP16 within 2e-2);
+#   5. measures tokens/s and MFU for d12 (B=16, T=1024) and d48 (T=1024, the largest B that fits),
+#      peak device memory, and per-kernel times (flash attention against the three-kernel
+#      attention), and llm.c's train_gpt2cu on the same model and batch when ./llm.c is there;
+# then prints one table and writes it to test/gpu/results/DATE_GPU.md for the README.
+#
+#   bash test/gpu/check.sh          on a GPU machine
+#   bash test/gpu/check.sh --dry    anywhere, after make test: the same steps through the CPU
+#                                   runtime at toy sizes (make test runs this, so it cannot rot)
+set -u
+cd "$(dirname "$0")/../.."
+DRY=0
+[ "${1:-}" = "--dry" ] && DRY=1
+t0=$(date +%s)
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+failed=0
+rows=()
+row() { rows+=("| $1 | $2 |"); printf '  %-46s %s\n' "$1" "$2"; }
+pass() { echo "PASS gpu_check: $1"; }
+fail() { echo "FAIL gpu_check: $1: $2"; failed=1; }
+elapsed() { echo $(( $(date +%s) - t0 )); }
+
+# ---- 1. the machine and the build ------------------------------------------------------------
+if [ $DRY = 1 ]; then
+    trainer=build/emu/train_gpt2_emu_fp16
+    kdir=build/kernels
+    edir=build/test
+    bench=build/dev/bench_kernels_emu
+    for f in $trainer $bench $edir/test_gpu_engine_fp32 build/test/gen_data ./train_gpt2; do
+        [ -x "$f" ] || { fail "dry run" "$f is missing: run make test (or make emu kernel-tests) first"; exit 1; }
+    done
+    gpu="CPU runtime (dry run)"
+    results="$work/results.md"
+else
+    if ! nvidia-smi -L > /dev/null 2>&1; then fail "machine" "nvidia-smi finds no GPU"; exit 1; fi
+    gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
+    arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d '.')
+    jobs=$(nproc)
+    echo "== building for $gpu (sm_$arch) with $jobs jobs"
+    if ! make -j"$jobs" train gpu-checks PRECISION=FP16 GPU_ARCH="$arch" > "$work/build.log" 2>&1; then
+        tail -n 30 "$work/build.log"
+        fail "build" "make train gpu-checks failed (log above)"
+        exit 1
+    fi
+    trainer=./train_gpt2
+    kdir=build/gpu
+    edir=build/gpu
+    bench=build/gpu/bench_kernels_fp16
+    mkdir -p test/gpu/results
+    results="test/gpu/results/$(date +%Y-%m-%d)_$(echo "$gpu" | tr -c 'A-Za-z0-9\n' '_').md"
+fi
+row "GPU" "$gpu"
+row "nvcc" "$(nvcc --version 2>/dev/null | tail -n 1 || echo none)"
+row "MPI / NCCL" "$(command -v mpicc > /dev/null && echo mpicc || echo 'no mpicc') / $([ -f "${CUDA_HOME:-/usr/local/cuda}/include/nccl.h" ] && echo nccl.h || echo 'no nccl.h')"
+row "build" "$(elapsed) s"
+
+# ---- 2. kernel tests and the engine's contract test on the device --------------------------------
+run_tests() {  # label, programs...: counts PASS and FAIL lines; a crash counts as a failure
+    local label=$1 p=0 f=0 bad=""
+    shift
+    for t in "$@"; do
+        out=$("$t" 2>&1)
+        rc=$?
+        np=$(grep -c '^PASS' <<< "$out")
+        nf=$(grep -c '^FAIL' <<< "$out")
+        [ $rc -ne 0 ] && [ "$nf" -eq 0 ] && nf=1
+        p=$((p + np))
+        f=$((f + nf))
+        [ "$nf" -gt 0 ] && bad="$bad $(basename "$t")" && grep '^FAIL' <<< "$out" | head -n 3
+    done
+    row "$label" "$p passed, $f failed${bad:+ (in$bad)}"
+    [ $f -eq 0 ] && pass "$label" || fail "$label" "$f failed in$bad"
+}
+if [ $DRY = 1 ]; then  # make test has just run them all; two show the parsing works
+    run_tests "kernel tests" $kdir/test_gelu_fp16 $kdir/test_global_norm_bf16
+    run_tests "engine contract tests" $edir/test_gpu_engine_fp32
+else
+    run_tests "kernel tests ($(ls $kdir/test_*_fp?? $kdir/test_*_bf16 | grep -vc engine) programs)" \
+        $(ls $kdir/test_*_{fp32,fp16,bf16} | grep -v gpu_engine)
+    run_tests "engine contract tests (fp32, fp16, bf16)" $edir/test_gpu_engine_{fp32,fp16,bf16}
+fi
+row "tests done" "$(elapsed) s"
+
+# ---- data and models for the runs ----------------------------------------------------------------
+build/test/gen_data model "$work/small.bin" 2 64 2 512 64 1
+build/test/gen_data shard "$work/small_train.bin" 40000 512 2
+build/test/gen_data shard "$work/bench.bin" $([ $DRY = 1 ] && echo 20000 || echo 1200000) 50257 3
+small=(-e "$work/small.bin" -i "$work/small_train.bin" -b 4 -t 32 -v 0 -s 0 -x 10 -l 3e-3 -u 2 -o "")
+
+# ---- 3. compute-sanitizer -----------------------------------------------------------------------
+sanitizer=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+if [ $DRY = 1 ] || [ ! -x "$sanitizer" ]; then
+    row "compute-sanitizer" "not run ($([ $DRY = 1 ] && echo 'CPU runtime' || echo 'not installed'))"
+else
+    for tool in memcheck racecheck; do
+        if [ $tool = memcheck ]; then cmd=($trainer "${small[@]}" -x 2); else cmd=($kdir/test_attention_fp16); fi
+        timeout 150 "$sanitizer" --tool $tool --error-exitcode 9 "${cmd[@]}" > "$work/san_$tool.log" 2>&1
+        rc=$?
+        summary=$(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$work/san_$tool.log" | sed 's/^========= //')
+        case $rc in
+            0) row "compute-sanitizer $tool" "clean: ${summary:-no errors} (${cmd[0]##*/})"; pass "sanitizer $tool" ;;
+            124) row "compute-sanitizer $tool" "timed out after 150 s (${cmd[0]##*/})" ;;
+            *) row "compute-sanitizer $tool" "exit $rc: $summary"; fail "sanitizer $tool" "exit $rc: $summary"
+               grep -m 10 -E '^=========' "$work/san_$tool.log" ;;
+        esac
+    done
+fi
+
+# ---- 4. end-to-end parity with the C engine --------------------------------------------------------
+losses() { grep -E '^step +[0-9]' | sed 's/.*| loss \([0-9.]*\) .*/\1/'; }
+./train_gpt2 --engine cpu "${small[@]}" > "$work/cpu.out" 2>&1
+$trainer "${small[@]}" > "$work/gpu.out" 2>&1
+if grep -q '^engine: GPU engine' "$work/gpu.out"; then
+    report=$(paste <(losses < "$work/cpu.out") <(losses < "$work/gpu.out") | awk '
+        { n++; d = $1 - $2; if (d < 0) d = -d; if (d > w) w = d; if (n == 1) f = $2; l = $2 }
+        END { printf "%d steps, worst difference %.2g, loss %s -> %s", n, w, f, l; exit !(n == 10 && w <= 2e-2 && l < f - 1) }')
+    if [ $? -eq 0 ]; then pass "parity"; else fail "parity" "$report"; fi
+    row "loss parity with the C engine (fp16, 10 steps, within 2e-2)" "$report"
+else
+    fail "parity" "the trainer did not run the GPU engine: $(grep -m1 '^engine' "$work/gpu.out")"
+fi
+
+# ---- 5. speed and memory ----------------------------------------------------------------------------
+# Device memory in use, sampled every 0.2 s while a command runs; prints the peak in MiB.
+peak_mem_during() {
+    if [ $DRY = 1 ]; then echo "n/a" > "$work/peak"; "$@"; return; fi
+    ( peak=0; while sleep 0.2; do
+          m=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -n 1)
+          [ "$m" -gt "$peak" ] 2>/dev/null && peak=$m && echo "$peak" > "$work/peak"
+      done ) &
+    local sampler=$!
+    echo 0 > "$work/peak"
+    "$@"
+    local rc=$?
+    kill $sampler 2>/dev/null; wait $sampler 2>/dev/null
+    return $rc
+}
+# tokens/s (mean after the first step) and MFU (mean of the step lines after the first) of a run's output
+speed_of() {
+    local tok mfu
+    tok=$(grep '^done:' "$1" | sed 's/.* \([0-9]*\) tok\/s.*/\1/')
+    mfu=$(grep -E '^step +[0-9]' "$1" | tail -n +2 | grep -o 'MFU [0-9.]*' | awk '{s += $2; n++} END { if (n) printf "%.1f%%", s / n; else print "n/a" }')
+    echo "${tok:-?} tok/s, MFU $mfu"
+}
+bench_run() {  # label, model, B, T, steps
+    local out="$work/run_$2_$3.out"
+    peak_mem_during $trainer -e "$2" -b "$3" -t "$4" -x "$5" -i "$work/bench.bin" -v 0 -s 0 -l 1e-4 -o "" > "$out" 2>&1
+    local rc=$?
+    if [ $rc -ne 0 ]; then echo "exit $rc: $(tail -n 1 "$out")"; return $rc; fi
+    echo "$(speed_of "$out"), engine memory $(grep '^memory:' "$out" | sed 's/.*total //'), device peak $(cat "$work/peak")$(grep -q '^[0-9]' "$work/peak" && echo ' MiB')"
+}
+if [ $DRY = 1 ]; then
+    r=$(bench_run dry d1 1 64 3) && row "d1 B=1 T=64 (dry run)" "$r" || fail "bench d1" "$r"
+    $bench d1 1 64 1 > "$work/kernels.txt" 2>&1 || fail "bench_kernels" "$(tail -n 2 "$work/kernels.txt")"
+else
+    r=$(bench_run d12 d12 16 1024 12) && row "d12 B=16 T=1024 (fp16)" "$r" || fail "bench d12" "$r"
+    d48=""
+    for B in 32 24 16 12 8 4 2 1; do
+        if r=$(bench_run d48 d48 $B 1024 6); then d48=$B; row "d48 B=$B T=1024 (fp16, largest B that fits)" "$r"; break; fi
+        grep -q "out of GPU memory" "$work/run_d48_$B.out" || { fail "bench d48 B=$B" "$r"; break; }
+    done
+    $bench d12 16 1024 20 > "$work/kernels.txt" 2>&1 || fail "bench_kernels d12" "$(tail -n 2 "$work/kernels.txt")"
+    [ -n "$d48" ] && { $bench d48 "$d48" 1024 10 > "$work/kernels48.txt" 2>&1 || fail "bench_kernels d48" "$(tail -n 2 "$work/kernels48.txt")"; }
+    # The peer, side by side on the same card, model and batch, when its source is at ./llm.c.
+    if [ -f llm.c/train_gpt2.cu ] && [ "$(elapsed)" -lt 330 ]; then
+        if timeout 180 make -C llm.c train_gpt2cu USE_CUDNN=0 > "$work/llmc_build.log" 2>&1; then
+            (cd llm.c && timeout 120 ./train_gpt2cu -e d12 -b 16 -t 1024 -x 12 -i "$work/bench.bin" -j "$work/bench.bin" \
+                -v 0 -s 0 -o "" > "$work/llmc.out" 2>&1)
+            tok=$(grep -E '^step +[0-9]' "$work/llmc.out" | tail -n +2 | grep -o '[0-9]* tok/s' | awk '{s += $1; n++} END { if (n) printf "%.0f", s / n }')
+            mfu=$(grep -E '^step +[0-9]' "$work/llmc.out" | tail -n +2 | grep -oE '[0-9.]+% bf16 MFU' | awk '{s += $1; n++} END { if (n) printf "%.1f%%", s / n }')
+            row "llm.c train_gpt2cu d12 B=16 T=1024 (bf16, no cuDNN)" "${tok:-?} tok/s, MFU ${mfu:-?}"
+        else
+            row "llm.c train_gpt2cu" "build failed: $(tail -n 1 "$work/llmc_build.log")"
+        fi
+    fi
+fi
+row "total time" "$(elapsed) s"
+
+# ---- the table ----------------------------------------------------------------------------------
+{
+    echo "# GPU check: $gpu, $(date -u +%Y-%m-%d)"
+    echo
+    echo "\`bash test/gpu/check.sh\` at commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$([ $DRY = 1 ] && echo ' (dry run through the CPU runtime: figures are not GPU figures)')."
+    echo
+    echo "| what | result |"
+    echo "|---|---|"
+    printf '%s\n' "${rows[@]}"
+    echo
+    echo "## Kernels (dev/cuda/bench_kernels.cu)"
+    echo
+    cat "$work/kernels.txt" 2>/dev/null
+    if [ -f "$work/kernels48.txt" ]; then echo; cat "$work/kernels48.txt"; fi
+} > "$results.tmp" && mv "$results.tmp" "$results"
+echo
+cat "$results"
+[ $DRY = 1 ] || echo "(written to $results)"
+if [ $DRY = 1 ]; then
+    grep -q '^| kernel tests | ' "$results" && grep -q 'attention_forward (flash)' "$results" \
+        && pass "dry run writes the table with every section" || fail "dry run" "the table lacks a section"
+fi
+exit $failed

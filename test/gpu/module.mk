@@ -1,0 +1,30 @@
+# test/gpu/module.mk: the programs test/gpu/check.sh runs on a real GPU, built with nvcc into
+# $(BUILD)/gpu/: every kernel test and the GPU engine's contract test in each precision, and the
+# kernel benchmark in FP16 and BF16 (the same sources the CPU runtime runs in make test).
+#   make gpu-checks        (needs nvcc; run by test/gpu/check.sh on a GPU machine)
+
+GPU_OUT := $(BUILD)/gpu
+NVCC_TEST_FLAGS = -O3 -std=c++17 -arch=sm_$(GPU_ARCH) -Xcompiler -fopenmp -I. -Ikernels -Itest -Ireference -Icommon -Idev/cuda
+GPU_CHECK_DEPS = $(KERNEL_HEADERS) $(wildcard dev/cuda/*.cuh test/*.h test/*.cuh) train_gpt2.cu $(HOST_LIB)
+
+# $(call nvcc_program,OUTPUT,SOURCE,DEFINES)
+define nvcc_program
+$(1): $(2) $$(GPU_CHECK_DEPS)
+	@mkdir -p $$(dir $$@)
+	$$(NVCC) $$(NVCC_TEST_FLAGS) $(3) $(2) $$(HOST_LIB) -lcublasLt -o $$@
+GPU_CHECK_BINS += $(1)
+endef
+
+GPU_CHECK_BINS :=
+$(foreach src,$(KERNEL_TEST_SRC) test/test_gpu_engine.cu,$(foreach p,$(EMU_PRECISIONS),$(eval \
+  $(call nvcc_program,$(GPU_OUT)/$(basename $(notdir $(src)))_$(p),$(src),$(call precision_define,$(p))))))
+$(foreach p,fp16 bf16,$(eval $(call nvcc_program,$(GPU_OUT)/bench_kernels_$(p),dev/cuda/bench_kernels.cu,$(call precision_define,$(p)))))
+
+.PHONY: gpu-checks
+gpu-checks: $(GPU_CHECK_BINS) $(BUILD)/test/gen_data
+
+# make test runs the check script's dry run through the CPU runtime.
+ifneq ($(CUDA_CPU_HAVE_CUDA),)
+TESTS += test/gpu/test_check_dry.sh
+TEST_DEPS += $(BUILD)/dev/bench_kernels_emu $(BUILD)/test/gen_data
+endif
