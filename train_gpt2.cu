@@ -101,8 +101,13 @@ typedef struct {
 
 #if defined(ENABLE_FP16)
 static const int USE_LOSS_SCALING = 1;
+static const Precision BUILD_PRECISION = PRECISION_FP16;
+#elif defined(ENABLE_BF16)
+static const int USE_LOSS_SCALING = 0;
+static const Precision BUILD_PRECISION = PRECISION_BF16;
 #else
 static const int USE_LOSS_SCALING = 0;
+static const Precision BUILD_PRECISION = PRECISION_FP32;
 #endif
 
 // Views into the groups. Layer tensors are stacked with the capacity's stride, so the views of a
@@ -337,6 +342,7 @@ static StepResult gpu_optimizer_step(Engine* e, const AdamWConfig* opt, float lr
 // parameters; count <= STAGE_FLOATS, src in host memory.
 static void upload_weights(GPUEngine* g, size_t offset, const float* src, size_t count) {
     if (g->master) cudaCheck(cudaMemcpy(g->master + offset, src, count * sizeof(float), cudaMemcpyHostToDevice));
+#pragma omp parallel for
     for (size_t i = 0; i < count; i++) g->h_stage_x[i] = (floatX)src[i];
     cudaCheck(cudaMemcpy(g->params + offset, g->h_stage_x, count * sizeof(floatX), cudaMemcpyHostToDevice));
 }
@@ -533,6 +539,11 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
         cudaGetLastError();
         return NULL;
     }
+    if (opts->precision != BUILD_PRECISION) {
+        snprintf(why, why_cap, "this GPU engine was built for %s, not %s (make train PRECISION=...)",
+                 precision_name(BUILD_PRECISION), precision_name(opts->precision));
+        return NULL;
+    }
     int HS = cfg->channels / cfg->num_heads;
     if (HS % 16 != 0 || HS > 128) {
         snprintf(why, why_cap, "head size %d is not a multiple of 16 up to 128 (the attention kernel's tiles)", HS);
@@ -592,6 +603,7 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     e->self = g;
     e->config = *cfg;
     e->options = *opts;
+    e->precision = BUILD_PRECISION;
     e->peak_flops = device_peak_flops(&prop);
     e->loss_scaling = USE_LOSS_SCALING;
     size_t total = 2 * n * sizeof(floatX) + nopt * n * sizeof(float) + g->acts.bytes + g->scratch.bytes +
@@ -618,6 +630,7 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
 int main(int argc, char** argv) {
     TrainSetup s;
     train_setup(&s, argc, argv);
+    s.engine_options.precision = BUILD_PRECISION;
     Engine* e = engine_select(s.opts.engine, gpu_engine_create, gpt2_cpu_engine_create, &s.config, &s.engine_options);
     return train_run(&s, e);
 }

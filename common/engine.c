@@ -6,6 +6,10 @@
 
 #include "util.h"
 
+const char* precision_name(Precision p) {
+    return p == PRECISION_FP16 ? "fp16" : p == PRECISION_BF16 ? "bf16" : "fp32";
+}
+
 void memory_report_add(MemoryReport* r, const char* name, size_t bytes) {
     if (r->count >= MEMORY_REPORT_MAX) fatal("memory report: more than %d components", MEMORY_REPORT_MAX);
     r->items[r->count].name = name;

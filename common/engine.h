@@ -33,8 +33,13 @@ typedef struct {
     float beta1, beta2, eps, weight_decay;
 } AdamWConfig;
 
+// The precision of parameters, gradients and activations (optimizer state is always fp32).
+typedef enum { PRECISION_FP32, PRECISION_FP16, PRECISION_BF16 } Precision;
+const char* precision_name(Precision p);
+
 // What an engine is made for; main() fills it from the flags (train_setup).
 typedef struct {
+    Precision precision;      // asked for: the GPU build's (make PRECISION=...); the C engine is fp32 always
     int B, T;                 // the largest micro-batch: activations are sized for it, once
     int recompute;            // activation recompute level; 0 keeps every activation
     int zero_stage;           // ZeRO stage; 0 = every rank holds all state
@@ -67,6 +72,7 @@ struct Engine {
     char name[256];       // one line for the start-up report: engine, precision, device
     GPT2Config config;
     EngineOptions options;
+    Precision precision;  // what it computes in
     double peak_flops;    // the device's dense peak FLOP/s at this precision; 0 = unknown (no MFU printed)
     int loss_scaling;     // 1 = FP16 dynamic loss scaling: a skipped update is its normal answer to an
                           // overflow; without it a skipped update means training diverged

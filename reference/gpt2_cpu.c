@@ -312,6 +312,7 @@ Engine* gpt2_cpu_engine_create(const GPT2Config* cfg, const EngineOptions* opts,
     e->self = m;
     e->config = *cfg;
     e->options = *opts;
+    e->precision = PRECISION_FP32;
     e->peak_flops = 0.0;
     snprintf(e->name, sizeof(e->name), "C reference engine (fp32, %d OpenMP threads), %.1f MiB", omp_get_max_threads(),
              gpt2_cpu_bytes(cfg, opts->B, opts->T) / 1048576.0);

@@ -2,7 +2,7 @@
 # test_emu.sh: the GPU trainer end to end through the CPU runtime (build/emu/train_gpt2_emu_*,
 # train_gpt2.cu and its kernels on the CPU), against the C reference engine (--engine cpu):
 # 10 steps with the same flags give the same losses (FP32 within 1e-4, FP16 and BF16 within
-# 2e-2, and falling); a GPU-engine run resumes bit for bit; a planted FP16 overflow is skipped
+# 2e-2, and falling); a GPU-engine run resumes bit for bit in each precision; a planted FP16 overflow is skipped
 # with the scale halved, in the step line and the log; a non-finite loss stops every precision
 # with one clear line; --engine picks or refuses engines as it says.
 set -u
@@ -50,24 +50,27 @@ grep -q '"loss_scale": 65536, "skipped": 0' "$dir/fp16/log.jsonl" && pass "emu f
     || fail "emu fp16: log fields" "$(head -c 300 "$dir/fp16/log.jsonl")"
 grep -q '| scale' "$dir/bf16.out" && fail "emu bf16: no loss scale" "bf16 printed a scale" || pass "emu bf16: no loss scaling"
 
-# --- resume of the GPU engine, bit for bit ---------------------------------------------------
+# --- resume of the GPU engine, bit for bit, in each precision ------------------------------------
 rs=("${common[@]}" -x 6 -n 3 -z 1 -s 3 -g 6 -v 0)
-emu fp16 "${rs[@]}" -o "$dir/straight" > "$dir/straight.out" 2>&1 || fail "emu resume: straight run" "$(tail -2 "$dir/straight.out")"
-emu fp16 "${rs[@]}" -o "$dir/resumed" > /dev/null 2>&1 || fail "emu resume: first run" "exit $?"
-rm -f "$dir/resumed/model_00000006.bin" "$dir/resumed/state_00000006.bin"
-emu fp16 "${rs[@]}" -o "$dir/resumed" -y 1 > "$dir/second.out" 2>&1 || fail "emu resume: second half" "$(tail -2 "$dir/second.out")"
-if cmp -s "$dir/straight/model_00000006.bin" "$dir/resumed/model_00000006.bin" &&
-   cmp -s "$dir/straight/state_00000006.bin" "$dir/resumed/state_00000006.bin"; then
-    pass "emu fp16 resume: final weights, optimizer state and loss scale bit-identical"
-else
-    fail "emu fp16 resume" "model or state files differ"
-fi
 tail3() { tail -n 3 "$1" | sed 's/, "ms".*//'; }
-[ "$(tail3 "$dir/straight/log.jsonl" | grep -c '"step": [456],')" -eq 3 ] && [ "$(tail3 "$dir/straight/log.jsonl")" = "$(tail3 "$dir/resumed/log.jsonl")" ] \
-    && pass "emu fp16 resume: losses of steps 4-6 bit-identical" || fail "emu fp16 resume: losses" "logs differ"
 last_sample() { grep -A2 '^generating' "$1" | tail -n 1; }
-[ -n "$(last_sample "$dir/straight.out")" ] && [ "$(last_sample "$dir/straight.out")" = "$(last_sample "$dir/second.out")" ] \
-    && pass "emu fp16 resume: the last sample is identical" || fail "emu fp16 resume: sample" "samples differ"
+for p in fp32 fp16 bf16; do
+    r="$dir/resume_$p"
+    emu $p "${rs[@]}" -o "$r/straight" > "$r.straight.out" 2>&1 || fail "emu $p resume: straight run" "$(tail -2 "$r.straight.out")"
+    emu $p "${rs[@]}" -o "$r/resumed" > /dev/null 2>&1 || fail "emu $p resume: first run" "exit $?"
+    rm -f "$r/resumed/model_00000006.bin" "$r/resumed/state_00000006.bin"
+    emu $p "${rs[@]}" -o "$r/resumed" -y 1 > "$r.second.out" 2>&1 || fail "emu $p resume: second half" "$(tail -2 "$r.second.out")"
+    if cmp -s "$r/straight/model_00000006.bin" "$r/resumed/model_00000006.bin" &&
+       cmp -s "$r/straight/state_00000006.bin" "$r/resumed/state_00000006.bin"; then
+        pass "emu $p resume: final weights, optimizer state and loss scale bit-identical"
+    else
+        fail "emu $p resume" "model or state files differ"
+    fi
+    [ "$(tail3 "$r/straight/log.jsonl" | grep -c '"step": [456],')" -eq 3 ] && [ "$(tail3 "$r/straight/log.jsonl")" = "$(tail3 "$r/resumed/log.jsonl")" ] \
+        && pass "emu $p resume: losses of steps 4-6 bit-identical" || fail "emu $p resume: losses" "logs differ"
+    [ -n "$(last_sample "$r.straight.out")" ] && [ "$(last_sample "$r.straight.out")" = "$(last_sample "$r.second.out")" ] \
+        && pass "emu $p resume: the last sample is identical" || fail "emu $p resume: sample" "samples differ"
+done
 
 # --- a planted overflow: a loss scale of 2^40 overflows fp16 at once --------------------------------
 emu fp16 "${common[@]}" -x 3 -v 0 --loss-scale 1099511627776 -o "$dir/overflow" > "$dir/overflow.out" 2>&1 \

@@ -33,6 +33,7 @@ static const double STEP_TOL = U * 32 > 1e-5 ? U * 32 : 1e-5;
 static EngineOptions options(float loss_scale, int interval) {
     EngineOptions o;
     memset(&o, 0, sizeof(o));
+    o.precision = BUILD_PRECISION;
     o.B = B;
     o.T = T;
     o.num_ranks = 1;
@@ -317,7 +318,14 @@ static void test_memory_report() {
     int ok = r.count >= 8 && strcmp(r.items[0].name, "parameters") == 0 && r.items[0].bytes == n * sizeof(floatX) &&
              r.items[3].bytes == n * sizeof(float) && r.items[5].bytes > 0;
     CHECK(ok, "memory report names parameters, gradients, master weights, m, v, activations, scratch, workspace");
+    CHECK(e->precision == BUILD_PRECISION, "the engine reports the precision it was built for");
     e->destroy(e);
+    // An engine asked for another precision than its build's says so and is not made.
+    EngineOptions o = options(65536.0f, 2000);
+    o.precision = BUILD_PRECISION == PRECISION_FP32 ? PRECISION_BF16 : PRECISION_FP32;
+    char why[256] = "";
+    Engine* other = gpu_engine_create(&CFG, &o, why, sizeof(why));
+    CHECK(other == NULL && strstr(why, "was built for") != NULL, "a GPU engine refuses a precision it was not built for");
 }
 
 int main() {
