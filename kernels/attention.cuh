@@ -237,6 +237,32 @@ __device__ __forceinline__ void att_warp_store(floatX* dst, size_t stride, int r
     }
 }
 
+// The backward's two products per tile pair, for the 16-wide column subtiles [c_begin, c_end):
+// S = A1 B1^T and dP = A2 B2^T, A from this warp's fragments (KD chunks of a head), B from the
+// rows of shared tiles (row stride LDX); both go to the warp's fp32 tiles sS and sdP (stride LDS).
+template <int HS>
+__device__ __forceinline__ void att_two_products(float* sS, float* sdP, const att_frag_a* a1, const floatX* b1,
+                                                 const att_frag_a* a2, const floatX* b2, int c_begin, int c_end) {
+    typedef AttGeom<HS> G;
+#pragma unroll
+    for (int c = 0; c < ATT_COLS / 16; c++) {
+        if (c < c_begin || c >= c_end) continue;
+        att_frag_acc s, dp;
+        att_zero(s);
+        att_zero(dp);
+#pragma unroll
+        for (int kk = 0; kk < G::KD; kk++) {
+            att_frag_b_col f1, f2;
+            att_load_b_col(f1, b1 + 16 * c * G::LDX + 16 * kk, G::LDX);
+            att_mma(s, a1[kk], f1);
+            att_load_b_col(f2, b2 + 16 * c * G::LDX + 16 * kk, G::LDX);
+            att_mma(dp, a2[kk], f2);
+        }
+        att_store(sS + 16 * c, G::LDS, s);
+        att_store(sdP + 16 * c, G::LDS, dp);
+    }
+}
+
 // ---- forward ----
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
@@ -450,23 +476,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
         const int c_end = att_subtiles(T - q0);
         if (c_first < c_end) {
             // S^T = K Q^T and dP^T = V dO^T (keys as rows)
-#pragma unroll
-            for (int c = 0; c < ATT_COLS / 16; c++) {
-                if (c < c_first || c >= c_end) continue;
-                att_frag_acc s, dp;
-                att_zero(s);
-                att_zero(dp);
-#pragma unroll
-                for (int kk = 0; kk < G::KD; kk++) {
-                    att_frag_b_col qb, ob;
-                    att_load_b_col(qb, sQ + 16 * c * G::LDX + 16 * kk, G::LDX);
-                    att_mma(s, kf[kk], qb);
-                    att_load_b_col(ob, sdO + 16 * c * G::LDX + 16 * kk, G::LDX);
-                    att_mma(dp, vf[kk], ob);
-                }
-                att_store(sSw + 16 * c, G::LDS, s);
-                att_store(sdPw + 16 * c, G::LDS, dp);
-            }
+            att_two_products<HS>(sSw, sdPw, kf, sQ, vf, sdO, c_first, c_end);
             __syncwarp();
             // P^T = exp(scale S^T - lse) (causal: query >= key, query < T), dS^T = P^T (dP^T - D)
 #pragma unroll
@@ -577,23 +587,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
         const int n_sub = att_subtiles(last - k0 + 1);
         if (n_sub > 0) {
             // S = Q K^T, dP = dO V^T
-#pragma unroll
-            for (int c = 0; c < ATT_COLS / 16; c++) {
-                if (c >= n_sub) continue;
-                att_frag_acc s, dp;
-                att_zero(s);
-                att_zero(dp);
-#pragma unroll
-                for (int kk = 0; kk < G::KD; kk++) {
-                    att_frag_b_col kb, vb;
-                    att_load_b_col(kb, sK + 16 * c * G::LDX + 16 * kk, G::LDX);
-                    att_mma(s, qf[kk], kb);
-                    att_load_b_col(vb, sV + 16 * c * G::LDX + 16 * kk, G::LDX);
-                    att_mma(dp, of[kk], vb);
-                }
-                att_store(sSw + 16 * c, G::LDS, s);
-                att_store(sdPw + 16 * c, G::LDS, dp);
-            }
+            att_two_products<HS>(sSw, sdPw, qf, sK, of, sV, 0, n_sub);
             __syncwarp();
             // dS = P (dP - D), P = exp(scale S - lse), causal
 #pragma unroll

@@ -36,12 +36,14 @@ typedef __nv_bfloat16 floatX;
 #endif
 
 // ---- checked calls: one line naming the call and where, then exit status 1 ----
+// "error: LIBRARY: CALL at FILE:LINE: WHY": how every failed call or refused argument ends.
+static inline void fail_at(const char* library, const char* call, const char* file, int line, const char* why) {
+    fflush(stdout);
+    fprintf(stderr, "error: %s: %s at %s:%d%s%s\n", library, call, file, line, why ? ": " : "", why ? why : "");
+    exit(1);
+}
 static inline void cuda_check(cudaError_t err, const char* call, const char* file, int line) {
-    if (err != cudaSuccess) {
-        fflush(stdout);
-        fprintf(stderr, "error: CUDA: %s at %s:%d: %s\n", call, file, line, cudaGetErrorString(err));
-        exit(1);
-    }
+    if (err != cudaSuccess) fail_at("CUDA", call, file, line, cudaGetErrorString(err));
 }
 #define cudaCheck(call) cuda_check((call), #call, __FILE__, __LINE__)
 // After every launch: a bad configuration is reported here, at the launch, not at a later sync.

@@ -45,21 +45,13 @@
 
 // ---- checked cuBLASLt calls: one line naming the call and where, then exit status 1 ----
 static inline void matmul_check_status(cublasStatus_t status, const char* call, const char* file, int line) {
-    if (status != CUBLAS_STATUS_SUCCESS) {
-        fflush(stdout);
-        fprintf(stderr, "error: cuBLASLt: %s at %s:%d: %s\n", call, file, line, cublasLtGetStatusName(status));
-        exit(1);
-    }
+    if (status != CUBLAS_STATUS_SUCCESS) fail_at("cuBLASLt", call, file, line, cublasLtGetStatusName(status));
 }
 #define matmul_check(call) matmul_check_status((call), #call, __FILE__, __LINE__)
 
 // A shape or argument the wrapper refuses: one line, exit 1 (as cudaCheck does).
 static inline void matmul_require(bool ok, const char* what, const char* file, int line) {
-    if (!ok) {
-        fflush(stdout);
-        fprintf(stderr, "error: matmul: %s at %s:%d\n", what, file, line);
-        exit(1);
-    }
+    if (!ok) fail_at("matmul", what, file, line, NULL);
 }
 #define MATMUL_REQUIRE(cond, what) matmul_require((cond), what, __FILE__, __LINE__)
 

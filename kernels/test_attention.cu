@@ -168,7 +168,7 @@ static void test_naive(int B, int T, int NH, int HS, TestRng& rng) {
     attention_forward_cpu(ref_out.data(), att.data(), qkv.f.data(), B, T, C, NH);
 
     cublasLtHandle_t handle;
-    ATTENTION_NAIVE_CUBLAS(cublasLtCreate(&handle));
+    matmul_check(cublasLtCreate(&handle));
     floatX* d_qkv = device_upload(qkv.x);
     floatX* d_out = device_alloc<floatX>(n_out);
     void* d_scratch = device_alloc<char>(attention_naive_scratch_bytes(B, T, NH, HS));
@@ -180,7 +180,7 @@ static void test_naive(int B, int T, int NH, int HS, TestRng& rng) {
     cudaCheck(cudaFree(d_qkv));
     cudaCheck(cudaFree(d_out));
     cudaCheck(cudaFree(d_scratch));
-    ATTENTION_NAIVE_CUBLAS(cublasLtDestroy(handle));
+    matmul_check(cublasLtDestroy(handle));
 }
 
 int main() {

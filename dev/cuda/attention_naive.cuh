@@ -16,15 +16,7 @@
 #include <cublasLt.h>
 
 #include "common.cuh"
-
-static inline void attention_naive_cublas_check(cublasStatus_t st, const char* call, const char* file, int line) {
-    if (st != CUBLAS_STATUS_SUCCESS) {
-        fflush(stdout);
-        fprintf(stderr, "error: cuBLASLt: %s at %s:%d: status %d\n", call, file, line, (int)st);
-        exit(1);
-    }
-}
-#define ATTENTION_NAIVE_CUBLAS(call) attention_naive_cublas_check((call), #call, __FILE__, __LINE__)
+#include "matmul.cuh"  // matmul_check
 
 // q, k, v (B,NH,T,HS) from qkv (B,T,3,NH,HS): one thread per (b, h, t, d), d fastest.
 __global__ void attention_naive_permute_kernel(floatX* q, floatX* k, floatX* v, const floatX* qkv, int B, int T,
@@ -74,28 +66,28 @@ static inline void attention_naive_matmul(cublasLtHandle_t handle, void* D, cuda
                                           cudaStream_t stream) {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ld;
-    ATTENTION_NAIVE_CUBLAS(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    matmul_check(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t op_a = transa ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = CUBLAS_OP_N;
-    ATTENTION_NAIVE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-    ATTENTION_NAIVE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-    ATTENTION_NAIVE_CUBLAS(transa ? cublasLtMatrixLayoutCreate(&la, CUDA_R_FLOATX, k, m, k)
+    matmul_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+    matmul_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    matmul_check(transa ? cublasLtMatrixLayoutCreate(&la, CUDA_R_FLOATX, k, m, k)
                                   : cublasLtMatrixLayoutCreate(&la, CUDA_R_FLOATX, m, k, m));
-    ATTENTION_NAIVE_CUBLAS(cublasLtMatrixLayoutCreate(&lb, CUDA_R_FLOATX, k, n, k));
-    ATTENTION_NAIVE_CUBLAS(cublasLtMatrixLayoutCreate(&ld, d_type, m, n, m));
+    matmul_check(cublasLtMatrixLayoutCreate(&lb, CUDA_R_FLOATX, k, n, k));
+    matmul_check(cublasLtMatrixLayoutCreate(&ld, d_type, m, n, m));
     const cublasLtMatrixLayout_t layouts[3] = {la, lb, ld};
     const long long strides[3] = {stride_a, stride_b, stride_d};
     for (int i = 0; i < 3; i++) {
         const int32_t count = batch;
         const int64_t stride = strides[i];
-        ATTENTION_NAIVE_CUBLAS(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-        ATTENTION_NAIVE_CUBLAS(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+        matmul_check(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+        matmul_check(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
     }
     const float beta = 0.0f;  // C is D's layout and never read
-    ATTENTION_NAIVE_CUBLAS(cublasLtMatmul(handle, desc, &alpha, A, la, Bm, lb, &beta, D, ld, D, ld, nullptr, nullptr, 0, stream));
-    ATTENTION_NAIVE_CUBLAS(cublasLtMatrixLayoutDestroy(la));
-    ATTENTION_NAIVE_CUBLAS(cublasLtMatrixLayoutDestroy(lb));
-    ATTENTION_NAIVE_CUBLAS(cublasLtMatrixLayoutDestroy(ld));
-    ATTENTION_NAIVE_CUBLAS(cublasLtMatmulDescDestroy(desc));
+    matmul_check(cublasLtMatmul(handle, desc, &alpha, A, la, Bm, lb, &beta, D, ld, D, ld, nullptr, nullptr, 0, stream));
+    matmul_check(cublasLtMatrixLayoutDestroy(la));
+    matmul_check(cublasLtMatrixLayoutDestroy(lb));
+    matmul_check(cublasLtMatrixLayoutDestroy(ld));
+    matmul_check(cublasLtMatmulDescDestroy(desc));
 }
 
 // Byte offsets of the scratch regions (each 256-byte aligned): q, k, v, o, S, P, end.
