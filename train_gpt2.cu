@@ -90,6 +90,7 @@ typedef struct {
     int64_t* h_keys;        // its sort keys
     float h_stats[4];
 
+    int recompute_every;    // K: layers per segment at recompute level 3
     int cur_B, cur_T;       // shape of the last forward
     int logits_valid;       // a forward without targets left logits to read
 
@@ -169,57 +170,90 @@ static void* device_alloc_or_die(size_t bytes, const char* what) {
 // 2. Forward
 // ============================================================================================
 
+// Where layer l's activations live at the engine's recompute level (common/tensor_layout.h): their
+// own slice (level 0), a buffer shared by all layers for what backward rebuilds (levels 1, 2), or
+// slot l % K of a segment's worth of layers (level 3).
+typedef struct {
+    floatX* ln1; float* ln1_mean; float* ln1_rstd; floatX* qkv; floatX* atty; float* lse; floatX* residual2;
+    floatX* ln2; float* ln2_mean; float* ln2_rstd; floatX* fch; floatX* fch_gelu;
+    floatX* residual3;  // level 3, a segment's last layer: the next segment's kept input
+    floatX* residual;   // the layer's input: the embedding or the previous layer's residual3
+} LayerActs;
+
+static int act_slot(GPUEngine* g, int slot, int l) {
+    size_t layers = g->acts.slots[slot].layers;
+    return layers == 1 ? 0 : l % (int)layers;
+}
+
+static floatX* residual_out(GPUEngine* g, int l) {
+    int K = g->recompute_every, L = g->cfg.num_layers;
+    if (g->opts.recompute == 3 && (l + 1) % K == 0 && l + 1 < L) return act_ptr<floatX>(g, ACT_BLOCK_INPUTS, (l + 1) / K - 1);
+    return act_ptr<floatX>(g, ACT_RESIDUAL3, act_slot(g, ACT_RESIDUAL3, l));
+}
+
+static LayerActs layer_acts(GPUEngine* g, int l) {
+    LayerActs a;
+#define VIEW(T, slot) act_ptr<T>(g, slot, act_slot(g, slot, l))
+    a.ln1 = VIEW(floatX, ACT_LN1); a.ln1_mean = VIEW(float, ACT_LN1_MEAN); a.ln1_rstd = VIEW(float, ACT_LN1_RSTD);
+    a.qkv = VIEW(floatX, ACT_QKV); a.atty = VIEW(floatX, ACT_ATTY); a.lse = VIEW(float, ACT_ATT_LSE);
+    a.residual2 = VIEW(floatX, ACT_RESIDUAL2);
+    a.ln2 = VIEW(floatX, ACT_LN2); a.ln2_mean = VIEW(float, ACT_LN2_MEAN); a.ln2_rstd = VIEW(float, ACT_LN2_RSTD);
+    a.fch = VIEW(floatX, ACT_FCH); a.fch_gelu = VIEW(floatX, ACT_FCH_GELU);
+#undef VIEW
+    a.residual3 = residual_out(g, l);
+    a.residual = l == 0 ? act_ptr<floatX>(g, ACT_ENCODED) : residual_out(g, l - 1);
+    return a;
+}
+
+// Layer l's forward from its ln1 (already computed) to its output residual3, the residual add fused
+// with the next LayerNorm (the next layer's ln1, or the final one). Without to_output it stops
+// after the MLP's GELU: the last layer of a segment that level 3 recomputes for backward, whose
+// output is the next segment's kept input and whose LayerNorm belongs to that segment.
+static void layer_forward(GPUEngine* g, int l, int B, int T, int to_output) {
+    const GPT2Config* c = &g->cfg;
+    int L = c->num_layers, C = c->channels, NH = c->num_heads, HS = C / NH, BT = B * T;
+    cudaStream_t st = g->stream;
+    floatX* proj = scratch_ptr<floatX>(g, SCR_PROJ);
+    LayerActs a = layer_acts(g, l);
+
+    // attention
+    matmul_forward(&g->mm, a.qkv, NULL, a.ln1, param_ptr(g, PT_QKVW, l), param_ptr(g, PT_QKVB, l), BT, C, 3 * C, st);
+    attention_forward(a.atty, a.lse, a.qkv, B, T, NH, HS, st);
+    matmul_forward(&g->mm, proj, NULL, a.atty, param_ptr(g, PT_ATTPROJW, l), param_ptr(g, PT_ATTPROJB, l), BT, C, C, st);
+    fused_residual_layernorm_forward(a.residual2, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual, proj,
+                                     param_ptr(g, PT_LN2W, l), param_ptr(g, PT_LN2B, l), BT, C, st);
+    // MLP: GELU in the matmul's epilogue (-ge 1, 2) or its own kernel. With recompute the forward
+    // uses the kernel too, so the GELU that backward rebuilds has the bits forward used.
+    if (g->opts.gelu_fusion >= 1 && g->opts.recompute == 0) {
+        matmul_forward(&g->mm, a.fch_gelu, a.fch, a.ln2, param_ptr(g, PT_FCW, l), param_ptr(g, PT_FCB, l), BT, C, 4 * C, st);
+    } else {
+        matmul_forward(&g->mm, a.fch, NULL, a.ln2, param_ptr(g, PT_FCW, l), param_ptr(g, PT_FCB, l), BT, C, 4 * C, st);
+        gelu_forward(a.fch_gelu, a.fch, (size_t)BT * 4 * C, st);
+    }
+    if (!to_output) return;  // a recomputed segment's last layer: backward needs nothing past the GELU
+    matmul_forward(&g->mm, proj, NULL, a.fch_gelu, param_ptr(g, PT_FCPROJW, l), param_ptr(g, PT_FCPROJB, l), BT,
+                   4 * C, C, st);
+    if (l + 1 < L) {
+        LayerActs n = layer_acts(g, l + 1);
+        fused_residual_layernorm_forward(a.residual3, n.ln1, n.ln1_mean, n.ln1_rstd, a.residual2, proj,
+                                         param_ptr(g, PT_LN1W, l + 1), param_ptr(g, PT_LN1B, l + 1), BT, C, st);
+    } else {
+        fused_residual_layernorm_forward(a.residual3, act_ptr<floatX>(g, ACT_LNF), act_ptr<float>(g, ACT_LNF_MEAN),
+                                         act_ptr<float>(g, ACT_LNF_RSTD), a.residual2, proj, param_ptr(g, PT_LNFW),
+                                         param_ptr(g, PT_LNFB), BT, C, st);
+    }
+}
+
 // Embedding and the blocks up to the logits, over the B x T tokens already in ACT_INPUTS.
 static void gpu_forward_pass(GPUEngine* g, int B, int T) {
     const GPT2Config* c = &g->cfg;
-    int L = c->num_layers, C = c->channels, NH = c->num_heads, HS = C / NH, Vp = c->padded_vocab_size;
-    int BT = B * T;
+    int L = c->num_layers, C = c->channels, Vp = c->padded_vocab_size, BT = B * T;
     cudaStream_t st = g->stream;
-    floatX* proj = scratch_ptr<floatX>(g, SCR_PROJ);
-
     encoder_forward(act_ptr<floatX>(g, ACT_ENCODED), act_ptr<int>(g, ACT_INPUTS), param_ptr(g, PT_WTE),
                     param_ptr(g, PT_WPE), B, T, C, st);
-    layernorm_forward(act_ptr<floatX>(g, ACT_LN1), act_ptr<float>(g, ACT_LN1_MEAN), act_ptr<float>(g, ACT_LN1_RSTD),
-                      act_ptr<floatX>(g, ACT_ENCODED), param_ptr(g, PT_LN1W), param_ptr(g, PT_LN1B), BT, C, st);
-    for (int l = 0; l < L; l++) {
-        floatX* residual = l == 0 ? act_ptr<floatX>(g, ACT_ENCODED) : act_ptr<floatX>(g, ACT_RESIDUAL3, l - 1);
-        floatX* ln1 = act_ptr<floatX>(g, ACT_LN1, l);
-        floatX* qkv = act_ptr<floatX>(g, ACT_QKV, l);
-        floatX* atty = act_ptr<floatX>(g, ACT_ATTY, l);
-        floatX* residual2 = act_ptr<floatX>(g, ACT_RESIDUAL2, l);
-        floatX* ln2 = act_ptr<floatX>(g, ACT_LN2, l);
-        floatX* fch = act_ptr<floatX>(g, ACT_FCH, l);
-        floatX* fch_gelu = act_ptr<floatX>(g, ACT_FCH_GELU, l);
-
-        // attention
-        matmul_forward(&g->mm, qkv, NULL, ln1, param_ptr(g, PT_QKVW, l), param_ptr(g, PT_QKVB, l), BT, C, 3 * C, st);
-        attention_forward(atty, act_ptr<float>(g, ACT_ATT_LSE, l), qkv, B, T, NH, HS, st);
-        matmul_forward(&g->mm, proj, NULL, atty, param_ptr(g, PT_ATTPROJW, l), param_ptr(g, PT_ATTPROJB, l), BT, C, C, st);
-        fused_residual_layernorm_forward(residual2, ln2, act_ptr<float>(g, ACT_LN2_MEAN, l),
-                                         act_ptr<float>(g, ACT_LN2_RSTD, l), residual, proj, param_ptr(g, PT_LN2W, l),
-                                         param_ptr(g, PT_LN2B, l), BT, C, st);
-        // MLP: GELU in the matmul's epilogue (-ge 1, 2) or its own kernel (-ge 0)
-        if (g->opts.gelu_fusion >= 1) {
-            matmul_forward(&g->mm, fch_gelu, fch, ln2, param_ptr(g, PT_FCW, l), param_ptr(g, PT_FCB, l), BT, C, 4 * C, st);
-        } else {
-            matmul_forward(&g->mm, fch, NULL, ln2, param_ptr(g, PT_FCW, l), param_ptr(g, PT_FCB, l), BT, C, 4 * C, st);
-            gelu_forward(fch_gelu, fch, (size_t)BT * 4 * C, st);
-        }
-        matmul_forward(&g->mm, proj, NULL, fch_gelu, param_ptr(g, PT_FCPROJW, l), param_ptr(g, PT_FCPROJB, l), BT,
-                       4 * C, C, st);
-        // the residual add, fused with the next LayerNorm (the next block's ln1, or the final one)
-        floatX* residual3 = act_ptr<floatX>(g, ACT_RESIDUAL3, l);
-        if (l + 1 < L) {
-            fused_residual_layernorm_forward(residual3, act_ptr<floatX>(g, ACT_LN1, l + 1),
-                                             act_ptr<float>(g, ACT_LN1_MEAN, l + 1), act_ptr<float>(g, ACT_LN1_RSTD, l + 1),
-                                             residual2, proj, param_ptr(g, PT_LN1W, l + 1), param_ptr(g, PT_LN1B, l + 1),
-                                             BT, C, st);
-        } else {
-            fused_residual_layernorm_forward(residual3, act_ptr<floatX>(g, ACT_LNF), act_ptr<float>(g, ACT_LNF_MEAN),
-                                             act_ptr<float>(g, ACT_LNF_RSTD), residual2, proj, param_ptr(g, PT_LNFW),
-                                             param_ptr(g, PT_LNFB), BT, C, st);
-        }
-    }
+    LayerActs a0 = layer_acts(g, 0);
+    layernorm_forward(a0.ln1, a0.ln1_mean, a0.ln1_rstd, a0.residual, param_ptr(g, PT_LN1W), param_ptr(g, PT_LN1B), BT, C, st);
+    for (int l = 0; l < L; l++) layer_forward(g, l, B, T, 1);
     matmul_forward(&g->mm, act_ptr<floatX>(g, ACT_LOGITS), NULL, act_ptr<floatX>(g, ACT_LNF), param_ptr(g, PT_WTE),
                    NULL, BT, C, Vp, st);
 }
@@ -228,12 +262,22 @@ static void gpu_forward_pass(GPUEngine* g, int B, int T) {
 // 3. Backward
 // ============================================================================================
 
+// Level 3: re-runs the forward of the segment whose last layer is `last` from its kept input, so
+// its layers' activations are in their slots again (the last layer's up to its GELU).
+static void recompute_segment(GPUEngine* g, int last, int B, int T) {
+    int K = g->recompute_every, first = last / K * K, C = g->cfg.channels;
+    LayerActs a = layer_acts(g, first);
+    layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.residual, param_ptr(g, PT_LN1W, first),
+                      param_ptr(g, PT_LN1B, first), B * T, C, g->stream);
+    for (int l = first; l <= last; l++) layer_forward(g, l, B, T, l < last);
+}
+
 // Gradients of the last forward's loss, times dloss_scale and the loss scale, ADDED to grads.
 static void gpu_backward_pass(GPUEngine* g, int B, int T, float dloss_scale, int plan_blocks) {
     const GPT2Config* c = &g->cfg;
     int L = c->num_layers, C = c->channels, NH = c->num_heads, HS = C / NH, V = c->vocab_size,
         Vp = c->padded_vocab_size;
-    int BT = B * T;
+    int BT = B * T, level = g->opts.recompute;
     cudaStream_t st = g->stream;
     floatX* dln = scratch_ptr<floatX>(g, SCR_PROJ);
     floatX* dresidual = scratch_ptr<floatX>(g, SCR_DRESIDUAL);
@@ -251,32 +295,36 @@ static void gpu_backward_pass(GPUEngine* g, int B, int T, float dloss_scale, int
                     param_ptr(g, PT_WTE), NULL, BT, C, Vp, st);
     cudaCheck(cudaMemsetAsync(dresidual, 0, (size_t)BT * C * sizeof(floatX), st));
     layernorm_backward(dresidual, grad_ptr(g, PT_LNFW), grad_ptr(g, PT_LNFB), ln_scratch, dln,
-                       act_ptr<floatX>(g, ACT_RESIDUAL3, L - 1), param_ptr(g, PT_LNFW), act_ptr<float>(g, ACT_LNF_MEAN),
+                       layer_acts(g, L - 1).residual3, param_ptr(g, PT_LNFW), act_ptr<float>(g, ACT_LNF_MEAN),
                        act_ptr<float>(g, ACT_LNF_RSTD), BT, C, st);
     // dresidual now holds d(residual3) of the last layer; each layer turns it into d(its input).
     for (int l = L - 1; l >= 0; l--) {
-        floatX* residual = l == 0 ? act_ptr<floatX>(g, ACT_ENCODED) : act_ptr<floatX>(g, ACT_RESIDUAL3, l - 1);
-        floatX* fch = act_ptr<floatX>(g, ACT_FCH, l);
+        if (level == 3 && (l == L - 1 || (l + 1) % g->recompute_every == 0)) recompute_segment(g, l, B, T);
+        LayerActs a = layer_acts(g, l);
         // MLP: d(fcproj out) = dresidual; the residual branch passes dresidual through unchanged.
-        const floatX* pre_gelu = g->opts.gelu_fusion == 2 ? fch : NULL;
+        if (level == 1 || level == 2) gelu_forward(a.fch_gelu, a.fch, (size_t)BT * 4 * C, st);  // rebuild
+        const floatX* pre_gelu = g->opts.gelu_fusion == 2 ? a.fch : NULL;
         matmul_backward(&g->mm, dbig, grad_ptr(g, PT_FCPROJW, l), grad_ptr(g, PT_FCPROJB, l), bias_scratch, dresidual,
-                        act_ptr<floatX>(g, ACT_FCH_GELU, l), param_ptr(g, PT_FCPROJW, l), pre_gelu, BT, 4 * C, C, st);
-        if (!pre_gelu) gelu_backward(dbig, fch, dbig, (size_t)BT * 4 * C, st);
-        matmul_backward(&g->mm, dln, grad_ptr(g, PT_FCW, l), grad_ptr(g, PT_FCB, l), bias_scratch, dbig,
-                        act_ptr<floatX>(g, ACT_LN2, l), param_ptr(g, PT_FCW, l), NULL, BT, C, 4 * C, st);
-        layernorm_backward(dresidual, grad_ptr(g, PT_LN2W, l), grad_ptr(g, PT_LN2B, l), ln_scratch, dln,
-                           act_ptr<floatX>(g, ACT_RESIDUAL2, l), param_ptr(g, PT_LN2W, l),
-                           act_ptr<float>(g, ACT_LN2_MEAN, l), act_ptr<float>(g, ACT_LN2_RSTD, l), BT, C, st);
+                        a.fch_gelu, param_ptr(g, PT_FCPROJW, l), pre_gelu, BT, 4 * C, C, st);
+        if (!pre_gelu) gelu_backward(dbig, a.fch, dbig, (size_t)BT * 4 * C, st);
+        if (level == 2)  // rebuild ln2 from the kept residual; the kernel is deterministic, so same bits
+            layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, param_ptr(g, PT_LN2W, l),
+                              param_ptr(g, PT_LN2B, l), BT, C, st);
+        matmul_backward(&g->mm, dln, grad_ptr(g, PT_FCW, l), grad_ptr(g, PT_FCB, l), bias_scratch, dbig, a.ln2,
+                        param_ptr(g, PT_FCW, l), NULL, BT, C, 4 * C, st);
+        layernorm_backward(dresidual, grad_ptr(g, PT_LN2W, l), grad_ptr(g, PT_LN2B, l), ln_scratch, dln, a.residual2,
+                           param_ptr(g, PT_LN2W, l), a.ln2_mean, a.ln2_rstd, BT, C, st);
         // attention: dresidual is now d(residual2) = d(attention projection out)
         matmul_backward(&g->mm, dln, grad_ptr(g, PT_ATTPROJW, l), grad_ptr(g, PT_ATTPROJB, l), bias_scratch, dresidual,
-                        act_ptr<floatX>(g, ACT_ATTY, l), param_ptr(g, PT_ATTPROJW, l), NULL, BT, C, C, st);
-        attention_backward(dbig, scratch_ptr<float>(g, SCR_ATT), dln, act_ptr<floatX>(g, ACT_QKV, l),
-                           act_ptr<floatX>(g, ACT_ATTY, l), act_ptr<float>(g, ACT_ATT_LSE, l), B, T, NH, HS, st);
-        matmul_backward(&g->mm, dln, grad_ptr(g, PT_QKVW, l), grad_ptr(g, PT_QKVB, l), bias_scratch, dbig,
-                        act_ptr<floatX>(g, ACT_LN1, l), param_ptr(g, PT_QKVW, l), NULL, BT, C, 3 * C, st);
-        layernorm_backward(dresidual, grad_ptr(g, PT_LN1W, l), grad_ptr(g, PT_LN1B, l), ln_scratch, dln, residual,
-                           param_ptr(g, PT_LN1W, l), act_ptr<float>(g, ACT_LN1_MEAN, l),
-                           act_ptr<float>(g, ACT_LN1_RSTD, l), BT, C, st);
+                        a.atty, param_ptr(g, PT_ATTPROJW, l), NULL, BT, C, C, st);
+        attention_backward(dbig, scratch_ptr<float>(g, SCR_ATT), dln, a.qkv, a.atty, a.lse, B, T, NH, HS, st);
+        if (level == 2)
+            layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.residual, param_ptr(g, PT_LN1W, l),
+                              param_ptr(g, PT_LN1B, l), BT, C, st);
+        matmul_backward(&g->mm, dln, grad_ptr(g, PT_QKVW, l), grad_ptr(g, PT_QKVB, l), bias_scratch, dbig, a.ln1,
+                        param_ptr(g, PT_QKVW, l), NULL, BT, C, 3 * C, st);
+        layernorm_backward(dresidual, grad_ptr(g, PT_LN1W, l), grad_ptr(g, PT_LN1B, l), ln_scratch, dln, a.residual,
+                           param_ptr(g, PT_LN1W, l), a.ln1_mean, a.ln1_rstd, BT, C, st);
     }
     encoder_backward(grad_ptr(g, PT_WTE), grad_ptr(g, PT_WPE), dresidual, scratch_ptr<int>(g, SCR_PLAN), plan_blocks, B,
                      T, C, st);
@@ -514,6 +562,17 @@ static void gpu_destroy(Engine* e) {
     free(e);
 }
 
+// What each recompute level would keep, from the same table the engine allocates by.
+static void print_recompute_levels(const GPT2Config* cfg, const EngineOptions* opts, int K) {
+    printf("recompute: level %d | activations by level:", opts->recompute);
+    for (int level = 0; level <= 3; level++) {
+        TensorGroup t;
+        gpt2_activation_layout(&t, cfg, opts->B, opts->T, sizeof(floatX), level, opts->recompute_every);
+        printf(" %d: %.1f MiB%s", level, t.bytes / 1048576.0, level < 3 ? "," : "");
+    }
+    printf(" (level 3: segments of %d layers, each keeping only its input)\n", K);
+}
+
 // Dense tensor-core peak at this precision (fp32: the CUDA cores' peak), for MFU; 0 = unknown.
 static double device_peak_flops(const cudaDeviceProp* p) {
 #if defined(CUDA_CPU)
@@ -549,9 +608,9 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
         snprintf(why, why_cap, "head size %d is not a multiple of 16 up to 128 (the attention kernel's tiles)", HS);
         return NULL;
     }
-    if (opts->num_ranks > 1 || opts->zero_stage != 0 || opts->recompute != 0) {
-        snprintf(why, why_cap, "the GPU engine runs one process with every activation kept (ranks %d, ZeRO %d, "
-                 "recompute %d)", opts->num_ranks, opts->zero_stage, opts->recompute);
+    if (opts->num_ranks > 1 || opts->zero_stage != 0) {
+        snprintf(why, why_cap, "the GPU engine runs one process for now (ranks %d, ZeRO stage %d)", opts->num_ranks,
+                 opts->zero_stage);
         return NULL;
     }
     int device = opts->rank % count;
@@ -583,7 +642,9 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     g->master = nopt == 3 ? g->opt_state : NULL;
     g->m = g->opt_state + (size_t)(nopt - 2) * n;
     g->v = g->m + n;
-    gpt2_activation_layout(&g->acts, cfg, opts->B, opts->T, sizeof(floatX));
+    g->recompute_every = gpt2_recompute_every(cfg->num_layers, opts->recompute_every);
+    gpt2_activation_layout(&g->acts, cfg, opts->B, opts->T, sizeof(floatX), opts->recompute, opts->recompute_every);
+    print_recompute_levels(cfg, opts, g->recompute_every);
     scratch_layout(&g->scratch, cfg, opts->B, opts->T);
     g->acts_base = device_alloc_or_die(g->acts.bytes, "activations");
     g->scratch_base = device_alloc_or_die(g->scratch.bytes, "scratch buffers");

@@ -55,6 +55,8 @@ static const Flag FLAGS[] = {
     {"-p", "--print-every", FLAG_INT, OPT(log_every), "1", "print a step line every N steps"},
     {"-K", "--tokenizer", FLAG_STRING, OPT(tokenizer), "data/vocab/gpt2_tokenizer.bin", "tokenizer file for decoding samples (byte-level if absent)"},
     {NULL, "--engine", FLAG_STRING, OPT(engine), "auto", "auto (the GPU if one can be used, else the C engine), gpu or cpu"},
+    {"-r", "--recompute", FLAG_INT, OPT(recompute), "0", "activation recompute: 0 keep all, 1 GELU, 2 also LayerNorms, 3 whole blocks"},
+    {NULL, "--recompute-every", FLAG_INT, OPT(recompute_every), "0", "with -r 3: keep the input of every K-th block (0 = about sqrt(layers))"},
     {"-ge", "--gelu-fusion", FLAG_INT, OPT(gelu_fusion), "0", "GPU: GELU in the matmul epilogue: 0 none, 1 forward, 2 forward and backward"},
     {NULL, "--loss-scale", FLAG_FLOAT, OPT(loss_scale), "65536", "FP16: initial dynamic loss scale"},
     {NULL, "--loss-scale-interval", FLAG_INT, OPT(loss_scale_interval), "2000", "FP16: finite steps before the loss scale doubles"},

@@ -41,7 +41,9 @@ const char* precision_name(Precision p);
 typedef struct {
     Precision precision;      // asked for: the GPU build's (make PRECISION=...); the C engine is fp32 always
     int B, T;                 // the largest micro-batch: activations are sized for it, once
-    int recompute;            // activation recompute level; 0 keeps every activation
+    int recompute;            // activation recompute level: 0 keeps every activation, 1 recomputes GELU,
+                              // 2 also the LayerNorms, 3 whole blocks from kept block inputs
+    int recompute_every;      // level 3: keep every K-th block's input; 0 = the engine's choice (~sqrt(L))
     int zero_stage;           // ZeRO stage; 0 = every rank holds all state
     size_t memory_budget;     // bytes a rank may allocate, 0 = no limit
     int rank, num_ranks;      // this process among the ranks (rank 0 of 1 without MPI)

@@ -1,6 +1,7 @@
 // tensor_layout.c: tensor tables (see tensor_layout.h).
 #include "tensor_layout.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "util.h"
@@ -26,31 +27,44 @@ int tensor_group_add(TensorGroup* g, const char* name, DType dtype, size_t layer
     return g->count++;
 }
 
-void gpt2_activation_layout(TensorGroup* g, const GPT2Config* cfg, int B, int T, size_t floatx_bytes) {
+int gpt2_recompute_every(int num_layers, int requested) {
+    if (requested > 0) return requested < num_layers ? requested : num_layers;
+    int k = (int)(sqrt((double)num_layers) + 0.5);
+    return k < 1 ? 1 : k;
+}
+
+void gpt2_activation_layout(TensorGroup* g, const GPT2Config* cfg, int B, int T, size_t floatx_bytes, int recompute,
+                            int recompute_every) {
     size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
     size_t BT = (size_t)B * T;
+    // Layers each stacked tensor holds at this level (see the header).
+    size_t K = recompute == 3 ? (size_t)gpt2_recompute_every((int)L, recompute_every) : L;
+    size_t gelu_layers = recompute == 1 || recompute == 2 ? 1 : K;
+    size_t ln_layers = recompute == 2 ? 1 : K;
+    size_t segments = (L + K - 1) / K;
     tensor_group_init(g, "activations", floatx_bytes);
     // The order is the enum's; each line names its slot so a mismatch is visible in review.
-    tensor_group_add(g, "encoded", DT_FLOATX, 1, BT * C);        // ACT_ENCODED
-    tensor_group_add(g, "ln1", DT_FLOATX, L, BT * C);            // ACT_LN1
-    tensor_group_add(g, "ln1_mean", DT_FP32, L, BT);             // ACT_LN1_MEAN
-    tensor_group_add(g, "ln1_rstd", DT_FP32, L, BT);             // ACT_LN1_RSTD
-    tensor_group_add(g, "qkv", DT_FLOATX, L, BT * 3 * C);        // ACT_QKV
-    tensor_group_add(g, "atty", DT_FLOATX, L, BT * C);           // ACT_ATTY
-    tensor_group_add(g, "att_lse", DT_FP32, L, (size_t)B * NH * T);  // ACT_ATT_LSE
-    tensor_group_add(g, "residual2", DT_FLOATX, L, BT * C);      // ACT_RESIDUAL2
-    tensor_group_add(g, "ln2", DT_FLOATX, L, BT * C);            // ACT_LN2
-    tensor_group_add(g, "ln2_mean", DT_FP32, L, BT);             // ACT_LN2_MEAN
-    tensor_group_add(g, "ln2_rstd", DT_FP32, L, BT);             // ACT_LN2_RSTD
-    tensor_group_add(g, "fch", DT_FLOATX, L, BT * 4 * C);        // ACT_FCH
-    tensor_group_add(g, "fch_gelu", DT_FLOATX, L, BT * 4 * C);   // ACT_FCH_GELU
-    tensor_group_add(g, "residual3", DT_FLOATX, L, BT * C);      // ACT_RESIDUAL3
-    tensor_group_add(g, "lnf", DT_FLOATX, 1, BT * C);            // ACT_LNF
-    tensor_group_add(g, "lnf_mean", DT_FP32, 1, BT);             // ACT_LNF_MEAN
-    tensor_group_add(g, "lnf_rstd", DT_FP32, 1, BT);             // ACT_LNF_RSTD
-    tensor_group_add(g, "logits", DT_FLOATX, 1, BT * Vp);        // ACT_LOGITS
-    tensor_group_add(g, "losses", DT_FP32, 1, BT);               // ACT_LOSSES
-    tensor_group_add(g, "inputs", DT_INT32, 1, BT);              // ACT_INPUTS
-    tensor_group_add(g, "targets", DT_INT32, 1, BT);             // ACT_TARGETS
+    tensor_group_add(g, "encoded", DT_FLOATX, 1, BT * C);                 // ACT_ENCODED
+    tensor_group_add(g, "ln1", DT_FLOATX, ln_layers, BT * C);             // ACT_LN1
+    tensor_group_add(g, "ln1_mean", DT_FP32, K, BT);                      // ACT_LN1_MEAN
+    tensor_group_add(g, "ln1_rstd", DT_FP32, K, BT);                      // ACT_LN1_RSTD
+    tensor_group_add(g, "qkv", DT_FLOATX, K, BT * 3 * C);                 // ACT_QKV
+    tensor_group_add(g, "atty", DT_FLOATX, K, BT * C);                    // ACT_ATTY
+    tensor_group_add(g, "att_lse", DT_FP32, K, (size_t)B * NH * T);       // ACT_ATT_LSE
+    tensor_group_add(g, "residual2", DT_FLOATX, K, BT * C);               // ACT_RESIDUAL2
+    tensor_group_add(g, "ln2", DT_FLOATX, ln_layers, BT * C);             // ACT_LN2
+    tensor_group_add(g, "ln2_mean", DT_FP32, K, BT);                      // ACT_LN2_MEAN
+    tensor_group_add(g, "ln2_rstd", DT_FP32, K, BT);                      // ACT_LN2_RSTD
+    tensor_group_add(g, "fch", DT_FLOATX, K, BT * 4 * C);                 // ACT_FCH
+    tensor_group_add(g, "fch_gelu", DT_FLOATX, gelu_layers, BT * 4 * C);  // ACT_FCH_GELU
+    tensor_group_add(g, "residual3", DT_FLOATX, K, BT * C);               // ACT_RESIDUAL3
+    tensor_group_add(g, "lnf", DT_FLOATX, 1, BT * C);                     // ACT_LNF
+    tensor_group_add(g, "lnf_mean", DT_FP32, 1, BT);                      // ACT_LNF_MEAN
+    tensor_group_add(g, "lnf_rstd", DT_FP32, 1, BT);                      // ACT_LNF_RSTD
+    tensor_group_add(g, "logits", DT_FLOATX, 1, BT * Vp);                 // ACT_LOGITS
+    tensor_group_add(g, "losses", DT_FP32, 1, BT);                        // ACT_LOSSES
+    tensor_group_add(g, "inputs", DT_INT32, 1, BT);                       // ACT_INPUTS
+    tensor_group_add(g, "targets", DT_INT32, 1, BT);                      // ACT_TARGETS
+    tensor_group_add(g, "block_inputs", DT_FLOATX, recompute == 3 ? segments - 1 : 0, BT * C);  // ACT_BLOCK_INPUTS
     if (g->count != ACT_COUNT) fatal("activation layout: %d slots, the enum has %d", g->count, ACT_COUNT);
 }

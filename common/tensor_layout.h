@@ -43,8 +43,16 @@ void tensor_group_init(TensorGroup* g, const char* name, size_t floatx_bytes);
 int tensor_group_add(TensorGroup* g, const char* name, DType dtype, size_t layers, size_t per_layer);
 size_t dtype_bytes(DType dtype, size_t floatx_bytes);
 
-// The GPU engine's activations of one forward at micro-batch B x T, every activation kept
-// (recompute level 0), in this order (the enum is the slot index):
+// The GPU engine's activations of one forward at micro-batch B x T, for an activation recompute
+// level (the enum is the slot index; "L x" marks a tensor stacked over layers):
+//   0  every activation kept.
+//   1  the GELU output is not kept: ACT_FCH_GELU holds one layer, rebuilt in backward from ACT_FCH.
+//   2  also the LayerNorm outputs: ACT_LN1 and ACT_LN2 hold one layer each, rebuilt in backward
+//      from the kept residual stream (their mean and rstd stay per layer).
+//   3  whole blocks: the layers run in segments of K (recompute_every); only each segment's input
+//      is kept (ACT_BLOCK_INPUTS, one per segment after the first, whose input is ACT_ENCODED),
+//      the per-layer tensors hold K layers (layer l in slot l % K), and backward re-runs a
+//      segment's forward before going back through it. K ~ sqrt(L) gives the O(sqrt(L)) schedule.
 enum {
     ACT_ENCODED,    // (B,T,C)     floatX  token + position embedding: layer 0's residual input
     ACT_LN1,        // L x (B,T,C) floatX
@@ -67,9 +75,13 @@ enum {
     ACT_LOSSES,     // (B,T)       fp32
     ACT_INPUTS,     // (B,T)       int32
     ACT_TARGETS,    // (B,T)       int32
+    ACT_BLOCK_INPUTS,  // level 3: (segments - 1) x (B,T,C) floatX, the kept inputs of segments 1..
     ACT_COUNT
 };
-void gpt2_activation_layout(TensorGroup* g, const GPT2Config* cfg, int B, int T, size_t floatx_bytes);
+// K for level 3: the request if positive (at most L), else the nearest integer to sqrt(L).
+int gpt2_recompute_every(int num_layers, int requested);
+void gpt2_activation_layout(TensorGroup* g, const GPT2Config* cfg, int B, int T, size_t floatx_bytes, int recompute,
+                            int recompute_every);
 
 #ifdef __cplusplus
 }

@@ -48,6 +48,8 @@ static void options_validate(const TrainOptions* o) {
         fatal("flags -y and -n need an output dir (-o)");
     if (strcmp(o->engine, "auto") != 0 && strcmp(o->engine, "gpu") != 0 && strcmp(o->engine, "cpu") != 0)
         fatal("flag --engine expects auto, gpu or cpu, got '%s'", o->engine);
+    if (o->recompute < 0 || o->recompute > 3) fatal("flag -r (recompute) must be 0, 1, 2 or 3, got %d", o->recompute);
+    if (o->recompute_every < 0) fatal("flag --recompute-every must be non-negative, got %d", o->recompute_every);
     if (o->gelu_fusion < 0 || o->gelu_fusion > 2) fatal("flag -ge (gelu fusion) must be 0, 1 or 2, got %d", o->gelu_fusion);
     if (!(o->loss_scale > 0)) fatal("flag --loss-scale must be positive, got %g", o->loss_scale);
     if (o->loss_scale_interval <= 0)
@@ -110,6 +112,8 @@ void train_setup(TrainSetup* s, int argc, char** argv) {
     eo->loss_scale_init = o->loss_scale;
     eo->loss_scale_interval = o->loss_scale_interval;
     eo->gelu_fusion = o->gelu_fusion;
+    eo->recompute = o->recompute;
+    eo->recompute_every = o->recompute_every;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -72,6 +72,19 @@ for p in fp32 fp16 bf16; do
         && pass "emu $p resume: the last sample is identical" || fail "emu $p resume: sample" "samples differ"
 done
 
+# --- activation recompute: the same run at every level, bit for bit ---------------------------------
+for r in 0 1 2 3; do
+    emu fp16 "${common[@]}" -x 4 -v 0 -r $r --recompute-every 1 -o "$dir/r$r" > "$dir/r$r.out" 2>&1 || fail "emu -r $r" "$(tail -2 "$dir/r$r.out")"
+done
+strip() { sed 's/, "ms".*//' "$1"; }
+same=1
+for r in 1 2 3; do [ -s "$dir/r0/log.jsonl" ] && [ "$(strip "$dir/r0/log.jsonl")" = "$(strip "$dir/r$r/log.jsonl")" ] || same=0; done
+[ $same -eq 1 ] && pass "emu fp16: recompute levels 1, 2, 3 give level 0's losses and norms bit for bit" \
+    || fail "emu fp16 recompute" "logs differ from level 0's"
+grep -qE '^recompute: level 3 \| activations by level: 0: .* MiB, 1: .* MiB, 2: .* MiB, 3: .* MiB' "$dir/r3.out" \
+    && pass "emu: the start-up report prints each recompute level's activation bytes" \
+    || fail "emu: recompute line" "$(grep -m1 '^recompute' "$dir/r3.out")"
+
 # --- a planted overflow: a loss scale of 2^40 overflows fp16 at once --------------------------------
 emu fp16 "${common[@]}" -x 3 -v 0 --loss-scale 1099511627776 -o "$dir/overflow" > "$dir/overflow.out" 2>&1 \
     || fail "emu fp16 overflow run" "$(tail -2 "$dir/overflow.out")"
@@ -108,6 +121,9 @@ if ! command -v nvidia-smi > /dev/null || ! nvidia-smi > /dev/null 2>&1; then
         fail "./train_gpt2 --engine gpu without a GPU" "exit $rc: $(head -c 200 "$dir/gpu.err")"
     fi
 fi
+./train_gpt2 "${common[@]}" -x 1 -r 4 -o "" > /dev/null 2> "$dir/bad.err"
+grep -q "flag -r (recompute) must be 0, 1, 2 or 3, got 4" "$dir/bad.err" && pass "-r 4 is refused naming the flag" \
+    || fail "-r bad value" "$(cat "$dir/bad.err")"
 ./train_gpt2 "${common[@]}" -x 1 --engine tpu -o "" > /dev/null 2> "$dir/bad.err"
 grep -q "flag --engine expects auto, gpu or cpu, got 'tpu'" "$dir/bad.err" && pass "--engine with a bad value names the flag" \
     || fail "--engine bad value" "$(cat "$dir/bad.err")"

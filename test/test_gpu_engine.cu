@@ -40,9 +40,9 @@ static EngineOptions options(float loss_scale, int interval) {
     return o;
 }
 
-static Engine* make_gpu(const EngineOptions& o, const std::vector<float>& params) {
+static Engine* make_gpu(const EngineOptions& o, const std::vector<float>& params, const GPT2Config* cfg = &CFG) {
     char why[256] = "";
-    Engine* e = gpu_engine_create(&CFG, &o, why, sizeof(why));
+    Engine* e = gpu_engine_create(cfg, &o, why, sizeof(why));
     if (!e) {
         printf("FAIL gpu engine: cannot create it: %s\n", why);
         exit(1);
@@ -307,6 +307,91 @@ static void test_checkpoint_crossing() {
     cpu->destroy(cpu);
 }
 
+// Activation recompute changes what is kept, never the arithmetic: every level (and every
+// segment length of level 3) gives bit-identical losses, norms, weights and optimizer state.
+// (With -ge 1 or 2 level 0 puts GELU in the matmul's epilogue, which rounds differently from the
+// GELU kernel that recomputation needs, so the comparison uses the default -ge 0.)
+static void test_recompute() {
+    static const GPT2Config cfg3 = {32, 300, 384, 3, 2, 64};  // 3 layers: level 3 segments of 2 + 1
+    std::vector<float> p(gpt2_param_layout(&cfg3).num_parameters);
+    gpt2_init_params(&cfg3, p.data(), 12);
+    const int levels[][2] = {{0, 0}, {1, 0}, {2, 0}, {3, 1}, {3, 2}, {3, 3}};
+    std::vector<char> ref_model, ref_state;
+    StepResult ref[3];
+    size_t prev_bytes = 0;
+    for (int i = 0; i < 6; i++) {
+        EngineOptions o = options(65536.0f, 2000);
+        o.recompute = levels[i][0];
+        o.recompute_every = levels[i][1];
+        Engine* e = make_gpu(o, p, &cfg3);
+        StepResult r[3];
+        std::vector<int> in, tg;
+        for (int step = 0; step < 3; step++) {
+            for (int micro = 0; micro < 2; micro++) {
+                batch(step * 2 + micro, in, tg);
+                e->micro_step(e, in.data(), tg.data(), B, T, 0.5f, micro == 1);
+            }
+            r[step] = e->optimizer_step(e, &OPT, 1e-3f, 1.0f);
+        }
+        char mp[200], sp[200];
+        paths("recompute", mp, sp);
+        TrainState st = fixed_state();
+        e->checkpoint_save(e, mp, sp, &st);
+        MemoryReport mr;
+        memset(&mr, 0, sizeof(mr));
+        e->memory_report(e, &mr);
+        size_t bytes = 0;
+        for (int k = 0; k < mr.count; k++)
+            if (strcmp(mr.items[k].name, "activations") == 0) bytes = mr.items[k].bytes;
+        char name[160];
+        if (i == 0) {
+            ref_model = read_all(mp);
+            ref_state = read_all(sp);
+            memcpy(ref, r, sizeof(r));
+        } else {
+            snprintf(name, sizeof(name), "recompute %d (segments of %d): losses, norms, weights and state bit-identical "
+                     "to level 0", levels[i][0], levels[i][1]);
+            CHECK(memcmp(r, ref, sizeof(r)) == 0 && read_all(mp) == ref_model && read_all(sp) == ref_state, name);
+            snprintf(name, sizeof(name), "recompute %d (segments of %d): keeps fewer activation bytes (%zu, level before %zu)",
+                     levels[i][0], levels[i][1], bytes, prev_bytes);
+            if (i <= 3) CHECK(bytes < prev_bytes, name);
+        }
+        prev_bytes = bytes;
+        e->destroy(e);
+    }
+}
+
+// GELU in the matmul epilogues (-ge 1: forward, -ge 2: also backward), alone and with recompute:
+// the same step as the C engine's within the precision's tolerance.
+static void test_gelu_fusion() {
+    std::vector<float> p = init_params(13);
+    const int cases[][2] = {{1, 0}, {2, 0}, {2, 1}};  // {gelu fusion, recompute}
+    for (int i = 0; i < 3; i++) {
+        EngineOptions o = options(65536.0f, 2000);
+        o.gelu_fusion = cases[i][0];
+        o.recompute = cases[i][1];
+        Engine* gpu = make_gpu(o, p);
+        Engine* cpu = make_cpu(p);
+        std::vector<int> in, tg;
+        StepResult rg, rc;
+        for (int step = 0; step < 2; step++) {
+            batch(step, in, tg);
+            gpu->micro_step(gpu, in.data(), tg.data(), B, T, 1.0f, 1);
+            cpu->micro_step(cpu, in.data(), tg.data(), B, T, 1.0f, 1);
+            rg = gpu->optimizer_step(gpu, &OPT, 1e-3f, 1.0f);
+            rc = cpu->optimizer_step(cpu, &OPT, 1e-3f, 1.0f);
+        }
+        char name[128];
+        snprintf(name, sizeof(name), "gelu fusion %d, recompute %d: step 2 loss vs the C engine's", cases[i][0], cases[i][1]);
+        check_close(name, rg.loss, rc.loss, STEP_TOL);
+        snprintf(name, sizeof(name), "gelu fusion %d, recompute %d: step 2 gradient norm vs the C engine's", cases[i][0],
+                 cases[i][1]);
+        check_close(name, rg.grad_norm, rc.grad_norm, STEP_TOL);
+        gpu->destroy(gpu);
+        cpu->destroy(cpu);
+    }
+}
+
 static void test_memory_report() {
     Engine* e = make_gpu(options(65536.0f, 2000), init_params(1));
     MemoryReport r;
@@ -334,6 +419,8 @@ int main() {
     test_determinism();
     test_loss_scaling();
     test_checkpoint_crossing();
+    test_recompute();
+    test_gelu_fusion();
     test_memory_report();
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", g_dir);
