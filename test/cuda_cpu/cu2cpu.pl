@@ -1,9 +1,13 @@
 #!/usr/bin/perl
 # cu2cpu.pl: rewrites a .cu file, and every project header it includes, into C++ that g++ compiles
-# with cuda_cpu.h force-included. Only two constructs change; everything else is copied verbatim:
+# with cuda_cpu.h force-included. Four constructs change; everything else is copied verbatim:
 #   kernel<<<grid, block, smem, stream>>>(args);
-#     -> cuda_cpu_launch("kernel", key, grid, block, smem, stream, [&]() { kernel(args); });
+#     -> cuda_cpu_launch("kernel", key, grid, block, smem, stream, [&](auto&... a) { kernel(a...); }, args);
 #   extern __shared__ T name[];   ->   T* name = (T*)cuda_cpu_dynamic_smem();
+#   __shared__ T name[N];  (inside a function)
+#     -> static char site; auto& name = *cuda_cpu_shared<T[N]>(&site, "name");
+#   __global__ void __launch_bounds__(B) kernel(...) {
+#     -> __global__ void __launch_bounds__(B) kernel(...) { cuda_cpu_launch_bounds(B);
 # Each output starts with a #line naming the original, and keeps its line count, so compiler
 # messages point at the original source.
 #
@@ -143,6 +147,25 @@ for my $rel (@order) {
     }
 }
 
+# Names also declared as functions that are not kernels (a kernel and its host launcher may share a
+# name, as nvcc allows): '&name' would be ambiguous there, so such a launch gets no key.
+my %plain_function;
+my %not_decl = map { $_ => 1 } qw(return else case new delete throw sizeof alignof decltype typeid co_return co_yield do);
+for my $rel (@order) {
+    my $m = $files{$rel}{full};
+    $m =~ s/^[ \t]*#[^\n]*//mg;
+    while ($m =~ /\b(\w+)\s*\(/g) {
+        my ($name, $at) = ($1, $-[0]);
+        next unless $plain_kernel{$name} || $template_kernel{$name};
+        my $before = substr($m, 0, $at);
+        next unless $before =~ /([\w*&>])\s*$/;
+        next if $before =~ /\b(\w+)\s*$/ && $not_decl{$1};
+        (my $stmt = $before) =~ s/.*[;{}]//s;
+        next if $stmt =~ /__global__/ || $stmt =~ /[=(,]/;
+        $plain_function{$name} = 1;
+    }
+}
+
 # Offset just past the bracket that closes the one at $open, skipping nested ()[]{}.
 sub match_close {
     my ($m, $open) = @_;
@@ -173,6 +196,114 @@ sub split_top {
 sub line_of {
     my ($t, $off) = @_;
     return 1 + (substr($t, 0, $off) =~ tr/\n//);
+}
+
+# Is offset $pos inside a function body (or a block in one)? A brace opens a declaration scope when
+# what precedes it names a namespace, class, struct, union, enum or extern "C"; any other opens code.
+sub in_function {
+    my ($m, $pos) = @_;
+    my @stack;
+    my $head_start = 0;
+    for (my $i = 0; $i < $pos; $i++) {
+        my $c = substr($m, $i, 1);
+        if ($c eq '{') {
+            my $head = substr($m, $head_start, $i - $head_start);
+            push @stack, ($head =~ /\b(?:namespace|struct|class|union|enum)\b|\bextern\s*"/ ? 'decl' : 'code');
+            $head_start = $i + 1;
+        } elsif ($c eq '}') {
+            pop @stack;
+            $head_start = $i + 1;
+        } elsif ($c eq ';') {
+            $head_start = $i + 1;
+        }
+    }
+    return scalar grep { $_ eq 'code' } @stack;
+}
+
+# Static __shared__ declarations inside functions become references to the block's copy, which the
+# runtime places in shared memory (NaN-filled at every block start, bounds-checked, counted against
+# the block's limit). Declarations it cannot take apart keep the thread_local fallback.
+my $site_counter = 0;
+sub shared_edits {
+    my ($rel, $t, $m) = @_;
+    my @out;
+    (my $code = $m) =~ s/^([ \t]*#[^\n]*)/' ' x length($1)/mge;
+    while ($code =~ /\b__shared__\b/g) {
+        my $at = $-[0];
+        my $start = $at;
+        $start-- while $start > 0 && substr($code, $start - 1, 1) !~ /[;{}]/;
+        my $end = index($code, ';', $at);
+        next if $end < 0;
+        my $decl = substr($code, $start, $end - $start);
+        next if $decl =~ /\bextern\b/ || $decl =~ /[={}]/;
+        next unless in_function($code, $start);
+        my $orig = substr($t, $start, $end + 1 - $start);
+        my $lead = ($decl =~ /^(\s*)/)[0];
+        my $text = substr($t, $start + length($lead), $end - $start - length($lead));
+        my $align = '';
+        $align = $1 if $text =~ s/(?:__align__|alignas)\s*\(\s*([^()]+?)\s*\)//;
+        $align = $1 if $text =~ s/__attribute__\s*\(\(\s*aligned\s*\(\s*([^()]+?)\s*\)\s*\)\)//;
+        $text =~ s/\b(?:__shared__|static)\b//g;
+        $text =~ s/\s+/ /g;
+        $text =~ s/^\s+|\s+$//g;
+        # TYPE DECLARATOR, DECLARATOR...: simple declarators only (pointers, a name, array bounds)
+        my @chunks = split_top($text, $text);
+        my ($type, @decls);
+        my $ok = 1;
+        for my $i (0 .. $#chunks) {
+            my $ch = $chunks[$i];
+            $ch =~ s/^\s+|\s+$//g;
+            if ($ch =~ /\(/) { $ok = 0; last; }
+            if ($i == 0) {
+                unless ($ch =~ /^(.*?[\w>])\s*([*&\s]*?)\s*\b(\w+)\s*((?:\[[^\[\]]*\]\s*)*)$/s && $1 ne '') { $ok = 0; last; }
+                $type = $1;
+                push @decls, [$2, $3, $4];
+            } else {
+                unless ($ch =~ /^([*&\s]*?)\s*\b(\w+)\s*((?:\[[^\[\]]*\]\s*)*)$/s) { $ok = 0; last; }
+                push @decls, [$1, $2, $3];
+            }
+        }
+        next unless $ok && defined $type && $type =~ /\w/ && $type !~ /^(?:const|volatile|unsigned|signed|long|short)$/;
+        my $rep = $lead;
+        my $line = line_of($t, $start);
+        for my $d (@decls) {
+            my ($ptr, $name, $dims) = @$d;
+            $ptr =~ s/\s+//g;
+            $dims =~ s/\s+$//;
+            my $site = "cuda_cpu_site_${line}_" . $site_counter++;
+            my $tid = "$type$ptr$dims";
+            $rep .= sprintf('static char %s; auto& %s = *cuda_cpu_shared<%s>(&%s, "%s"%s); ', $site, $name, $tid, $site, $name,
+                            $align ne '' ? ", $align" : '');
+        }
+        $rep =~ s/ $//;
+        my $missing = ($orig =~ tr/\n//) - ($rep =~ tr/\n//);
+        $rep .= "\n" x $missing if $missing > 0;
+        push @out, [$start, $end + 1, $rep];
+    }
+    return @out;
+}
+
+# __launch_bounds__(ARGS) on a kernel definition: the runtime checks the block size against it at the
+# top of the body.
+sub bounds_edits {
+    my ($t, $m) = @_;
+    my @out;
+    while ($m =~ /\b__launch_bounds__\s*\(/g) {
+        my $open = $+[0] - 1;
+        my $close = match_close($m, $open);
+        next if $close < 0;
+        (my $args = substr($t, $open + 1, $close - $open - 2)) =~ s/\s+/ /g;
+        my $params = index($m, '(', $close);
+        next if $params < 0;
+        my $pclose = match_close($m, $params);
+        next if $pclose < 0;
+        my $i = $pclose;
+        $i++ while $i < length($m) && substr($m, $i, 1) =~ /\s/;
+        next unless $i < length($m) && substr($m, $i, 1) eq '{';
+        push @out, [$i + 1, $i + 1, " cuda_cpu_launch_bounds($args);"];
+        pos($m) = $i;
+    }
+    return @out;
 }
 
 sub rewrite {
@@ -221,11 +352,20 @@ sub rewrite {
         (my $label = $kernel) =~ s/\s+//g;
         my ($base) = $label =~ /(\w+)(?:<.*>)?$/s;
         my $key = 'nullptr';
-        if ($label =~ /<.*>$/s) { $key = "(const void*)&$kernel" if $template_kernel{$base} && !$plain_kernel{$base}; }
+        if ($plain_function{$base}) { }
+        elsif ($label =~ /<.*>$/s) { $key = "(const void*)&$kernel" if $template_kernel{$base} && !$plain_kernel{$base}; }
         elsif ($plain_kernel{$base} && !$template_kernel{$base}) { $key = "(const void*)&$kernel"; }
         (my $qlabel = $label) =~ s/(["\\])/\\$1/g;
-        my $rep = sprintf('cuda_cpu_launch("%s", %s, %s, %s, %s, %s, [&]() { %s(%s); })',
-                          $qlabel, $key, map({ s/^\s+|\s+$//gr } @cfg), $kernel, $args);
+        my $argmask = substr($m, $after + 1, $close - $after - 2);
+        # The arguments are kept (decayed) before the call: NULL would be kept as an integer, which no
+        # pointer parameter takes, so a NULL argument becomes nullptr.
+        if ($argmask =~ /\bNULL\b/) {
+            my @parts = split_top($args, $argmask);
+            s/^(\s*)NULL(\s*)$/$1nullptr$2/ for @parts;
+            $args = join(',', @parts);
+        }
+        my $rep = sprintf('cuda_cpu_launch("%s", %s, %s, %s, %s, %s, [&](auto&... cuda_cpu_a) { %s(cuda_cpu_a...); }%s%s)',
+                          $qlabel, $key, map({ s/^\s+|\s+$//gr } @cfg), $kernel, ($argmask =~ /\S/ ? ', ' : ''), $args);
         my $orig = substr($t, $k, $close - $k);
         my $missing = ($orig =~ tr/\n//) - ($rep =~ tr/\n//);
         $rep .= "\n" x $missing if $missing > 0;
@@ -242,7 +382,9 @@ sub rewrite {
         my $rep = "$type* $name = ($type*)cuda_cpu_dynamic_smem();" . ("\n" x ($orig =~ tr/\n//));
         push @edits, [$s0, $e0, $rep];
     }
-    for my $e (sort { $b->[0] <=> $a->[0] } @edits) {
+    push @edits, shared_edits($rel, $t, $m);
+    push @edits, bounds_edits($t, $m);
+    for my $e (sort { $b->[0] <=> $a->[0] || $b->[1] <=> $a->[1] } @edits) {
         substr($t, $e->[0], $e->[1] - $e->[0]) = $e->[2];
     }
     return "#line 1 \"$rel\"\n$t";

@@ -2,7 +2,7 @@
 // computing D = epilogue(alpha * op(A) op(B) + beta * C) on the CPU with fp32 accumulation, as
 // CUBLAS_COMPUTE_32F does. Anything it does not interpret (an attribute, a type, an epilogue)
 // aborts with its name rather than computing something else.
-#include "cuda_cpu.h"
+#include "cuda_cpu_internal.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -73,18 +73,20 @@ const char* type_name(int t) {
 }
 bool type_supported(int t) { return t == CUDA_R_32F || t == CUDA_R_16F || t == CUDA_R_16BF; }
 
+// The runtime's own conversions (intrinsics_cpu.cpp): the same bits as CUDA's, without the
+// branches of its host-side code.
 inline float load(const void* p, int type, size_t i) {
     switch (type) {
     case CUDA_R_32F: return static_cast<const float*>(p)[i];
-    case CUDA_R_16F: return __half2float(static_cast<const __half*>(p)[i]);
-    default: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case CUDA_R_16F: return half_to_float(static_cast<const uint16_t*>(p)[i]);
+    default: return bf16_to_float(static_cast<const uint16_t*>(p)[i]);
     }
 }
 inline void store(void* p, int type, size_t i, float v) {
     switch (type) {
     case CUDA_R_32F: static_cast<float*>(p)[i] = v; break;
-    case CUDA_R_16F: static_cast<__half*>(p)[i] = __float2half(v); break;
-    default: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16(v); break;
+    case CUDA_R_16F: static_cast<uint16_t*>(p)[i] = float_to_half(v); break;
+    default: static_cast<uint16_t*>(p)[i] = float_to_bf16(v); break;
     }
 }
 size_t type_size(int type) { return type == CUDA_R_32F ? 4 : 2; }
@@ -148,6 +150,13 @@ bool epilogue_supported(uint32_t e) {
     default:
         return false;
     }
+}
+
+// Bytes from a matrix's first element to just past its last, over every batch.
+size_t layout_bytes(const Layout* l) {
+    if (!l->rows || !l->cols || l->batch < 1) return 0;
+    uint64_t outer = l->order == CUBLASLT_ORDER_ROW ? l->rows : l->cols, inner = l->order == CUBLASLT_ORDER_ROW ? l->cols : l->rows;
+    return (size_t)((outer - 1) * (uint64_t)l->ld + inner + (uint64_t)l->stride * (uint64_t)(l->batch - 1)) * type_size(l->type);
 }
 
 struct Problem {
@@ -215,7 +224,12 @@ void matmul_one(const Desc* d, const Problem& p, int b, float alpha, float beta,
     const size_t m = p.m, n = p.n, k = p.k;
     const bool tf32 = d->compute == CUBLAS_COMPUTE_32F_FAST_TF32 && A->type == CUDA_R_32F;
     // op(A) as m x k rows and op(B) transposed as n x k rows, so every output is one contiguous dot.
-    std::vector<float> a(m * k), bt(n * k);
+    // Kept between calls: a fresh 25 MB buffer per LM-head product would be zeroed and faulted in again.
+    static thread_local std::vector<float> a_buf, bt_buf;
+    if (a_buf.size() < m * k) a_buf.resize(m * k);
+    if (bt_buf.size() < n * k) bt_buf.resize(n * k);
+    float* a = a_buf.data();
+    float* bt = bt_buf.data();
     const size_t aoff = (size_t)b * A->stride, boff = (size_t)b * B->stride;
     for (size_t i = 0; i < m; i++)
         for (size_t kk = 0; kk < k; kk++) {
@@ -233,27 +247,35 @@ void matmul_one(const Desc* d, const Problem& p, int b, float alpha, float beta,
     const size_t coff = (size_t)b * C->stride, doff = (size_t)b * D->stride;
     const size_t bias_off = (size_t)b * d->bias_batch_stride, aux_off = (size_t)b * d->aux_batch_stride;
     const bool add_bias = (e & CUBLASLT_EPILOGUE_BIAS) && e != CUBLASLT_EPILOGUE_BGRADA && e != CUBLASLT_EPILOGUE_BGRADB;
-    // Both loops write disjoint outputs; C may alias D, and each element reads C before writing D.
+    // Every output is written once, by one dot in a fixed order, so the result does not depend on
+    // the loop order: 64 x 64 output tiles keep their rows of op(A) and columns of op(B) in cache (the
+    // LM head's op(A) is 25 MB; read per column it would stream from memory n times). C may alias D,
+    // and each element reads C before writing D.
+    const size_t TILE = 64, ti = (m + TILE - 1) / TILE, tj = (n + TILE - 1) / TILE;
 #pragma omp parallel for schedule(static) if (m * n * k > (1u << 16))
-    for (size_t j = 0; j < n; j++) {
-        for (size_t i = 0; i < m; i++) {
-            float x = alpha * dot(&a[i * k], &bt[j * k], k);
-            // beta == 0 never reads C, as in cuBLAS: C may hold garbage (or NaNs) then.
-            if (beta != 0.0f) x += beta * load(Cp, C->type, coff + at(C, i, j));
-            if (add_bias) x += load(d->bias, bias_type, bias_off + i);
-            switch (e) {
-            case CUBLASLT_EPILOGUE_RELU: case CUBLASLT_EPILOGUE_RELU_BIAS: x = x > 0.0f ? x : 0.0f; break;
-            case CUBLASLT_EPILOGUE_GELU: case CUBLASLT_EPILOGUE_GELU_BIAS: x = gelu_tanh(x); break;
-            case CUBLASLT_EPILOGUE_GELU_AUX: case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
-                store(d->aux, aux_type, aux_off + i + j * (size_t)d->aux_ld, x);
-                x = gelu_tanh(x);
-                break;
-            case CUBLASLT_EPILOGUE_DGELU:
-                x *= dgelu_tanh(load(d->aux, aux_type, aux_off + i + j * (size_t)d->aux_ld));
-                break;
-            default: break;
+    for (size_t t = 0; t < ti * tj; t++) {
+        const size_t i0 = (t % ti) * TILE, j0 = (t / ti) * TILE;
+        const size_t i1 = i0 + TILE < m ? i0 + TILE : m, j1 = j0 + TILE < n ? j0 + TILE : n;
+        for (size_t j = j0; j < j1; j++) {
+            for (size_t i = i0; i < i1; i++) {
+                float x = alpha * dot(&a[i * k], &bt[j * k], k);
+                // beta == 0 never reads C, as in cuBLAS: C may hold garbage (or NaNs) then.
+                if (beta != 0.0f) x += beta * load(Cp, C->type, coff + at(C, i, j));
+                if (add_bias) x += load(d->bias, bias_type, bias_off + i);
+                switch (e) {
+                case CUBLASLT_EPILOGUE_RELU: case CUBLASLT_EPILOGUE_RELU_BIAS: x = x > 0.0f ? x : 0.0f; break;
+                case CUBLASLT_EPILOGUE_GELU: case CUBLASLT_EPILOGUE_GELU_BIAS: x = gelu_tanh(x); break;
+                case CUBLASLT_EPILOGUE_GELU_AUX: case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+                    store(d->aux, aux_type, aux_off + i + j * (size_t)d->aux_ld, x);
+                    x = gelu_tanh(x);
+                    break;
+                case CUBLASLT_EPILOGUE_DGELU:
+                    x *= dgelu_tanh(load(d->aux, aux_type, aux_off + i + j * (size_t)d->aux_ld));
+                    break;
+                default: break;
+                }
+                store(Dp, D->type, doff + at(D, i, j), x);
             }
-            store(Dp, D->type, doff + at(D, i, j), x);
         }
     }
     // Bias gradients: sums over the GEMM's k dimension of op(A) (one per row of D) or of op(B)
@@ -495,7 +517,29 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
         fprintf(stderr, "cuda_cpu: %s: beta != 0 needs C\n", api);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
+    // Every matrix the product touches must lie inside one device allocation (the runtime's own
+    // accesses are not checked one by one, as a kernel's are); D, the aux output and a bias gradient
+    // count as written afterwards.
+    DeviceAccess access;
+    const uint32_t e = d->epilogue;
+    const bool bgrad = e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB;
+    const bool aux_out = e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    const bool aux_in = e == CUBLASLT_EPILOGUE_DGELU;
+    const int bias_type = d->bias_type < 0 ? ld->type : d->bias_type, aux_type = d->aux_type < 0 ? ld->type : d->aux_type;
+    const size_t bias_n = e == CUBLASLT_EPILOGUE_BGRADB ? p.n : p.m;
+    const size_t aux_bytes = (size_t)(d->aux_ld * (int64_t)(p.n ? p.n - 1 : 0) + (int64_t)p.m +
+                                      d->aux_batch_stride * (p.batch - 1)) * type_size(aux_type);
+    const size_t bias_bytes = (bias_n + (size_t)d->bias_batch_stride * (p.batch - 1)) * type_size(bias_type);
+    device_range_or_die(api, "A", A, layout_bytes(la));
+    device_range_or_die(api, "B", B, layout_bytes(lb));
+    if (b != 0.0f) device_range_or_die(api, "C", C, layout_bytes(lc));
+    device_range_or_die(api, "D", D, layout_bytes(ld));
+    if ((e & CUBLASLT_EPILOGUE_BIAS) || bgrad) device_range_or_die(api, "the bias", d->bias, bias_bytes);
+    if (aux_in || aux_out) device_range_or_die(api, "the aux matrix", d->aux, aux_bytes);
     for (int i = 0; i < p.batch; i++) matmul_one(d, p, i, a, b, A, la, B, lb, C, lc, D, ld);
+    device_written(D, layout_bytes(ld));
+    if (bgrad) device_written(d->bias, bias_bytes);
+    if (aux_out) device_written(d->aux, aux_bytes);
     return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -4,21 +4,33 @@
 // from an atomic counter; inside a block a round-robin scheduler runs the fibers until each one
 // waits at a barrier or exits, then releases the barrier - or, if it cannot ever be released,
 // aborts with the kernel's name instead of hanging.
-#include "cuda_cpu.h"
+//
+// What a GPU would punish and a CPU would forgive is made visible here: the order warps, lanes and
+// blocks run in is a schedule, and a launch can run under several (results must agree); shared
+// memory is NaN at every block start and ends at a guard page; device memory lives in its own
+// region, each allocation followed by a guard page; limits a GPU enforces at launch are enforced.
+// check_cpu.cpp adds what needs instrumentation (races, exact bounds, initialisation).
+#include "cuda_cpu_internal.h"
 
+#include <dlfcn.h>
 #include <errno.h>
-#include <setjmp.h>
+#include <execinfo.h>
+#include <fcntl.h>
+#include <link.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <pthread.h>
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,8 +51,11 @@ __thread uint3 blockIdx;
 __thread dim3 blockDim;
 __thread dim3 gridDim;
 __thread unsigned cuda_cpu_linear_tid;
+__thread int t_runtime;
+bool cuda_cpu_tracking_fatomics;
 
 void cuda_cpu_fail(const char* fmt, ...) {
+    t_runtime++;
     fflush(stdout);
     va_list ap;
     va_start(ap, fmt);
@@ -51,70 +66,205 @@ void cuda_cpu_fail(const char* fmt, ...) {
     abort();
 }
 
-static size_t env_size(const char* name, size_t dflt) {
+static size_t env_size(const char* name, size_t dflt, bool zero_ok = false) {
     const char* s = getenv(name);
     if (!s || !*s) return dflt;
     char* end;
     unsigned long long v = strtoull(s, &end, 10);
-    if (*end || v == 0) cuda_cpu_fail("%s=%s: expected a positive integer", name, s);
+    if (*end || *s == '-' || (v == 0 && !zero_ok))
+        cuda_cpu_fail("%s=%s: expected a %s integer", name, s, zero_ok ? "non-negative" : "positive");
     return (size_t)v;
+}
+
+static int env_choice(const char* name, const char* const* choices, int n, int dflt) {
+    const char* s = getenv(name);
+    if (!s || !*s) return dflt;
+    std::string all;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(s, choices[i])) return i;
+        all += (i ? ", " : "") + std::string(choices[i]);
+    }
+    cuda_cpu_fail("%s=%s: expected one of %s", name, s, all.c_str());
+}
+
+// ============================================================================================
+// Modes, from the environment (README: "Checks and schedules")
+// ============================================================================================
+
+bool g_instrumented;  // set by __tsan_init (check_cpu.cpp) before main
+bool g_check;
+bool g_check_run;
+bool g_protect;
+int g_strict_exit;
+std::vector<Schedule> g_schedules;
+static double g_watchdog_s;
+
+// CUDA_CPU_SCHEDULES: forward, reverse, shuffle or shuffle:SEED, comma-separated.
+static void parse_schedules(const char* s) {
+    std::string list(s);
+    size_t pos = 0;
+    while (pos <= list.size()) {
+        size_t comma = list.find(',', pos);
+        std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        Schedule sc{SCHED_FORWARD, 0, item};
+        if (item == "forward") sc.kind = SCHED_FORWARD;
+        else if (item == "reverse") sc.kind = SCHED_REVERSE;
+        else if (item == "shuffle") { sc.kind = SCHED_SHUFFLE; sc.seed = 1; }
+        else if (item.compare(0, 8, "shuffle:") == 0 && item.size() > 8 &&
+                 item.find_first_not_of("0123456789", 8) == std::string::npos) {
+            sc.kind = SCHED_SHUFFLE;
+            sc.seed = strtoull(item.c_str() + 8, nullptr, 10);
+        } else {
+            cuda_cpu_fail("CUDA_CPU_SCHEDULES=%s: '%s' is not a schedule; expected a comma-separated list of "
+                          "forward, reverse, shuffle, shuffle:SEED", s, item.c_str());
+        }
+        g_schedules.push_back(sc);
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+    }
+    if (g_schedules.size() > 16) cuda_cpu_fail("CUDA_CPU_SCHEDULES=%s: at most 16 schedules", s);
+}
+
+static void modes_init() {
+    static const char* const onoff[] = {"0", "1"};
+    int check = env_choice("CUDA_CPU_CHECK", onoff, 2, g_instrumented ? 1 : 0);
+    if (check && !g_instrumented)
+        cuda_cpu_fail("CUDA_CPU_CHECK=1: this program was not built with the check instrumentation "
+                      "(CUDA_CPU_CHECK_FLAGS in test/cuda_cpu/module.mk)");
+    g_check = check;
+    g_protect = env_choice("CUDA_CPU_PROTECT", onoff, 2, g_instrumented ? 1 : 0);
+    static const char* const strict[] = {"off", "warn", "abort"};
+    g_strict_exit = env_choice("CUDA_CPU_STRICT_EXIT", strict, 3, 0);
+    g_watchdog_s = (double)env_size("CUDA_CPU_WATCHDOG_S", 60, true);
+    const char* s = getenv("CUDA_CPU_SCHEDULES");
+    parse_schedules(s && *s ? s : g_instrumented ? "forward,reverse" : "forward");
+    cuda_cpu_tracking_fatomics = g_schedules.size() > 1;
+}
+
+// ============================================================================================
+// Reports: source lines of code addresses, thread and block names
+// ============================================================================================
+
+static uintptr_t g_exe_bias;  // load address of the executable (PIE)
+static uintptr_t g_exe_tls_size;
+
+static int phdr_first(struct dl_phdr_info* info, size_t, void*) {
+    g_exe_bias = info->dlpi_addr;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        if (ph.p_type == PT_TLS) {
+            size_t align = ph.p_align ? ph.p_align : 1;
+            g_exe_tls_size = (ph.p_memsz + align - 1) / align * align;
+        }
+    }
+    return 1;  // the first object is the executable
+}
+
+// Is "file:line" in the runtime's own code (where a report should not point)?
+static bool runtime_source(const std::string& s) {
+    static const char* const files[] = {"cuda_cpu.h:", "cuda_cpu.cpp:", "check_cpu.cpp:", "intrinsics_cpu.cpp:",
+                                        "cublaslt_cpu.cpp:", "nccl_cpu.cpp:", "cooperative_groups"};
+    for (const char* f : files)
+        if (s.find(f) != std::string::npos) return true;
+    return false;
+}
+
+// "file:line" of a code address by addr2line (fork + exec, so it also works from a signal handler
+// that is about to abort); "" when it cannot be told. Of the inlined calls at that address, the
+// innermost one in the program's own code (not the runtime's headers, not the system's).
+std::string source_of(uintptr_t pc) {
+    if (!pc) return "";
+    char addr[32], exe[4096];
+    snprintf(addr, sizeof(addr), "0x%lx", (unsigned long)(pc - g_exe_bias - 1));  // the call, not the return
+    ssize_t el = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (el <= 0) return "";
+    exe[el] = 0;
+    int fd[2];
+    if (pipe(fd) != 0) return "";
+    pid_t pid = fork();
+    if (pid < 0) { close(fd[0]); close(fd[1]); return ""; }
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) dup2(devnull, 2);
+        close(fd[0]);
+        execlp("addr2line", "addr2line", "-i", "-e", exe, addr, (char*)nullptr);
+        _exit(127);
+    }
+    close(fd[1]);
+    char buf[4096];
+    size_t len = 0;
+    ssize_t k;
+    while (len < sizeof(buf) - 1 && (k = read(fd[0], buf + len, sizeof(buf) - 1 - len)) > 0) len += (size_t)k;
+    close(fd[0]);
+    waitpid(pid, nullptr, 0);
+    buf[len] = 0;
+    std::string first, pick;
+    char* save = nullptr;
+    for (char* line = strtok_r(buf, "\n", &save); line; line = strtok_r(nullptr, "\n", &save)) {
+        char* disc = strstr(line, " (discriminator");
+        if (disc) *disc = 0;
+        if (line[0] == '?') continue;
+        char cwd[4096];
+        if (getcwd(cwd, sizeof(cwd))) {
+            size_t n = strlen(cwd);
+            if (!strncmp(line, cwd, n) && line[n] == '/') line += n + 1;  // the project's files, relative
+        }
+        if (first.empty()) first = line;
+        if (strstr(line, "cuda_cpu.h:") || strstr(line, "cooperative_groups") || !strncmp(line, "/usr/", 5)) continue;
+        pick = line;
+        break;
+    }
+    return pick.empty() ? first : pick;
+}
+
+std::string thread_name(const Launch* L, unsigned linear) {
+    char b[64];
+    snprintf(b, sizeof(b), "(%u,%u,%u)", linear % L->block.x, (linear / L->block.x) % L->block.y,
+             linear / (L->block.x * L->block.y));
+    return b;
+}
+
+std::string block_name(const Launch* L, uint64_t linear) {
+    char b[80];
+    snprintf(b, sizeof(b), "(%llu,%llu,%llu)", (unsigned long long)(linear % L->grid.x),
+             (unsigned long long)((linear / L->grid.x) % L->grid.y),
+             (unsigned long long)(linear / ((uint64_t)L->grid.x * L->grid.y)));
+    return b;
+}
+
+// One line naming the kernel, the block and the running thread, then the reason; aborts.
+void die_in_kernel(const char* fmt, ...) {
+    t_runtime++;
+    char why[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    Worker* w = tw;
+    if (w && w->cur && w->launch)
+        cuda_cpu_fail("kernel '%s' block %s thread %s: %s", w->launch->name, block_name(w->launch, w->block_linear).c_str(),
+                      thread_name(w->launch, w->cur->linear).c_str(), why);
+    cuda_cpu_fail("%s", why);
 }
 
 // ============================================================================================
 // Fibers and the block scheduler
 // ============================================================================================
 
-enum { F_RUN, F_BLOCK, F_WARP, F_DONE };
-
-struct Fiber {
-    jmp_buf ctx;
-    char* map;          // mapping: guard page, then the stack
-    size_t map_size;
-    char* stack;        // usable stack (above the guard page)
-    size_t stack_size;
-    uint3 tid;
-    unsigned linear;
-    int state;
-    const char* name;   // the barrier or intrinsic it waits at
-    int op;             // warp op or block op
-    unsigned mask;
-    uint64_t in, out;
-    int src;
-    unsigned group;
-    int pred, bout;
-    void* asan_fake;
-};
-
-struct Launch {
-    const char* name;
-    dim3 grid, block;
-    size_t smem;
-    unsigned nthreads;
-    uint64_t nblocks;
-    cuda_cpu_body_fn fn;
-    void* arg;
-    std::atomic<uint64_t> next;
-};
-
-struct Worker {
-    jmp_buf sched;
-    std::vector<Fiber*> fibers;
-    Fiber* cur;
-    char* smem;
-    size_t smem_cap;
-    const Launch* launch;
-    unsigned n, ndone;
-    const void* sched_stack_bottom;  // for ASan's fiber annotations
-    size_t sched_stack_size;
-    void* asan_fake;
-    stack_t altstack;
-};
-
-static __thread Worker* tw;
-static size_t g_stack_size;  // bytes per fiber
+__thread Worker* tw;
+size_t g_stack_size;  // bytes per fiber
 
 static const size_t kSmemOptin = 232448;      // H100: 227 KiB of dynamic shared memory per block
 static const size_t kSmemDefault = 48 * 1024;
+static const size_t kStaticArea = 64 * 1024;  // arena bytes for static __shared__ (48 KiB + redzones)
+static const size_t kRedzone = 32;            // unaddressable bytes after each static __shared__ variable
+static const size_t kPage = 4096;
+
+static std::mutex g_workers_mu;
+// Never destroyed: the watchdog thread reads it until the process ends.
+static std::vector<Worker*>& g_workers = *new std::vector<Worker*>();
+static std::atomic<uint32_t> g_blk_counter{0};
 
 // ---- context switches ----
 static inline void asan_start_switch(void** fake, const void* bottom, size_t size) {
@@ -136,6 +286,7 @@ static __attribute__((noinline)) void switch_to(Worker* w, Fiber* f) {
     threadIdx = f->tid;
     cuda_cpu_linear_tid = f->linear;
     w->cur = f;
+    w->progress.store(w->progress.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     if (!_setjmp(w->sched)) {
         asan_start_switch(&w->asan_fake, f->stack, f->stack_size);
         _longjmp(f->ctx, 1);
@@ -162,6 +313,7 @@ static void fiber_entry() {
     for (;;) {
         w = tw;
         w->launch->fn(w->launch->arg);
+        if (w->pending.on) check_pending_write(w);
         f->state = F_DONE;
         w->ndone++;
         fiber_yield(w, f);
@@ -170,13 +322,12 @@ static void fiber_entry() {
 
 static Fiber* fiber_create(Worker* w) {
     Fiber* f = new Fiber();
-    long page = sysconf(_SC_PAGESIZE);
     f->stack_size = g_stack_size;
-    f->map_size = f->stack_size + (size_t)page;
+    f->map_size = f->stack_size + kPage;
     f->map = (char*)mmap(nullptr, f->map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
     if (f->map == MAP_FAILED) cuda_cpu_fail("mmap of a %zu-byte fiber stack failed: %s", f->map_size, strerror(errno));
-    if (mprotect(f->map, (size_t)page, PROT_NONE) != 0) cuda_cpu_fail("mprotect of a stack guard page failed");
-    f->stack = f->map + page;
+    if (mprotect(f->map, kPage, PROT_NONE) != 0) cuda_cpu_fail("mprotect of a stack guard page failed");
+    f->stack = f->map + kPage;
     ucontext_t uc, back;
     getcontext(&uc);
     uc.uc_stack.ss_sp = f->stack;
@@ -194,37 +345,138 @@ static Fiber* fiber_create(Worker* w) {
     return f;
 }
 
-// A fiber overflowing its stack hits the guard page: say so instead of a bare segfault.
-static void segv_handler(int sig, siginfo_t* si, void*) {
+// ---- faults: say what was touched, naming the kernel, instead of a bare segfault ----
+static void write_line(const std::string& s) {
+    std::string line = s + "\n";
+    if (write(2, line.data(), line.size()) < 0) {}
+}
+
+static uintptr_t context_pc(void* ctx) {
+#if defined(__x86_64__)
+    return (uintptr_t)((ucontext_t*)ctx)->uc_mcontext.gregs[REG_RIP] + 1;  // source_of subtracts 1
+#else
+    (void)ctx;
+    return 0;
+#endif
+}
+static const char* context_access(void* ctx) {
+#if defined(__x86_64__)
+    return (((ucontext_t*)ctx)->uc_mcontext.gregs[REG_ERR] & 2) ? "writes" : "reads";
+#else
+    (void)ctx;
+    return "accesses";
+#endif
+}
+
+static void segv_handler(int sig, siginfo_t* si, void* ctx) {
+    t_runtime++;
     Worker* w = tw;
+    uintptr_t a = (uintptr_t)si->si_addr;
+    bool in_kernel = w && w->cur && w->launch;
+    std::string where;
+    uintptr_t pc = context_pc(ctx);
     if (w) {
         for (Fiber* f : w->fibers) {
-            char* a = (char*)si->si_addr;
-            if (a >= f->map && a < f->stack) {
+            if (a >= (uintptr_t)f->map && a < (uintptr_t)f->stack) {
                 char msg[256];
-                int len = snprintf(msg, sizeof(msg),
-                    "cuda_cpu: kernel '%s': a thread overflowed its %zu KiB stack; raise CUDA_CPU_STACK_KB\n",
-                    w->launch ? w->launch->name : "?", g_stack_size / 1024);
-                if (write(2, msg, (size_t)len) < 0) {}
+                snprintf(msg, sizeof(msg), "cuda_cpu: kernel '%s': a thread overflowed its %zu KiB stack; raise CUDA_CPU_STACK_KB",
+                         w->launch ? w->launch->name : "?", g_stack_size / 1024);
+                write_line(msg);
                 abort();
             }
         }
     }
+    std::string src = source_of(pc);
+    std::string at = src.empty() ? "" : " (" + src + ")";
+    char what[512] = "";
+    if (w && w->arena && a >= (uintptr_t)w->arena + w->arena_size && a < (uintptr_t)w->arena + w->arena_size + kPage) {
+        size_t smem = w->launch ? w->launch->smem : 0;
+        snprintf(what, sizeof(what), "%s shared memory %zu bytes past the end of the %zu bytes of dynamic shared memory "
+                 "the launch asked for%s", context_access(ctx), a - ((uintptr_t)w->dyn + smem), smem, at.c_str());
+    } else if (a - g_dev_lo < g_dev_span) {
+        char desc[256];
+        describe_device_address(a, desc, sizeof(desc));
+        if (in_kernel) snprintf(what, sizeof(what), "%s %s%s", context_access(ctx), desc, at.c_str());
+        else snprintf(what, sizeof(what), "host code %s %s%s: a device pointer dereferenced on the host "
+                      "(device memory is for kernels and cudaMemcpy)", context_access(ctx), desc, at.c_str());
+    }
+    if (what[0]) {
+        std::string line;
+        if (in_kernel)
+            line = std::string("cuda_cpu: kernel '") + w->launch->name + "' block " + block_name(w->launch, w->block_linear) +
+                   " thread " + thread_name(w->launch, w->cur->linear) + ": " + what;
+        else
+            line = std::string("cuda_cpu: ") + what;
+        write_line(line);
+        abort();
+    }
+    t_runtime--;
     signal(sig, SIG_DFL);  // not ours: let the fault happen again with the default action
+}
+
+// The watchdog's signal: the worker it names is stuck in one fiber; say where, then abort.
+static std::atomic<Worker*> g_watchdog_victim{nullptr};
+static void watchdog_signal(int, siginfo_t*, void* ctx) {
+    Worker* w = tw;
+    if (!w || w != g_watchdog_victim.load()) return;
+    t_runtime++;
+    const Launch* L = w->active.load();
+    // The spinning thread may be inside the runtime (a check callback): name the first frame of the
+    // program's own code.
+    std::string src = source_of(context_pc(ctx));
+    if (src.empty() || runtime_source(src)) {
+        void* pcs[32];
+        int n = backtrace(pcs, 32);
+        for (int i = 0; i < n; i++) {
+            std::string s = source_of((uintptr_t)pcs[i]);
+            if (!s.empty() && !runtime_source(s)) {
+                src = s;
+                break;
+            }
+        }
+    }
+    char line[1024];
+    snprintf(line, sizeof(line), "cuda_cpu: kernel '%s' block %s thread %s: no barrier, warp operation or exit for "
+             "%.0f s%s%s%s: a thread spinning on a value another thread sets (a flag another warp or block writes) "
+             "never sees it here, where a thread runs until it waits; on a GPU it relies on scheduling CUDA does not "
+             "promise (CUDA_CPU_WATCHDOG_S sets the limit, 0 turns it off)",
+             L ? L->name : "?", L ? block_name(L, w->block_linear).c_str() : "?",
+             (L && w->cur) ? thread_name(L, w->cur->linear).c_str() : "?", g_watchdog_s,
+             src.empty() ? "" : " (at ", src.c_str(), src.empty() ? "" : ")");
+    write_line(line);
+    abort();
+}
+
+static uintptr_t thread_pointer() {
+    uintptr_t tp = 0;
+#if defined(__x86_64__)
+    __asm__("mov %%fs:0, %0" : "=r"(tp));
+#endif
+    return tp;
 }
 
 static Worker* worker_get() {
     if (tw) return tw;
     Worker* w = new Worker();
-    w->smem_cap = kSmemOptin;
-    if (posix_memalign((void**)&w->smem, 1024, w->smem_cap) != 0) cuda_cpu_fail("out of memory for shared memory");
+    // Shared memory arena: static area, dynamic area up to the opt-in maximum, guard page.
+    w->arena_size = (kStaticArea + kSmemOptin + kPage - 1) / kPage * kPage;
+    w->arena = (char*)mmap(nullptr, w->arena_size + kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (w->arena == MAP_FAILED) cuda_cpu_fail("out of memory for shared memory");
+    if (mprotect(w->arena + w->arena_size, kPage, PROT_NONE) != 0) cuda_cpu_fail("mprotect of the shared memory guard page failed");
+    w->dyn = w->arena + w->arena_size;
 #if !CUDA_CPU_ASAN
     w->altstack.ss_size = 64 * 1024;
     w->altstack.ss_sp = malloc(w->altstack.ss_size);
     w->altstack.ss_flags = 0;
     sigaltstack(&w->altstack, nullptr);
 #endif
+    w->thread = pthread_self();
+    uintptr_t tp = thread_pointer();
+    w->tls_lo = tp - g_exe_tls_size;
+    w->tls_hi = tp + 64;  // the thread control block's first words (the TLS self pointer)
     tw = w;
+    std::lock_guard<std::mutex> lk(g_workers_mu);
+    g_workers.push_back(w);
     return w;
 }
 
@@ -239,8 +491,7 @@ static std::string describe_fiber(const Fiber* f) {
     }
 }
 
-[[noreturn]] static void die_divergent(Worker* w, const char* what) {
-    const Launch* L = w->launch;
+static std::string describe_block(Worker* w) {
     std::string msg;
     unsigned i = 0, ranges = 0;
     while (i < w->n && ranges < 12) {
@@ -256,7 +507,12 @@ static std::string describe_fiber(const Fiber* f) {
         ranges++;
     }
     if (i < w->n) msg += "; ...";
-    cuda_cpu_fail("kernel '%s' block (%u,%u,%u): %s%s", L->name, blockIdx.x, blockIdx.y, blockIdx.z, what, msg.c_str());
+    return msg;
+}
+
+[[noreturn]] static void die_divergent(Worker* w, const char* what) {
+    const Launch* L = w->launch;
+    cuda_cpu_fail("kernel '%s' block %s: %s%s", L->name, block_name(L, w->block_linear).c_str(), what, describe_block(w).c_str());
 }
 
 // Releases every group of lanes in warp [base, end) that all wait at the same warp operation.
@@ -271,7 +527,7 @@ static bool release_warp(Worker* w, unsigned base, unsigned end) {
         unsigned m = f->mask & exist;
         if (!(m & (1u << lane))) {
             char what[200];
-            snprintf(what, sizeof(what), "lane %u of warp %u calls %s with mask 0x%08x, which leaves it out",
+            snprintf(what, sizeof(what), "lane %u of warp %u calls %s with mask 0x%08x, which leaves it out: ",
                      lane, base / 32, f->name, f->mask);
             die_divergent(w, what);
         }
@@ -282,7 +538,7 @@ static bool release_warp(Worker* w, unsigned base, unsigned end) {
             if (g->state != F_WARP || (g->mask & exist) != m) ready = false;
             else if (g->op != f->op) {
                 char what[200];
-                snprintf(what, sizeof(what), "lanes of warp %u meet at different warp operations (%s, %s)",
+                snprintf(what, sizeof(what), "lanes of warp %u meet at different warp operations (%s, %s): ",
                          base / 32, f->name, g->name);
                 die_divergent(w, what);
             }
@@ -341,10 +597,16 @@ static bool release_warp(Worker* w, unsigned base, unsigned end) {
             F[l]->group = m;
             F[l]->state = F_RUN;
         }
+        // A warp operation orders the memory accesses of the lanes that meet at it (WMMA's
+        // convergence points do not: CUDA promises no memory ordering for them).
+        if (g_check_run && f->op != CUDA_CPU_WARP_CONVERGE) check_warp_released(w, base, m);
         released = true;
     }
     return released;
 }
+
+static std::mutex g_warned_mu;
+static std::set<std::string> g_warned;
 
 static void release_block(Worker* w) {
     unsigned nblock = 0, nwarp = 0;
@@ -353,22 +615,65 @@ static void release_block(Worker* w) {
         nblock += s == F_BLOCK;
         nwarp += s == F_WARP;
     }
-    if (nblock == w->n) {
-        int op = w->fibers[0]->op, count = 0, all = 1, any = 0;
+    if (nwarp > 0) die_divergent(w, "a warp operation waits for lanes that will never reach it: ");
+    // Threads that exited count as arrived (the PTX ISA, since Volta: an exiting thread releases a
+    // barrier it was holding up), so a block whose early-exiting threads skip a __syncthreads goes on.
+    if (nblock > 0 && nblock + w->ndone == w->n) {
+        int op = -1, count = 0, all = 1, any = 0;
         for (unsigned i = 0; i < w->n; i++) {
             Fiber* f = w->fibers[i];
-            if (f->op != op) die_divergent(w, "threads meet at different block barriers: ");
+            if (f->state != F_BLOCK) continue;
+            if (op >= 0 && f->op != op) die_divergent(w, "threads meet at different block barriers: ");
+            op = f->op;
             count += f->pred; all &= f->pred; any |= f->pred;
         }
+        if (w->ndone > 0 && g_strict_exit) {
+            const char* what = "threads that exited count as arrived at a block barrier others wait at (Volta and "
+                               "later release it; the CUDA programming guide calls a __syncthreads not reached by "
+                               "every thread undefined): ";
+            if (g_strict_exit == 2) die_divergent(w, what);
+            std::lock_guard<std::mutex> lk(g_warned_mu);
+            if (g_warned.insert(w->launch->name).second)
+                fprintf(stderr, "cuda_cpu: warning: kernel '%s' block %s: %s%s\n", w->launch->name,
+                        block_name(w->launch, w->block_linear).c_str(), what, describe_block(w).c_str());
+        }
         int r = op == CUDA_CPU_BLOCK_COUNT ? count : op == CUDA_CPU_BLOCK_AND ? all : op == CUDA_CPU_BLOCK_OR ? any : 0;
-        for (unsigned i = 0; i < w->n; i++) { w->fibers[i]->bout = r; w->fibers[i]->state = F_RUN; }
+        for (unsigned i = 0; i < w->n; i++) {
+            Fiber* f = w->fibers[i];
+            if (f->state != F_BLOCK) continue;
+            f->bout = r;
+            f->state = F_RUN;
+        }
+        w->epoch++;
         return;
     }
-    if (nwarp > 0) die_divergent(w, "a warp operation waits for lanes that will never reach it: ");
-    die_divergent(w, "a block barrier is reached by only part of the block (the others exited): ");
+    die_divergent(w, "a block barrier cannot be released: ");
+}
+
+// splitmix64, for the shuffled schedules
+static uint64_t mix64(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// The order of this block's warps and of the lanes in a warp under the launch's schedule.
+static void block_order(Worker* w, const Launch* L, uint64_t b) {
+    unsigned nw = w->nwarps;
+    for (unsigned i = 0; i < 32; i++) { w->warp_order[i] = i; w->lane_order[i] = i; }
+    if (L->sched->kind == SCHED_REVERSE) {
+        for (unsigned i = 0; i < nw; i++) w->warp_order[i] = nw - 1 - i;
+        for (unsigned i = 0; i < 32; i++) w->lane_order[i] = 31 - i;
+    } else if (L->sched->kind == SCHED_SHUFFLE) {
+        uint64_t s = mix64(L->sched->seed ^ mix64(b));
+        for (unsigned i = nw; i > 1; i--) { s = mix64(s); std::swap(w->warp_order[i - 1], w->warp_order[s % i]); }
+        for (unsigned i = 32; i > 1; i--) { s = mix64(s); std::swap(w->lane_order[i - 1], w->lane_order[s % i]); }
+    }
 }
 
 static void run_block(Worker* w, const Launch* L, uint64_t b) {
+    w->block_linear = b;
     blockIdx.x = (unsigned)(b % L->grid.x);
     blockIdx.y = (unsigned)((b / L->grid.x) % L->grid.y);
     blockIdx.z = (unsigned)(b / ((uint64_t)L->grid.x * L->grid.y));
@@ -381,17 +686,32 @@ static void run_block(Worker* w, const Launch* L, uint64_t b) {
         f->tid.x = i % L->block.x;
         f->tid.y = (i / L->block.x) % L->block.y;
         f->tid.z = i / (L->block.x * L->block.y);
+        f->wsync = 0;
     }
-    // Shared memory is not initialised on a GPU either: fill it with NaNs so reading it early shows.
-    if (L->smem) memset(w->smem, 0xff, L->smem);
+    // Shared memory is not initialised on a GPU either: NaNs, so that reading it early shows. The
+    // dynamic part ends at the guard page; static variables are placed (and poisoned) as the first
+    // thread reaches their declaration.
+    w->dyn = w->arena + w->arena_size - (L->smem + 127) / 128 * 128;
+    if (L->smem) memset(w->dyn, 0xff, (size_t)(w->arena + w->arena_size - w->dyn));
+    w->statics.clear();
+    w->static_used = 0;
+    w->static_gpu = 0;
     w->n = n;
     w->ndone = 0;
+    w->nwarps = (n + 31) / 32;
+    w->blk = g_blk_counter.fetch_add(1, std::memory_order_relaxed) + 1;
+    w->epoch = 1;
+    if (g_check_run) check_block_start(w);
+    block_order(w, L, b);
     for (;;) {
-        for (unsigned base = 0; base < n; base += 32) {
+        for (unsigned wi = 0; wi < w->nwarps; wi++) {
+            unsigned base = w->warp_order[wi] * 32;
             unsigned end = base + 32 < n ? base + 32 : n;
             do {
-                for (unsigned i = base; i < end; i++)
-                    if (w->fibers[i]->state == F_RUN) switch_to(w, w->fibers[i]);
+                for (unsigned li = 0; li < 32; li++) {
+                    unsigned i = base + w->lane_order[li];
+                    if (i < end && w->fibers[i]->state == F_RUN) switch_to(w, w->fibers[i]);
+                }
             } while (release_warp(w, base, end));
         }
         if (w->ndone == n) break;
@@ -407,6 +727,7 @@ static Worker* current_thread_worker(const char* what) {
 
 uint64_t cuda_cpu_warp(int op, const char* name, unsigned mask, uint64_t value, int src_lane, unsigned* group) {
     Worker* w = current_thread_worker(name);
+    if (w->pending.on) check_pending_write(w);
     Fiber* f = w->cur;
     f->state = F_WARP;
     f->op = op;
@@ -421,6 +742,7 @@ uint64_t cuda_cpu_warp(int op, const char* name, unsigned mask, uint64_t value, 
 
 int cuda_cpu_block(int op, const char* name, int pred) {
     Worker* w = current_thread_worker(name);
+    if (w->pending.on) check_pending_write(w);
     Fiber* f = w->cur;
     f->state = F_BLOCK;
     f->op = op;
@@ -432,7 +754,62 @@ int cuda_cpu_block(int op, const char* name, int pred) {
 
 void* cuda_cpu_dynamic_smem(void) {
     Worker* w = current_thread_worker("extern __shared__ (dynamic shared memory)");
-    return w->smem;
+    return w->dyn;
+}
+
+// A static __shared__ variable of the running block: the first thread to reach the declaration
+// places it (NaN-filled, followed by a redzone) and checks the block's shared memory against what a
+// GPU allows; every thread gets the same address.
+void* cuda_cpu_shared_alloc(const void* site, const char* name, size_t size, size_t align) {
+    Worker* w = current_thread_worker("__shared__");
+    RuntimeScope scope;
+    for (const SharedVar& v : w->statics)
+        if (v.site == site) return w->arena + v.off;
+    const Launch* L = w->launch;
+    if (align < 1) align = 1;
+    w->static_gpu = (w->static_gpu + align - 1) / align * align + size;
+    size_t a = align > 16 ? align : 16;
+    size_t off = (w->static_used + a - 1) / a * a;
+    if (w->static_gpu > kSmemDefault)
+        die_in_kernel("its static __shared__ variables take %zu bytes (with '%s'), more than the 48 KiB a GPU allows "
+                      "(nvcc refuses it: \"uses too much shared data\")", w->static_gpu, name);
+    size_t total = w->static_gpu + L->smem;
+    if (L->smem_attr < 0 && total > kSmemDefault)
+        die_in_kernel("%zu bytes of static __shared__ memory (with '%s') plus %zu bytes of dynamic shared memory "
+                      "exceed the 48 KiB a block gets without cudaFuncSetAttribute(%s, "
+                      "cudaFuncAttributeMaxDynamicSharedMemorySize, ...): a GPU refuses this launch",
+                      w->static_gpu, name, L->smem, L->name);
+    if (total > kSmemOptin)
+        die_in_kernel("%zu bytes of static __shared__ memory (with '%s') plus %zu bytes of dynamic shared memory "
+                      "exceed the %zu bytes a block can have: a GPU refuses this launch", w->static_gpu, name, L->smem,
+                      kSmemOptin);
+    if (off + size + kRedzone > kStaticArea) die_in_kernel("too many static __shared__ variables for the emulation");
+    memset(w->arena + off, 0xff, size);
+    w->static_used = off + size + kRedzone;
+    w->statics.push_back(SharedVar{site, name, off, size});
+    if (g_check_run) check_shared_var(w, off, size);
+    return w->arena + off;
+}
+
+void cuda_cpu_launch_bounds_check(int max_threads) {
+    Worker* w = current_thread_worker("__launch_bounds__");
+    const Launch* L = w->launch;
+    if (max_threads > 0 && L->nthreads > (unsigned)max_threads)
+        die_in_kernel("launched with %u threads per block, but the kernel is declared __launch_bounds__(%d): a GPU "
+                      "refuses this launch (too many resources requested for launch)", L->nthreads, max_threads);
+}
+
+void cuda_cpu_trap(const char* what) {
+    current_thread_worker(what);
+    die_in_kernel("%s: the kernel stopped itself (on a GPU the launch fails with an unspecified launch failure)", what);
+}
+
+void cuda_cpu_note_float_atomic(const void* p, unsigned size) {
+    Worker* w = tw;
+    if (!w) return;
+    RuntimeScope scope;
+    unsigned lg = size >= 8 ? 3 : size >= 4 ? 2 : 1;
+    w->fatomics.push_back(((uintptr_t)p << 2) | lg);  // (address, log2 of the size)
 }
 
 unsigned cuda_cpu_live_lanes(void) {
@@ -443,8 +820,17 @@ unsigned cuda_cpu_live_lanes(void) {
     return m;
 }
 
+// glibc's assert calls this: inside a kernel, name the kernel, the block and the thread.
+extern "C" void __assert_fail(const char* expr, const char* file, unsigned int line, const char* func) noexcept {
+    Worker* w = tw;
+    if (w && w->cur && w->launch) die_in_kernel("assertion '%s' failed at %s:%u (%s)", expr, file, line, func);
+    fflush(stdout);
+    fprintf(stderr, "%s:%u: %s: Assertion `%s' failed.\n", file, line, func, expr);
+    abort();
+}
+
 // ============================================================================================
-// Worker pool and kernel launch
+// Worker pool, watchdog and kernel launch
 // ============================================================================================
 
 struct Pool {
@@ -457,17 +843,32 @@ struct Pool {
 };
 static Pool* g_pool;
 static std::once_flag g_init_once;
+static bool g_watchdog_started;
+static uint32_t* g_run_blocks;  // check mode: block instance - run_base -> block linear index
+static uint64_t g_run_blocks_n;
 
 static void run_blocks(const Launch* L) {
     Worker* w = worker_get();
     w->launch = L;
+    w->active.store(L);
     Launch* ml = const_cast<Launch*>(L);
     for (;;) {
-        uint64_t b = ml->next.fetch_add(1, std::memory_order_relaxed);
-        if (b >= L->nblocks) break;
+        uint64_t i = ml->next.fetch_add(1, std::memory_order_relaxed);
+        if (i >= L->nblocks) break;
+        uint64_t b = (uint64_t)(((unsigned __int128)i * L->block_stride + L->block_offset) % L->nblocks);
         run_block(w, L, b);
+        uint64_t slot = w->blk - L->run_base;
+        if (g_run_blocks && slot < g_run_blocks_n) g_run_blocks[slot] = (uint32_t)b;
     }
+    w->active.store(nullptr);
     w->launch = nullptr;
+}
+
+// Block linear index of a block instance of the current run (check mode), or ~0 when unknown.
+uint64_t run_block_of(const Launch* L, uint32_t blk) {
+    uint64_t slot = blk - L->run_base;
+    if (g_run_blocks && slot < g_run_blocks_n) return g_run_blocks[slot];
+    return ~0ull;
 }
 
 static void helper_main() {
@@ -489,17 +890,65 @@ static void helper_main() {
     }
 }
 
+// A thread that spins forever inside one fiber cannot be preempted: the watchdog notices that a
+// worker made no fiber switch for CUDA_CPU_WATCHDOG_S seconds and makes it report where it is.
+static void watchdog_main() {
+    std::map<Worker*, std::pair<uint64_t, double>> seen;
+    for (;;) {
+        usleep(200 * 1000);
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        double now = t.tv_sec + t.tv_nsec * 1e-9;
+        std::vector<Worker*> ws;
+        {
+            std::lock_guard<std::mutex> lk(g_workers_mu);
+            ws = g_workers;
+        }
+        for (Worker* w : ws) {
+            uint64_t p = w->progress.load(std::memory_order_relaxed);
+            auto& s = seen[w];
+            if (!w->active.load() || p != s.first || s.second == 0) { s = {p, now}; continue; }
+            if (now - s.second < g_watchdog_s) continue;
+            g_watchdog_victim.store(w);
+            pthread_kill(w->thread, SIGUSR2);
+            sleep(5);  // the victim reports and aborts; if it cannot, say it from here
+            const Launch* L = w->active.load();
+            cuda_cpu_fail("kernel '%s': no barrier, warp operation or exit for %.0f s (a thread spinning on a value "
+                          "another thread sets?); CUDA_CPU_WATCHDOG_S sets the limit", L ? L->name : "?", g_watchdog_s);
+        }
+    }
+}
+
+static void start_watchdog() {
+    if (g_watchdog_s <= 0) return;
+    std::thread(watchdog_main).detach();
+    g_watchdog_started = true;
+}
+
 // A forked child has only the forking thread: give it fresh helpers (and unlocked mutexes).
 static void pool_after_fork_child() {
     unsigned n = g_pool->nhelpers;
     g_pool = new Pool();
     g_pool->nhelpers = n;
+    new (&g_workers_mu) std::mutex();
+    {
+        // The parent's helpers are gone: keep only this thread's worker.
+        std::vector<Worker*> keep;
+        for (Worker* w : g_workers) if (w == tw) keep.push_back(w);
+        g_workers = keep;
+    }
     for (unsigned i = 0; i < n; i++) std::thread(helper_main).detach();
+    if (g_watchdog_started) std::thread(watchdog_main).detach();
 }
 
+static void region_init();
+
 static void runtime_init() {
+    dl_iterate_phdr(phdr_first, nullptr);
+    modes_init();
     g_stack_size = env_size("CUDA_CPU_STACK_KB", CUDA_CPU_ASAN ? 512 : 128) * 1024;
     size_t nthreads = env_size("CUDA_CPU_THREADS", std::thread::hardware_concurrency() ? std::thread::hardware_concurrency() : 1);
+    region_init();
     g_pool = new Pool();
     g_pool->nhelpers = (unsigned)nthreads - 1;
     for (unsigned i = 0; i < g_pool->nhelpers; i++) std::thread(helper_main).detach();
@@ -510,8 +959,17 @@ static void runtime_init() {
     sa.sa_sigaction = segv_handler;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigaction(SIGSEGV, &sa, nullptr);
+    sigaction(SIGBUS, &sa, nullptr);
 #endif
+    struct sigaction wd;
+    memset(&wd, 0, sizeof(wd));
+    wd.sa_sigaction = watchdog_signal;
+    wd.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigaction(SIGUSR2, &wd, nullptr);
+    start_watchdog();
 }
+
+void runtime_init_once() { std::call_once(g_init_once, runtime_init); }
 
 // ---- per-host-thread last error ----
 static __thread cudaError_t t_last_error = cudaSuccess;
@@ -523,18 +981,86 @@ static cudaError_t set_error(cudaError_t e) {
 // Dynamic shared memory limits per kernel, as cudaFuncSetAttribute sets them.
 static std::mutex g_func_mu;
 static std::map<const void*, int> g_func_max_smem;
-static int g_any_max_smem = 0;  // for launches whose kernel address cu2cpu.pl could not name
+static int g_any_max_smem = -1;  // for launches whose kernel address cu2cpu.pl could not name
 
 static bool valid_stream(cudaStream_t s);
 
+// ---- device memory snapshots: a launch runs once per schedule from the same memory ----
+struct Saved {
+    DevAlloc* a;
+    std::vector<char> bytes;
+};
+static std::vector<Saved> save_live();
+static void restore_live(const std::vector<Saved>& s);
+static void compare_runs(const Launch* L, const std::vector<Saved>& first, const Schedule& s0, const Schedule& s1,
+                         std::vector<uintptr_t>& fatomics);
+
+static void run_schedule(Launch* L) {
+    L->next.store(0);
+    uint64_t nb = L->nblocks;
+    L->block_offset = 0;
+    L->block_stride = 1;
+    if (L->sched->kind == SCHED_REVERSE) {
+        L->block_offset = nb - 1;
+        L->block_stride = nb - 1;  // i -> nb - 1 - i (mod nb)
+    } else if (L->sched->kind == SCHED_SHUFFLE && nb > 1) {
+        uint64_t s = mix64(L->sched->seed ^ 0x5eed);
+        L->block_offset = s % nb;
+        for (;;) {  // a stride coprime with nb makes i -> offset + i*stride a permutation
+            s = mix64(s);
+            uint64_t st = 1 + s % (nb - 1), a = st, c = nb;
+            while (c) { uint64_t t = a % c; a = c; c = t; }
+            if (a == 1) { L->block_stride = st; break; }
+        }
+    }
+    L->run_base = g_blk_counter.load() + 1;
+    if (g_check_run) {
+        g_run_blocks_n = nb < (1u << 24) ? nb : (1u << 24);
+        static std::vector<uint32_t> table;
+        table.assign(g_run_blocks_n, 0);
+        g_run_blocks = table.data();
+        check_run_start(L);
+    }
+    {
+        std::lock_guard<std::mutex> lk(g_workers_mu);
+        for (Worker* w : g_workers) w->fatomics.clear();
+    }
+    unsigned helpers = g_pool->nhelpers;
+    if ((uint64_t)helpers > L->nblocks - 1) helpers = (unsigned)(L->nblocks - 1);
+    if (helpers > 0) {
+        std::lock_guard<std::mutex> lk(g_pool->mu);
+        g_pool->launch = L;
+        g_pool->busy = g_pool->nhelpers;
+        g_pool->generation++;
+        g_pool->cv_start.notify_all();
+    }
+    run_blocks(L);
+    if (helpers > 0) {
+        std::unique_lock<std::mutex> lk(g_pool->mu);
+        g_pool->cv_done.wait(lk, [] { return g_pool->busy == 0; });
+    }
+}
+
+static __thread bool t_order_dependent;
+void cuda_cpu_order_dependent_launch(void) { t_order_dependent = true; }
+
 void cuda_cpu_launch_erased(const char* name, const void* key, dim3 grid, dim3 block, size_t smem,
-                            cudaStream_t stream, cuda_cpu_body_fn fn, void* arg) {
-    std::call_once(g_init_once, runtime_init);
+                            cudaStream_t stream, cuda_cpu_body_fn fn, void* arg, const void* params,
+                            size_t params_size) {
+    runtime_init_once();
     if (tw && tw->cur) cuda_cpu_fail("kernel '%s' launched from inside a kernel (dynamic parallelism is not supported)", name);
+    const bool order_dependent = t_order_dependent;
+    t_order_dependent = false;
     uint64_t nthreads = (uint64_t)block.x * block.y * block.z;
     const char* bad = nullptr;
     cudaError_t err = cudaErrorInvalidConfiguration;
     char why[256];
+    int attr;
+    {
+        std::lock_guard<std::mutex> lk(g_func_mu);
+        auto it = key ? g_func_max_smem.find(key) : g_func_max_smem.end();
+        attr = key ? (it == g_func_max_smem.end() ? -1 : it->second) : g_any_max_smem;
+    }
     if (nthreads == 0 || nthreads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64) {
         snprintf(why, sizeof(why), "block (%u,%u,%u) is not 1..1024 threads within (1024,1024,64)", block.x, block.y, block.z);
         bad = why;
@@ -545,19 +1071,11 @@ void cuda_cpu_launch_erased(const char* name, const void* key, dim3 grid, dim3 b
         snprintf(why, sizeof(why), "the stream is not a live cudaStream_t");
         bad = why;
         err = cudaErrorInvalidResourceHandle;
-    } else if (smem > kSmemDefault) {
-        int allowed;
-        {
-            std::lock_guard<std::mutex> lk(g_func_mu);
-            auto it = key ? g_func_max_smem.find(key) : g_func_max_smem.end();
-            allowed = key ? (it == g_func_max_smem.end() ? (int)kSmemDefault : it->second) : g_any_max_smem;
-        }
-        if (smem > kSmemOptin || (size_t)allowed < smem) {
-            snprintf(why, sizeof(why), "%zu bytes of dynamic shared memory need cudaFuncSetAttribute(%s, "
-                     "cudaFuncAttributeMaxDynamicSharedMemorySize, >= %zu) (the limit is %zu)", smem, name, smem, kSmemOptin);
-            bad = why;
-            err = cudaErrorInvalidValue;
-        }
+    } else if (smem > kSmemDefault && (smem > kSmemOptin || attr < 0 || (size_t)attr < smem)) {
+        snprintf(why, sizeof(why), "%zu bytes of dynamic shared memory need cudaFuncSetAttribute(%s, "
+                 "cudaFuncAttributeMaxDynamicSharedMemorySize, >= %zu) (the limit is %zu)", smem, name, smem, kSmemOptin);
+        bad = why;
+        err = cudaErrorInvalidValue;
     }
     if (bad) {
         // As on a GPU the launch does not run and the error waits for cudaGetLastError; say it too.
@@ -567,114 +1085,242 @@ void cuda_cpu_launch_erased(const char* name, const void* key, dim3 grid, dim3 b
     }
     Launch L;
     L.name = name;
+    L.key = key;
     L.grid = grid;
     L.block = block;
     L.smem = smem;
+    L.smem_attr = attr;
     L.nthreads = (unsigned)nthreads;
     L.nblocks = (uint64_t)grid.x * grid.y * grid.z;
     L.fn = fn;
     L.arg = arg;
-    L.next.store(0);
+    L.params_lo = (uintptr_t)params;
+    L.params_size = params_size;
     // One launch at a time: host threads that launch concurrently take turns, as on one stream.
-    static std::mutex launch_mu;
-    std::lock_guard<std::mutex> launch_lock(launch_mu);
+    DeviceAccess access;
     blockDim = block;
     gridDim = grid;
-    unsigned helpers = g_pool->nhelpers;
-    if ((uint64_t)helpers > L.nblocks - 1) helpers = (unsigned)(L.nblocks - 1);
-    if (helpers > 0) {
-        std::lock_guard<std::mutex> lk(g_pool->mu);
-        g_pool->launch = &L;
-        g_pool->busy = g_pool->nhelpers;
-        g_pool->generation++;
-        g_pool->cv_start.notify_all();
+    size_t nsched = order_dependent ? 1 : g_schedules.size();
+    std::vector<Saved> before, first;
+    if (nsched > 1) before = save_live();
+    std::vector<uintptr_t> fatomics;
+    // The checks run under the first schedule (their verdict does not depend on the order); the
+    // others only have to reproduce its result. The shadow's record of what is initialised stays as
+    // the checked run left it.
+    for (size_t s = 0; s < nsched; s++) {
+        if (s > 0) restore_live(before);
+        L.sched = &g_schedules[s];
+        g_check_run = g_check && s == 0;
+        run_schedule(&L);
+        g_check_run = false;
+        if (nsched > 1) {
+            {
+                std::lock_guard<std::mutex> lk(g_workers_mu);
+                for (Worker* w : g_workers) fatomics.insert(fatomics.end(), w->fatomics.begin(), w->fatomics.end());
+            }
+            if (s == 0) first = save_live();
+            else compare_runs(&L, first, g_schedules[0], g_schedules[s], fatomics);
+        }
     }
-    run_blocks(&L);
-    if (helpers > 0) {
-        std::unique_lock<std::mutex> lk(g_pool->mu);
-        g_pool->cv_done.wait(lk, [] { return g_pool->busy == 0; });
-    }
+    g_run_blocks = nullptr;
 }
 
 // ============================================================================================
-// CUDA's fast-math intrinsics: glibc's math.h declares these names but libm does not export them.
-// ============================================================================================
-extern "C" {
-float __expf(float x) noexcept { return expf(x); }
-float __exp2f(float x) noexcept { return exp2f(x); }
-float __exp10f(float x) noexcept { return exp10f(x); }
-float __logf(float x) noexcept { return logf(x); }
-float __log2f(float x) noexcept { return log2f(x); }
-float __log10f(float x) noexcept { return log10f(x); }
-float __sinf(float x) noexcept { return sinf(x); }
-float __cosf(float x) noexcept { return cosf(x); }
-float __tanf(float x) noexcept { return tanf(x); }
-float __tanhf(float x) noexcept { return tanhf(x); }
-float __powf(float x, float y) noexcept { return powf(x, y); }
-void __sincosf(float x, float* s, float* c) noexcept { sincosf(x, s, c); }
-}
-
-// ============================================================================================
-// Runtime API: memory
+// Runtime API: memory. Every allocation (device, managed, pinned host) lives in one reserved
+// region of address space: page-aligned, its last byte within 256 bytes of a guard page that stays
+// inaccessible, its start 256-byte aligned as cudaMalloc's is. Freed ranges become inaccessible and
+// are not reused until the region is used up, so a use after cudaFree faults. A page table maps
+// each page (guard pages included) to its allocation, for the checker and for fault messages.
 // ============================================================================================
 
-enum AllocKind { A_DEVICE, A_HOST, A_MANAGED };
-struct Alloc { size_t size; AllocKind kind; };
-static std::mutex g_mem_mu;
-static std::map<uintptr_t, Alloc> g_allocs;
+uintptr_t g_dev_lo;
+size_t g_dev_span;
+static uint32_t* g_page_owner;        // allocation id + 1 per page of the region
+// Allocation records by id, in chunks that never move (the checks read them without a lock).
+static const uint32_t kAllocChunk = 1024;
+static DevAlloc** g_alloc_chunks[(1u << 22) / kAllocChunk];
+static uint32_t g_alloc_count;
+static const uint32_t kMaxAllocs = 1u << 22;
+static uintptr_t g_bump;
+static std::multimap<size_t, uintptr_t> g_free_spans;  // used only once the region is used up
+static std::map<uintptr_t, DevAlloc*> g_live;           // live allocations by start
 static size_t g_device_bytes;
 static const size_t kDeviceMemory = 80ull << 30;
+static std::recursive_mutex g_access_mu;
+static int g_access_depth;
+
+static void region_init() {
+    for (size_t gib = 64; gib >= 1; gib /= 2) {
+        size_t span = gib << 30;
+        void* p = mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) continue;
+        g_dev_lo = (uintptr_t)p;
+        g_dev_span = span;
+        break;
+    }
+    if (!g_dev_span) cuda_cpu_fail("cannot reserve address space for device memory: %s", strerror(errno));
+    g_bump = g_dev_lo;
+    size_t pages = g_dev_span / kPage;
+    g_page_owner = (uint32_t*)mmap(nullptr, pages * sizeof(uint32_t), PROT_READ | PROT_WRITE,
+                                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (g_page_owner == MAP_FAILED) cuda_cpu_fail("out of memory for the device page table");
+}
+
+DevAlloc* dev_lookup(uintptr_t a) {
+    if (a - g_dev_lo >= g_dev_span) return nullptr;
+    uint32_t id = g_page_owner[(a - g_dev_lo) / kPage];
+    return id ? g_alloc_chunks[(id - 1) / kAllocChunk][(id - 1) % kAllocChunk] : nullptr;
+}
+
+static const char* kind_name(AllocKind k) {
+    return k == A_DEVICE ? "cudaMalloc" : k == A_MANAGED ? "cudaMallocManaged" : "cudaMallocHost";
+}
+
+void describe_device_address(uintptr_t a, char* buf, size_t n) {
+    DevAlloc* A = dev_lookup(a);
+    if (!A) { snprintf(buf, n, "device address %p, which no allocation ever held", (void*)a); return; }
+    const char* k = kind_name(A->kind);
+    if (A->freed)
+        snprintf(buf, n, "device address %p, in a %zu-byte %s block at %p that was freed (use after cudaFree)",
+                 (void*)a, A->size, k, (void*)A->start);
+    else if (a < A->start)
+        snprintf(buf, n, "device address %p, %zu bytes before the start of a %zu-byte %s block at %p", (void*)a,
+                 (size_t)(A->start - a), A->size, k, (void*)A->start);
+    else if (a >= A->start + A->size)
+        snprintf(buf, n, "device address %p, %zu bytes past the end of a %zu-byte %s block at %p", (void*)a,
+                 (size_t)(a - A->start - A->size), A->size, k, (void*)A->start);
+    else
+        snprintf(buf, n, "device address %p (byte %zu of a %zu-byte %s block at %p)", (void*)a, (size_t)(a - A->start),
+                 A->size, k, (void*)A->start);
+}
+
+static void set_protection(bool open) {
+    for (auto& kv : g_live)
+        if (kv.second->kind == A_DEVICE)
+            mprotect(kv.second->map_lo, kv.second->map_len, open ? PROT_READ | PROT_WRITE : PROT_NONE);
+}
+
+DeviceAccess::DeviceAccess() {
+    runtime_init_once();
+    g_access_mu.lock();
+    if (g_access_depth++ == 0 && g_protect) set_protection(true);
+}
+DeviceAccess::~DeviceAccess() {
+    if (--g_access_depth == 0 && g_protect) set_protection(false);
+    g_access_mu.unlock();
+}
+
+static uintptr_t take_span(size_t span) {
+    if (g_bump + span <= g_dev_lo + g_dev_span && g_bump + span > g_bump) {
+        uintptr_t r = g_bump;
+        g_bump += span;
+        return r;
+    }
+    auto it = g_free_spans.lower_bound(span);
+    if (it == g_free_spans.end()) return 0;
+    uintptr_t r = it->second;
+    size_t have = it->first;
+    g_free_spans.erase(it);
+    if (have > span) g_free_spans.emplace(have - span, r + span);
+    return r;
+}
 
 static cudaError_t do_alloc(void** p, size_t size, AllocKind kind, const char* api) {
     if (!p) return set_error(cudaErrorInvalidValue);
     *p = nullptr;
     if (size == 0) return cudaSuccess;
-    std::lock_guard<std::mutex> lk(g_mem_mu);
+    DeviceAccess access;
     if (kind != A_HOST && g_device_bytes + size > kDeviceMemory) return set_error(cudaErrorMemoryAllocation);
-    void* q = nullptr;
-    if (posix_memalign(&q, 256, size) != 0) return set_error(cudaErrorMemoryAllocation);
+    if (g_alloc_count >= kMaxAllocs) cuda_cpu_fail("%s: more than %u allocations", api, kMaxAllocs);
+    size_t need = (size + 255) / 256 * 256;
+    size_t map_len = (need + kPage - 1) / kPage * kPage;
+    if (need < size || map_len < need) return set_error(cudaErrorMemoryAllocation);
+    uintptr_t lo = take_span(map_len + kPage);
+    if (!lo) return set_error(cudaErrorMemoryAllocation);
+    if (mprotect((void*)lo, map_len, PROT_READ | PROT_WRITE) != 0) {
+        g_free_spans.emplace(map_len + kPage, lo);
+        return set_error(cudaErrorMemoryAllocation);
+    }
     // Memory nothing wrote reads as NaN in fp32, fp16 and bf16 (all bytes 0xFF), as a reminder
     // that cudaMalloc does not zero.
-    if (kind != A_HOST) memset(q, 0xff, size);
-    g_allocs[(uintptr_t)q] = Alloc{size, kind};
+    memset((void*)lo, 0xff, map_len);
+    DevAlloc* A = new DevAlloc();
+    A->start = lo + map_len - need;
+    A->size = size;
+    A->kind = kind;
+    A->map_lo = (char*)lo;
+    A->map_len = map_len;
+    uint32_t id = g_alloc_count++;
+    if (!g_alloc_chunks[id / kAllocChunk]) g_alloc_chunks[id / kAllocChunk] = new DevAlloc*[kAllocChunk]();
+    g_alloc_chunks[id / kAllocChunk][id % kAllocChunk] = A;
+    for (size_t pg = 0; pg <= map_len / kPage; pg++) g_page_owner[(lo - g_dev_lo) / kPage + pg] = id + 1;
+    g_live[A->start] = A;
     if (kind != A_HOST) g_device_bytes += size;
-    *p = q;
-    (void)api;
+    if (g_check) check_alloc(A);
+    *p = (void*)A->start;
     return cudaSuccess;
 }
 
 static cudaError_t do_free(void* p, bool host, const char* api) {
     if (!p) return cudaSuccess;
-    std::lock_guard<std::mutex> lk(g_mem_mu);
-    auto it = g_allocs.find((uintptr_t)p);
-    if (it == g_allocs.end() || (it->second.kind == A_HOST) != host) {
+    DeviceAccess access;
+    auto it = g_live.find((uintptr_t)p);
+    if (it == g_live.end() || (it->second->kind == A_HOST) != host) {
         fprintf(stderr, "cuda_cpu: %s(%p): not a live allocation from %s\n", api, p, host ? "cudaMallocHost" : "cudaMalloc");
         return set_error(cudaErrorInvalidValue);
     }
-    if (it->second.kind != A_HOST) g_device_bytes -= it->second.size;
-    g_allocs.erase(it);
-    free(p);
+    DevAlloc* A = it->second;
+    if (A->kind != A_HOST) g_device_bytes -= A->size;
+    g_live.erase(it);
+    mprotect(A->map_lo, A->map_len, PROT_NONE);
+    madvise(A->map_lo, A->map_len, MADV_DONTNEED);
+    A->freed = true;
+    if (g_check) check_free(A);
+    // The range stays out of use (a use after free faults) unless the region runs out.
+    if (g_bump + (64ull << 20) > g_dev_lo + g_dev_span) g_free_spans.emplace(A->map_len + kPage, (uintptr_t)A->map_lo);
     return cudaSuccess;
 }
 
-// Is [p, p+n) inside one live allocation (of any kind when kind_any, else device/managed)?
-static bool in_allocation(const void* p, size_t n, bool device_only) {
-    std::lock_guard<std::mutex> lk(g_mem_mu);
-    auto it = g_allocs.upper_bound((uintptr_t)p);
-    if (it == g_allocs.begin()) return false;
-    --it;
-    if (device_only && it->second.kind == A_HOST) return false;
+// The live allocation holding all of [p, p+n) (of any kind when any_kind, else device or managed).
+static DevAlloc* live_holding(const void* p, size_t n, bool any_kind) {
+    DevAlloc* A = dev_lookup((uintptr_t)p);
+    if (!A || A->freed || (!any_kind && A->kind == A_HOST)) return nullptr;
     uintptr_t a = (uintptr_t)p;
-    return a >= it->first && a + n <= it->first + it->second.size;
+    return a >= A->start && a + n >= a && a + n <= A->start + A->size ? A : nullptr;
 }
 
-static cudaError_t check_range(const char* api, const char* which, const void* p, size_t n) {
-    if (n == 0 || in_allocation(p, n, true)) return cudaSuccess;
+static cudaError_t check_range(const char* api, const char* which, const void* p, size_t n, bool any_kind = false) {
+    if (n == 0 || live_holding(p, n, any_kind)) return cudaSuccess;
     fprintf(stderr, "cuda_cpu: %s: %s [%p, +%zu bytes) is not inside a live device allocation\n", api, which, p, n);
     return set_error(cudaErrorInvalidValue);
 }
 
+void device_written(const void* p, size_t n) {
+    if (!g_check || !n) return;
+    DevAlloc* A = live_holding(p, n, true);
+    if (A && A->state) memset(A->state + ((uintptr_t)p - A->start), 2, n);
+}
+
+void device_copied_state(void* dst, const void* src, size_t n) {
+    if (!g_check || !n) return;
+    DevAlloc* D = live_holding(dst, n, true);
+    DevAlloc* S = live_holding(src, n, true);
+    if (!D || !D->state) return;
+    if (S && S->state) memmove(D->state + ((uintptr_t)dst - D->start), S->state + ((uintptr_t)src - S->start), n);
+    else memset(D->state + ((uintptr_t)dst - D->start), 2, n);
+}
+
+void device_range_or_die(const char* api, const char* what, const void* p, size_t n) {
+    if (n == 0 || live_holding(p, n, true)) return;
+    char desc[256];
+    describe_device_address((uintptr_t)p, desc, sizeof(desc));
+    cuda_cpu_fail("%s: %s [%p, +%zu bytes) is not inside one live device allocation (it starts at %s)", api, what, p, n, desc);
+}
+
+static bool in_region(const void* p) { return (uintptr_t)p - g_dev_lo < g_dev_span; }
+
 static cudaError_t do_memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, const char* api) {
+    DeviceAccess access;
     cudaError_t e = cudaSuccess;
     switch (kind) {
     case cudaMemcpyHostToDevice: e = check_range(api, "destination", dst, n); break;
@@ -683,12 +1329,74 @@ static cudaError_t do_memcpy(void* dst, const void* src, size_t n, cudaMemcpyKin
         e = check_range(api, "destination", dst, n);
         if (e == cudaSuccess) e = check_range(api, "source", src, n);
         break;
-    case cudaMemcpyHostToHost: case cudaMemcpyDefault: break;
+    case cudaMemcpyHostToHost: case cudaMemcpyDefault:
+        // Unified addressing: a pointer in the device region is device memory.
+        if (in_region(dst)) e = check_range(api, "destination", dst, n, true);
+        if (e == cudaSuccess && in_region(src)) e = check_range(api, "source", src, n, true);
+        break;
     default: return set_error(cudaErrorInvalidMemcpyDirection);
     }
     if (e != cudaSuccess) return e;
     if (n) memmove(dst, src, n);
+    if (in_region(dst)) {
+        if (in_region(src)) device_copied_state(dst, src, n);
+        else device_written(dst, n);
+    }
     return cudaSuccess;
+}
+
+static std::vector<Saved> save_live() {
+    std::vector<Saved> out;
+    out.reserve(g_live.size());
+    for (auto& kv : g_live) {
+        DevAlloc* A = kv.second;
+        Saved s;
+        s.a = A;
+        s.bytes.assign((const char*)A->start, (const char*)A->start + A->size);
+        out.push_back(std::move(s));
+    }
+    return out;
+}
+
+static void restore_live(const std::vector<Saved>& saved) {
+    for (const Saved& s : saved) memcpy((void*)s.a->start, s.bytes.data(), s.bytes.size());
+}
+
+// After a second schedule: every byte must equal what the first schedule left, except the targets of
+// float atomics, whose rounding depends on the order of the additions (as on a GPU).
+static void compare_runs(const Launch* L, const std::vector<Saved>& first, const Schedule& s0, const Schedule& s1,
+                         std::vector<uintptr_t>& fatomics) {
+    std::sort(fatomics.begin(), fatomics.end());
+    fatomics.erase(std::unique(fatomics.begin(), fatomics.end()), fatomics.end());
+    auto tolerated = [&](uintptr_t a) {
+        // an entry (t << 2 | log2 size) covers [t, t + size)
+        auto it = std::upper_bound(fatomics.begin(), fatomics.end(), (a << 2) | 3);
+        for (int k = 0; k < 4 && it != fatomics.begin(); k++) {
+            --it;
+            uintptr_t t = *it >> 2, size = (uintptr_t)1 << (*it & 3);
+            if (a >= t && a < t + size) return true;
+        }
+        return false;
+    };
+    for (const Saved& s : first) {
+        const char* now = (const char*)s.a->start;
+        if (memcmp(now, s.bytes.data(), s.bytes.size()) == 0) continue;
+        for (size_t i = 0; i < s.bytes.size(); i++) {
+            if (now[i] == s.bytes[i] || tolerated(s.a->start + i)) continue;
+            size_t w = i & ~(size_t)3;
+            float f0 = 0, f1 = 0;
+            if (w + 4 <= s.bytes.size()) {
+                memcpy(&f0, s.bytes.data() + w, 4);
+                memcpy(&f1, now + w, 4);
+            }
+            char desc[256];
+            describe_device_address(s.a->start + i, desc, sizeof(desc));
+            cuda_cpu_fail("kernel '%s': the result depends on the order threads run in: after the '%s' and the '%s' "
+                          "schedules, %s differs (the 4 bytes there as a float: %.9g and %.9g); a missing "
+                          "__syncthreads or __syncwarp, or a race (CUDA_CPU_SCHEDULES picks the schedules)",
+                          L->name, s0.name.c_str(), s1.name.c_str(), desc, f0, f1);
+        }
+    }
 }
 
 extern "C" {
@@ -717,8 +1425,12 @@ cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitc
     return cudaSuccess;
 }
 cudaError_t cudaMemset(void* p, int value, size_t n) {
+    DeviceAccess access;
     cudaError_t e = check_range("cudaMemset", "destination", p, n);
-    if (e == cudaSuccess && n) memset(p, value, n);
+    if (e == cudaSuccess && n) {
+        memset(p, value, n);
+        device_written(p, n);
+    }
     return e;
 }
 cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s) {
@@ -734,7 +1446,7 @@ cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, si
     return cudaSuccess;
 }
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
-    std::lock_guard<std::mutex> lk(g_mem_mu);
+    DeviceAccess access;
     if (free_bytes) *free_bytes = kDeviceMemory - g_device_bytes;
     if (total) *total = kDeviceMemory;
     return cudaSuccess;

@@ -27,14 +27,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 
 #define CUDA_CPU 1
 
-// A __shared__ variable is one per block; a worker OS thread runs one block at a time, all of its
-// CUDA threads as fibers on that OS thread, so thread_local storage is exactly block storage.
+// cu2cpu.pl rewrites each function-scope __shared__ declaration into a cuda_cpu_shared() call (below);
+// one it leaves alone (at namespace scope) is one per block as thread_local storage, since a worker
+// OS thread runs one block at a time, all of its CUDA threads as fibers on that OS thread.
 #undef __shared__
 #define __shared__ static thread_local
+// cu2cpu.pl turns __launch_bounds__(...) into a cuda_cpu_launch_bounds(...) check at the top of the
+// kernel's body, where template arguments are known.
 #undef __launch_bounds__
 #define __launch_bounds__(...)
 #ifndef __grid_constant__
@@ -52,10 +57,11 @@ static constexpr int warpSize = 32;
 extern __thread unsigned cuda_cpu_linear_tid;
 
 // ---- runtime entry points (cuda_cpu.cpp) ----
+// CONVERGE: lanes meet (WMMA's warp-wide calls) without ordering their memory accesses.
 enum cuda_cpu_warp_op {
     CUDA_CPU_WARP_SYNC, CUDA_CPU_WARP_SHFL, CUDA_CPU_WARP_VOTE, CUDA_CPU_WARP_ADD, CUDA_CPU_WARP_MIN,
     CUDA_CPU_WARP_MAX, CUDA_CPU_WARP_UMIN, CUDA_CPU_WARP_UMAX, CUDA_CPU_WARP_AND, CUDA_CPU_WARP_OR,
-    CUDA_CPU_WARP_XOR, CUDA_CPU_WARP_MATCH
+    CUDA_CPU_WARP_XOR, CUDA_CPU_WARP_MATCH, CUDA_CPU_WARP_CONVERGE
 };
 enum cuda_cpu_block_op { CUDA_CPU_BLOCK_SYNC, CUDA_CPU_BLOCK_COUNT, CUDA_CPU_BLOCK_AND, CUDA_CPU_BLOCK_OR };
 // Waits until every lane in mask reaches the same warp operation, then returns this lane's result:
@@ -66,23 +72,53 @@ uint64_t cuda_cpu_warp(int op, const char* name, unsigned mask, uint64_t value, 
 int cuda_cpu_block(int op, const char* name, int pred);
 // The current block's dynamic shared memory (aborts outside a kernel).
 void* cuda_cpu_dynamic_smem(void);
+// The current block's copy of the static __shared__ variable declared at `site` (one per declaration
+// and template instantiation): NaN-filled when the block's first thread reaches it.
+void* cuda_cpu_shared_alloc(const void* site, const char* name, size_t size, size_t align);
+template <class T>
+inline T* cuda_cpu_shared(const void* site, const char* name, size_t align = 0) {
+    return static_cast<T*>(cuda_cpu_shared_alloc(site, name, sizeof(T), align > alignof(T) ? align : alignof(T)));
+}
+// __launch_bounds__(max_threads, min_blocks, max_cluster): aborts when the block is larger.
+void cuda_cpu_launch_bounds_check(int max_threads);
+inline void cuda_cpu_launch_bounds(int max_threads, int = 0, int = 0) { cuda_cpu_launch_bounds_check(max_threads); }
 // Lanes of the current warp that have not exited (what __activemask can honestly report).
 unsigned cuda_cpu_live_lanes(void);
 [[noreturn]] void cuda_cpu_fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+[[noreturn]] void cuda_cpu_trap(const char* what);
+// Float atomics round in the order they happen: the schedule comparison lets their targets differ.
+extern bool cuda_cpu_tracking_fatomics;
+void cuda_cpu_note_float_atomic(const void* p, unsigned size);
+
+// The next launch from this host thread may give a different result in another order of its threads
+// by design (atomics that hand out slots, as in a stream compaction): it runs under the first schedule
+// only. Its test must then check the result in an order-insensitive way.
+void cuda_cpu_order_dependent_launch(void);
 
 typedef void (*cuda_cpu_body_fn)(void*);
+// params/params_size: the launch's arguments, which kernels may read although they are host memory.
 void cuda_cpu_launch_erased(const char* name, const void* key, dim3 grid, dim3 block, size_t smem,
-                            cudaStream_t stream, cuda_cpu_body_fn fn, void* arg);
+                            cudaStream_t stream, cuda_cpu_body_fn fn, void* arg, const void* params,
+                            size_t params_size);
 
 // A launch `k<<<g, b, smem, stream>>>(args)` is rewritten by cu2cpu.pl into
-// `cuda_cpu_launch("k", key, g, b, smem, stream, [&]() { k(args); })`: every CUDA thread calls the
-// lambda, so template kernels deduce their arguments exactly as with nvcc.
-template <class F>
+// `cuda_cpu_launch("k", key, g, b, smem, stream, [&](auto&... a) { k(a...); }, args)`. The arguments
+// are evaluated once, on the host, as nvcc's launch does, and kept (decayed) beside the lambda; every
+// CUDA thread calls the lambda with them, so template kernels deduce their arguments as with nvcc.
+template <class F, class... A>
 inline void cuda_cpu_launch(const char* name, const void* key, dim3 grid, dim3 block, size_t smem,
-                            cudaStream_t stream, F&& body) {
-    typedef typename std::remove_reference<F>::type Body;
-    cuda_cpu_launch_erased(name, key, grid, block, smem, stream,
-                           [](void* p) { (*static_cast<Body*>(p))(); }, (void*)&body);
+                            cudaStream_t stream, F body, A&&... args) {
+    struct Frame {
+        F body;
+        std::tuple<typename std::decay<A>::type...> params;
+    } frame{body, std::tuple<typename std::decay<A>::type...>(std::forward<A>(args)...)};
+    cuda_cpu_launch_erased(
+        name, key, grid, block, smem, stream,
+        [](void* p) {
+            Frame* f = static_cast<Frame*>(p);
+            std::apply(f->body, f->params);
+        },
+        (void*)&frame, (const void*)&frame, sizeof(frame));
 }
 
 // The C++ overloads cuda_runtime.h declares only for nvcc.
@@ -120,6 +156,9 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) {
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+// __trap() ends the launch on a GPU (an unspecified launch failure); here it aborts naming the thread.
+[[noreturn]] inline void __trap() { cuda_cpu_trap("__trap()"); }
+[[noreturn]] inline void __brkpt() { cuda_cpu_trap("__brkpt()"); }
 
 // ---- warp shuffles and votes ----
 inline unsigned cuda_cpu_lane() { return cuda_cpu_linear_tid & 31u; }
@@ -263,20 +302,36 @@ inline unsigned atomicInc(unsigned* a, unsigned lim) {
 inline unsigned atomicDec(unsigned* a, unsigned lim) {
     return cuda_cpu_atomic_update(a, [lim](unsigned o) { return (o == 0 || o > lim) ? lim : o - 1u; });
 }
-inline float atomicAdd(float* a, float v) { return cuda_cpu_atomic_update(a, [v](float o) { return o + v; }); }
-inline double atomicAdd(double* a, double v) { return cuda_cpu_atomic_update(a, [v](double o) { return o + v; }); }
+// Float additions: their rounding depends on the order they happen in, so the schedule comparison is
+// told which bytes they target.
+template <class T>
+inline void cuda_cpu_float_atomic(T* a) {
+    if (cuda_cpu_tracking_fatomics) cuda_cpu_note_float_atomic(a, sizeof(T));
+}
+inline float atomicAdd(float* a, float v) {
+    cuda_cpu_float_atomic(a);
+    return cuda_cpu_atomic_update(a, [v](float o) { return o + v; });
+}
+inline double atomicAdd(double* a, double v) {
+    cuda_cpu_float_atomic(a);
+    return cuda_cpu_atomic_update(a, [v](double o) { return o + v; });
+}
 inline float atomicExch(float* a, float v) { return cuda_cpu_atomic_update(a, [v](float) { return v; }); }
 inline __half atomicAdd(__half* a, __half v) {
+    cuda_cpu_float_atomic(a);
     return cuda_cpu_atomic_update(a, [v](__half o) { return __float2half(__half2float(o) + __half2float(v)); });
 }
 inline __nv_bfloat16 atomicAdd(__nv_bfloat16* a, __nv_bfloat16 v) {
+    cuda_cpu_float_atomic(a);
     return cuda_cpu_atomic_update(a, [v](__nv_bfloat16 o) { return __float2bfloat16(__bfloat162float(o) + __bfloat162float(v)); });
 }
 inline __half2 atomicAdd(__half2* a, __half2 v) {
+    cuda_cpu_float_atomic(a);
     return cuda_cpu_atomic_update(a, [v](__half2 o) {
         return __floats2half2_rn(__low2float(o) + __low2float(v), __high2float(o) + __high2float(v)); });
 }
 inline __nv_bfloat162 atomicAdd(__nv_bfloat162* a, __nv_bfloat162 v) {
+    cuda_cpu_float_atomic(a);
     return cuda_cpu_atomic_update(a, [v](__nv_bfloat162 o) {
         return __floats2bfloat162_rn(__low2float(o) + __low2float(v), __high2float(o) + __high2float(v)); });
 }
@@ -293,10 +348,13 @@ template <class T> inline void __stcg(T* p, T v) { *p = v; }
 template <class T> inline void __stwb(T* p, T v) { *p = v; }
 template <class T> inline void __stwt(T* p, T v) { *p = v; }
 
-// ---- float intrinsics (glibc already declares __expf, __logf, __sinf, __cosf, __powf, __tanhf...) ----
-inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+// ---- float intrinsics (glibc already declares __expf, __logf, __sinf, __cosf, __powf, __tanhf...;
+// intrinsics_cpu.cpp defines them). The approximate ones carry the error a GPU's may have. ----
+float cuda_cpu_rsqrtf(float x);
+float cuda_cpu_fdividef(float a, float b);
+inline float rsqrtf(float x) { return cuda_cpu_rsqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }
-inline float __fdividef(float a, float b) { return a / b; }
+inline float __fdividef(float a, float b) { return cuda_cpu_fdividef(a, b); }
 inline float fdividef(float a, float b) { return a / b; }
 inline float __frcp_rn(float x) { return 1.0f / x; }
 inline float __fsqrt_rn(float x) { return sqrtf(x); }
@@ -398,9 +456,13 @@ CUDA_CPU_HALF2_FNS(__nv_bfloat162, __low2float, __high2float, __floats2bfloat162
 inline int __half2int_rn(__half h) { return (int)nearbyintf(__half2float(h)); }
 inline int __bfloat162int_rn(__nv_bfloat16 h) { return (int)nearbyintf(__bfloat162float(h)); }
 
-// ---- WMMA: each lane holds the whole tile, so mma_sync gives every lane the full product. The
-// fragment element <-> (row, col) mapping is unspecified in CUDA; kernels that need positions must
-// go through store_matrix_sync, as they must on the GPU. ----
+// ---- WMMA: each lane holds the whole tile, so mma_sync gives every lane the full product (computed
+// once per warp by the runtime). The fragment element <-> (row, col) mapping is unspecified in CUDA;
+// kernels that need positions must go through store_matrix_sync, as they must on the GPU. ----
+enum { CUDA_CPU_F32, CUDA_CPU_F16, CUDA_CPU_BF16 };
+void cuda_cpu_wmma_load(void* frag, int type, int rows, int cols, const void* p, unsigned ldm, int row_major_mem);
+void cuda_cpu_wmma_store(void* p, const void* frag, int type, int rows, int cols, unsigned ldm, int row_major_mem);
+void cuda_cpu_wmma_mma(void* d, const void* a, const void* b, const void* c, int M, int N, int K, int ab, int cd);
 namespace nvcuda {
 namespace wmma {
 struct matrix_a {};
@@ -424,17 +486,16 @@ struct fragment {
     T x[num_elements];  // row-major tile
 };
 
-inline float cuda_cpu_to_float(float v) { return v; }
-inline float cuda_cpu_to_float(__half v) { return __half2float(v); }
-inline float cuda_cpu_to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <class T> inline T cuda_cpu_from_float(float v);
-template <> inline float cuda_cpu_from_float<float>(float v) { return v; }
-template <> inline __half cuda_cpu_from_float<__half>(float v) { return __float2half(v); }
-template <> inline __nv_bfloat16 cuda_cpu_from_float<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+template <class T> struct cuda_cpu_type;
+template <> struct cuda_cpu_type<float> { enum { code = CUDA_CPU_F32 }; };
+template <> struct cuda_cpu_type<__half> { enum { code = CUDA_CPU_F16 }; };
+template <> struct cuda_cpu_type<__nv_bfloat16> { enum { code = CUDA_CPU_BF16 }; };
 
 // All WMMA calls are warp-collective: the warp barrier makes a call reached by part of a warp abort.
+// It orders no memory accesses (CUDA promises none), so a tile written by other lanes needs a
+// __syncwarp before it is loaded, as on a GPU.
 inline void cuda_cpu_wmma_sync(const char* name) {
-    CUDA_CPU_CLOBBER(); cuda_cpu_warp(CUDA_CPU_WARP_SYNC, name, 0xffffffffu, 0, 0, nullptr); CUDA_CPU_CLOBBER();
+    CUDA_CPU_CLOBBER(); cuda_cpu_warp(CUDA_CPU_WARP_CONVERGE, name, 0xffffffffu, 0, 0, nullptr); CUDA_CPU_CLOBBER();
 }
 
 template <class Use, int M, int N, int K, class T, class Layout, class V>
@@ -444,9 +505,8 @@ inline void fill_fragment(fragment<Use, M, N, K, T, Layout>& f, const V& v) {
 template <class Use, int M, int N, int K, class T, class Layout>
 inline void cuda_cpu_load(fragment<Use, M, N, K, T, Layout>& f, const T* p, unsigned ldm, bool row_major_mem) {
     cuda_cpu_wmma_sync("wmma::load_matrix_sync");
-    for (int r = 0; r < f.rows; r++)
-        for (int c = 0; c < f.cols; c++)
-            f.x[r * f.cols + c] = row_major_mem ? p[(size_t)r * ldm + c] : p[(size_t)c * ldm + r];
+    cuda_cpu_wmma_load(f.x, cuda_cpu_type<T>::code, f.rows, f.cols, p, ldm, row_major_mem);
+    CUDA_CPU_CLOBBER();
 }
 template <class Use, int M, int N, int K, class T>
 inline void load_matrix_sync(fragment<Use, M, N, K, T, row_major>& f, const T* p, unsigned ldm) { cuda_cpu_load(f, p, ldm, true); }
@@ -459,11 +519,9 @@ inline void load_matrix_sync(fragment<accumulator, M, N, K, T>& f, const T* p, u
 template <int M, int N, int K, class T>
 inline void store_matrix_sync(T* p, const fragment<accumulator, M, N, K, T>& f, unsigned ldm, layout_t layout) {
     cuda_cpu_wmma_sync("wmma::store_matrix_sync");
-    for (int r = 0; r < f.rows; r++)
-        for (int c = 0; c < f.cols; c++) {
-            if (layout == mem_row_major) p[(size_t)r * ldm + c] = f.x[r * f.cols + c];
-            else p[(size_t)c * ldm + r] = f.x[r * f.cols + c];
-        }
+    CUDA_CPU_CLOBBER();
+    cuda_cpu_wmma_store(p, f.x, cuda_cpu_type<T>::code, f.rows, f.cols, ldm, layout == mem_row_major);
+    CUDA_CPU_CLOBBER();
 }
 template <int M, int N, int K, class TA, class LA, class TB, class LB, class TC>
 inline void mma_sync(fragment<accumulator, M, N, K, TC>& d, const fragment<matrix_a, M, N, K, TA, LA>& a,
@@ -471,14 +529,9 @@ inline void mma_sync(fragment<accumulator, M, N, K, TC>& d, const fragment<matri
                      bool satf = false) {
     static_assert(std::is_same<TA, TB>::value, "wmma::mma_sync: A and B must have one element type");
     cuda_cpu_wmma_sync("wmma::mma_sync");
-    float out[M * N];
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            float acc = cuda_cpu_to_float(c.x[i * N + j]);
-            for (int k = 0; k < K; k++) acc += cuda_cpu_to_float(a.x[i * K + k]) * cuda_cpu_to_float(b.x[k * N + j]);
-            out[i * N + j] = acc;
-        }
-    for (int i = 0; i < M * N; i++) d.x[i] = cuda_cpu_from_float<TC>(out[i]);  // d may alias c
+    CUDA_CPU_CLOBBER();
+    cuda_cpu_wmma_mma(d.x, a.x, b.x, c.x, M, N, K, cuda_cpu_type<TA>::code, cuda_cpu_type<TC>::code);
+    CUDA_CPU_CLOBBER();
 }
 }  // namespace wmma
 }  // namespace nvcuda

@@ -1,11 +1,13 @@
 # test/cuda_cpu/module.mk: the CPU runtime for the project's CUDA code (see test/cuda_cpu/README.md),
 # the make function other modules use to build a .cu into a CPU program, and the runtime's own tests.
 #
-#   $(eval $(call cuda_cpu_program,OUTPUT,SOURCE.cu,INCLUDE_DIRS,EXTRA_LINK_INPUTS))
-# builds the executable OUTPUT from SOURCE.cu: cu2cpu.pl rewrites the launches and dynamic shared
-# memory of SOURCE.cu and of every project header it includes into OUTPUT.gen/, g++ compiles that
-# with cuda_cpu.h force-included, and the link adds EXTRA_LINK_INPUTS (objects such as
+#   $(eval $(call cuda_cpu_program,OUTPUT,SOURCE.cu,INCLUDE_DIRS,EXTRA_LINK_INPUTS[,EXTRA_CFLAGS]))
+# builds the executable OUTPUT from SOURCE.cu: cu2cpu.pl rewrites the launches and shared memory of
+# SOURCE.cu and of every project header it includes into OUTPUT.gen/, g++ compiles that with
+# cuda_cpu.h force-included, and the link adds EXTRA_LINK_INPUTS (objects such as
 # $(BUILD)/reference/ops_cpu.o, which also become prerequisites), the runtime and MPI.
+# EXTRA_CFLAGS $(CUDA_CPU_CHECK_FLAGS) builds a checked program: every kernel launch then runs under
+# two schedules with races, bounds, initialisation and host pointers checked (README.md).
 
 CUDA_HOME ?= /usr/local/cuda
 CUDA_CPU_CXX ?= g++
@@ -20,14 +22,21 @@ CUDA_CPU_HAVE_MPI := $(shell command -v mpicxx 2>/dev/null)
 CUDA_CPU_MPI_CFLAGS := $(if $(CUDA_CPU_HAVE_MPI),$(shell mpicxx -showme:compile 2>/dev/null))
 CUDA_CPU_MPI_LIBS := $(if $(CUDA_CPU_HAVE_MPI),$(shell mpicxx -showme:link 2>/dev/null))
 # _FORTIFY_SOURCE must stay off: its longjmp check refuses to jump between fiber stacks.
+# test/cuda_cpu/include holds the cooperative groups subset; it comes before CUDA's own headers.
 CUDA_CPU_FLAGS = -std=gnu++17 $(CUDA_CPU_OPT) $(CUDA_CPU_SAN) -U_FORTIFY_SOURCE -pthread -fopenmp \
-	-Wall -Wno-unused-parameter -Wno-unknown-pragmas -isystem $(CUDA_HOME)/include -Itest
-CUDA_CPU_LIB_SRC := test/cuda_cpu/cuda_cpu.cpp test/cuda_cpu/cublaslt_cpu.cpp \
-	$(if $(CUDA_CPU_HAVE_MPI),test/cuda_cpu/nccl_cpu.cpp)
+	-Wall -Wno-unused-parameter -Wno-unknown-pragmas -Itest/cuda_cpu/include -isystem $(CUDA_HOME)/include -Itest
+# The checks' instrumentation: GCC's ThreadSanitizer and alignment-UBSan callbacks, which the runtime
+# implements itself (check_cpu.cpp), so the link takes neither libtsan nor libubsan. GCC refuses it
+# beside AddressSanitizer: an ASan build (CUDA_CPU_SAN) is an unchecked one.
+CUDA_CPU_CHECK_FLAGS := $(if $(findstring address,$(CUDA_CPU_SAN)),,\
+	-fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -fsanitize=alignment)
+CUDA_CPU_LIB_SRC := test/cuda_cpu/cuda_cpu.cpp test/cuda_cpu/check_cpu.cpp test/cuda_cpu/intrinsics_cpu.cpp \
+	test/cuda_cpu/cublaslt_cpu.cpp $(if $(CUDA_CPU_HAVE_MPI),test/cuda_cpu/nccl_cpu.cpp)
 CUDA_CPU_LIB_OBJ := $(patsubst test/cuda_cpu/%.cpp,$(CUDA_CPU_OUT)/obj/%.o,$(CUDA_CPU_LIB_SRC))
-CUDA_CPU_DEPS := test/cuda_cpu/cuda_cpu.h test/cuda_cpu/cu2cpu.pl test/cuda_cpu/module.mk $(CUDA_CPU_LIB)
+CUDA_CPU_HEADERS := test/cuda_cpu/cuda_cpu.h $(wildcard test/cuda_cpu/include/*.h test/cuda_cpu/include/*/*.h)
+CUDA_CPU_DEPS := $(CUDA_CPU_HEADERS) test/cuda_cpu/cu2cpu.pl test/cuda_cpu/module.mk $(CUDA_CPU_LIB)
 
-$(CUDA_CPU_OUT)/obj/%.o: test/cuda_cpu/%.cpp test/cuda_cpu/cuda_cpu.h test/cuda_cpu/module.mk
+$(CUDA_CPU_OUT)/obj/%.o: test/cuda_cpu/%.cpp test/cuda_cpu/cuda_cpu.h test/cuda_cpu/cuda_cpu_internal.h test/cuda_cpu/module.mk
 	@mkdir -p $(dir $@)
 	$(CUDA_CPU_CXX) $(CUDA_CPU_FLAGS) $(CUDA_CPU_MPI_CFLAGS) -c $< -o $@
 
@@ -47,15 +56,20 @@ endef
 
 ifneq ($(CUDA_CPU_HAVE_CUDA),)
 # ---- the runtime's own tests and benchmark ----
+# test_bugs: one buggy kernel per class of GPU bug, each caught (in a child process) with a message
+# naming the kernel; test_patterns: correct kernels in the styles real CUDA code uses, which must
+# pass under every schedule without a false alarm.
 CUDA_CPU_TESTS := $(CUDA_CPU_OUT)/test_runtime $(CUDA_CPU_OUT)/test_cublaslt $(CUDA_CPU_OUT)/test_wmma \
-	$(CUDA_CPU_OUT)/test_example_gelu
-$(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_runtime,test/cuda_cpu/test_runtime.cu,test))
-$(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_cublaslt,test/cuda_cpu/test_cublaslt.cu,test))
-$(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_wmma,test/cuda_cpu/test_wmma.cu,test))
+	$(CUDA_CPU_OUT)/test_example_gelu $(CUDA_CPU_OUT)/test_bugs $(CUDA_CPU_OUT)/test_patterns
+$(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_runtime,test/cuda_cpu/test_runtime.cu,test,,$(CUDA_CPU_CHECK_FLAGS)))
+$(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_cublaslt,test/cuda_cpu/test_cublaslt.cu,test,,$(CUDA_CPU_CHECK_FLAGS)))
+$(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_wmma,test/cuda_cpu/test_wmma.cu,test,,$(CUDA_CPU_CHECK_FLAGS)))
+$(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_bugs,test/cuda_cpu/test_bugs.cu,test,,$(CUDA_CPU_CHECK_FLAGS)))
+$(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_patterns,test/cuda_cpu/test_patterns.cu,test,,$(CUDA_CPU_CHECK_FLAGS)))
 $(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_nccl,test/cuda_cpu/test_nccl.cu,test))
 $(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/bench_reduce,test/cuda_cpu/bench_reduce.cu,test))
 $(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_example_gelu,test/cuda_cpu/test_example_gelu.cu,test reference common,\
-	$(BUILD)/reference/ops_cpu.o $(BUILD)/reference/gemm_cpu.o $(BUILD)/common/util.o))
+	$(BUILD)/reference/ops_cpu.o $(BUILD)/reference/gemm_cpu.o $(BUILD)/common/util.o,$(CUDA_CPU_CHECK_FLAGS)))
 
 TESTS += $(CUDA_CPU_TESTS) test/cuda_cpu/test_nccl.sh test/cuda_cpu/test_nvcc_compile.sh
 BENCHES += test/cuda_cpu/bench.sh

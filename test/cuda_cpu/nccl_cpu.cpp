@@ -3,7 +3,7 @@
 // per process, as the trainer runs). Collectives complete before they return; fp16/bf16 reduce in
 // fp32; an all-reduce is a reduce to rank 0 plus a broadcast, so every rank gets the same bits, as
 // with NCCL's rings.
-#include "cuda_cpu.h"
+#include "cuda_cpu_internal.h"
 
 #include <mpi.h>
 #include <stdint.h>
@@ -246,12 +246,16 @@ ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType
                         ncclComm_t comm, cudaStream_t) {
     const char* api = "ncclReduce";
     ncclComm* c = comm_of(comm, api);
+    DeviceAccess access;  // the buffers are device memory
     if (root < 0 || root >= c->nranks) return ncclInvalidArgument;
     Wide w = wide_of(type, api);
     std::vector<unsigned char> tmp = widen(send, count, type);
     check_mpi(MPI_Reduce(c->rank == root ? MPI_IN_PLACE : tmp.data(), tmp.data(), mpi_count(count, api), w.mpi,
                          mpi_op(op, api), root, c->comm), "MPI_Reduce");
-    if (c->rank == root) narrow(recv, tmp.data(), count, type, op, c->nranks);
+    if (c->rank == root) {
+        narrow(recv, tmp.data(), count, type, op, c->nranks);
+        device_written(recv, count * type_size(type));
+    }
     return ncclSuccess;
 }
 
@@ -259,6 +263,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
                            ncclComm_t comm, cudaStream_t) {
     const char* api = "ncclAllReduce";
     ncclComm* c = comm_of(comm, api);
+    DeviceAccess access;  // the buffers are device memory
     Wide w = wide_of(type, api);
     std::vector<unsigned char> tmp = widen(send, count, type);
     const size_t chunk = (size_t)1 << 28;
@@ -269,6 +274,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
         check_mpi(MPI_Bcast(p, n, w.mpi, 0, c->comm), "MPI_Bcast");
     }
     narrow(recv, tmp.data(), count, type, op, c->nranks);
+    device_written(recv, count * type_size(type));
     return ncclSuccess;
 }
 
@@ -276,18 +282,21 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, n
                                ncclComm_t comm, cudaStream_t) {
     const char* api = "ncclReduceScatter";
     ncclComm* c = comm_of(comm, api);
+    DeviceAccess access;  // the buffers are device memory
     Wide w = wide_of(type, api);
     std::vector<unsigned char> in = widen(send, recvcount * c->nranks, type);
     std::vector<unsigned char> out(recvcount * w.size);
     check_mpi(MPI_Reduce_scatter_block(in.data(), out.data(), mpi_count(recvcount, api), w.mpi, mpi_op(op, api), c->comm),
               "MPI_Reduce_scatter_block");
     narrow(recv, out.data(), recvcount, type, op, c->nranks);
+    device_written(recv, recvcount * type_size(type));
     return ncclSuccess;
 }
 
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t type, ncclComm_t comm, cudaStream_t) {
     const char* api = "ncclAllGather";
     ncclComm* c = comm_of(comm, api);
+    DeviceAccess access;  // the buffers are device memory
     size_t bytes = sendcount * type_size(type);
     if (!type_size(type)) return ncclInvalidArgument;
     // A copy first: send may be recv's own slice (the in-place form) or overlap it otherwise.
@@ -295,16 +304,19 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclD
     if (bytes) memcpy(tmp.data(), send, bytes);
     int n = mpi_count(bytes, api);
     check_mpi(MPI_Allgather(tmp.data(), n, MPI_BYTE, recv, n, MPI_BYTE, c->comm), "MPI_Allgather");
+    device_written(recv, bytes * c->nranks);
     return ncclSuccess;
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm, cudaStream_t) {
     const char* api = "ncclBroadcast";
     ncclComm* c = comm_of(comm, api);
+    DeviceAccess access;  // the buffers are device memory
     if (root < 0 || root >= c->nranks || !type_size(type)) return ncclInvalidArgument;
     size_t bytes = count * type_size(type);
     if (c->rank == root && send != recv && bytes) memmove(recv, send, bytes);
     check_mpi(MPI_Bcast(recv, mpi_count(bytes, api), MPI_BYTE, root, c->comm), "MPI_Bcast");
+    device_written(recv, bytes);
     return ncclSuccess;
 }
 ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t type, int root, ncclComm_t comm, cudaStream_t s) {

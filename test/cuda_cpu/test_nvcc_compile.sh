@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# test_nvcc_compile.sh: every .cu of the project stays plain CUDA that nvcc compiles for sm_90
-# (compile only; nothing runs without a GPU): the runtime's own tests, every kernel test and the
-# GPU engine's contract test (which includes train_gpt2.cu) in each precision, and the kernel
-# benchmark. A compile is skipped when nothing it could read changed since its last success: the
-# cache key covers the source, every project header (.h, .cuh), the defines and nvcc's version.
+# test_nvcc_compile.sh: every .cu and .cuh of the project stays plain CUDA that nvcc compiles, for
+# sm_80 (A100) and sm_90 (H100), both in one nvcc run per file (compile only; nothing runs without a
+# GPU): the runtime's own tests, every kernel test and the GPU engine's contract test in each
+# precision, train_gpt2.cu itself, everything in dev/cuda, and each header of kernels/ and dev/cuda
+# alone (a file that includes only it, so a header that forgets an include fails here). A compile is
+# skipped when nothing it could read changed since its last success: the key covers the source,
+# every project header (.h, .cuh), the defines, the architectures and nvcc's version.
+#
+# ptxas's resource use (-Xptxas -v) of every kernel of kernels/, per precision and architecture,
+# goes to $out/registers.txt (registers, spill stores and loads in bytes, stack frame), and the FP16
+# lines are printed. Registers are not modelled by the CPU runtime: this is where to look.
 set -u
 cd "$(dirname "$0")/../.."
 nvcc=$(command -v nvcc || echo "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc")
@@ -12,18 +18,33 @@ if [ ! -x "$nvcc" ]; then
     exit 0
 fi
 out=${CUDA_CPU_OUT:-build/cuda_cpu}/nvcc
-mkdir -p "$out"
+mkdir -p "$out/headers"
+archs="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90"
 mpi_flags=$(mpicxx -showme:compile 2>/dev/null || true)
 # Everything a compile may include: one hash over all of it (a header edit recompiles all).
 tree_key=$( (find kernels common reference test dev -name '*.h' -o -name '*.cuh' | sort | xargs cat; cat train_gpt2.cu;
-             "$nvcc" --version | tail -n 1) | sha1sum | cut -c1-16)
+             echo "$archs"; "$nvcc" --version | tail -n 1) | sha1sum | cut -c1-16)
+
+# A file per header that includes only it (rewritten only when its text changes, keeping the cache).
+header_unit() {  # header path -> unit path
+    local h=$1 unit="$out/headers/$(echo "$1" | tr '/.' '__').cu"
+    local text="#include \"$h\""
+    [ -f "$unit" ] && [ "$(cat "$unit")" = "$text" ] || echo "$text" > "$unit"
+    echo "$unit"
+}
 
 jobs=()  # "name|source|defines"
 for src in test/cuda_cpu/*.cu; do jobs+=("$(basename "$src" .cu)|$src|"); done
 for src in kernels/test_*.cu test/test_gpu_engine.cu; do
     for p in FP32 FP16 BF16; do jobs+=("$(basename "$src" .cu)_$p|$src|-DENABLE_$p"); done
 done
-for p in FP16 BF16; do jobs+=("bench_kernels_$p|dev/cuda/bench_kernels.cu|-DENABLE_$p"); done
+jobs+=("train_gpt2_FP16|train_gpt2.cu|-DENABLE_FP16")
+for src in dev/cuda/*.cu; do
+    for p in FP16 BF16; do jobs+=("$(basename "$src" .cu)_$p|$src|-DENABLE_$p"); done
+done
+for h in kernels/*.cuh dev/cuda/*.cuh; do
+    jobs+=("header_$(basename "$h" .cuh)|$(header_unit "$h")|-DENABLE_FP16")
+done
 
 pids=()
 names=()
@@ -36,7 +57,7 @@ for job in "${jobs[@]}"; do
     key=$( (echo "$tree_key $defs"; cat "$src") | sha1sum | cut -c1-16)
     if [ ! -f "$out/$name.$key.ok" ]; then
         rm -f "$out/$name".*.ok
-        ( "$nvcc" -arch=sm_90 -std=c++17 $defs -I. -Itest -Ireference -Icommon -Ikernels -Idev/cuda $mpi_flags \
+        ( "$nvcc" $archs -Xptxas -v -std=c++17 $defs -I. -Itest -Ireference -Icommon -Ikernels -Idev/cuda $mpi_flags \
               -c "$src" -o "$out/$name.o" > "$out/$name.log" 2>&1 && touch "$out/$name.$key.ok" ) &
         pids+=($!)
         # two at a time: CI has two cores
@@ -49,11 +70,47 @@ status=0
 for nk in "${names[@]}"; do
     IFS=':' read -r name key src defs <<< "$nk"
     if [ -f "$out/$name.$key.ok" ]; then
-        echo "PASS nvcc_compiles_$name"
+        echo "PASS nvcc_compiles_${name}_sm80_sm90"
     else
-        echo "FAIL nvcc_compiles_$name: nvcc -arch=sm_90 $defs -c $src failed:"
+        echo "FAIL nvcc_compiles_${name}_sm80_sm90: nvcc -arch sm_80,sm_90 $defs -c $src failed:"
         grep -m 8 -E "error|Error" "$out/$name.log" | sed 's/^/  /'
         status=1
     fi
 done
+
+# ---- registers and spills of the kernels of kernels/ (from the kernel tests' ptxas output) ----
+kernel_names=$(perl -0777 -ne 'print "$1\n" while /__global__\s+(?:void\s+)?(?:__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)\s*)?(?:void\s+)?(\w+)\s*\(/g' kernels/*.cuh | sort -u)
+table="$out/registers.txt"
+{
+    echo "# ptxas -v resource use of the kernels of kernels/ (nvcc $("$nvcc" --version | sed -n 's/.*release \([^,]*\),.*/\1/p'))"
+    echo "# precision arch registers spill_stores_bytes spill_loads_bytes stack_frame_bytes kernel"
+    for log in "$out"/test_*_FP32.log "$out"/test_*_FP16.log "$out"/test_*_BF16.log; do
+        [ -f "$log" ] || continue
+        case $log in *gpu_engine*) continue ;; esac
+        prec=$(basename "$log" .log | sed 's/.*_//' | tr 'A-Z' 'a-z')
+        # ptxas: "Compiling entry function 'NAME' for 'sm_XX'", then "... N bytes stack frame, N bytes
+        # spill stores, N bytes spill loads", then "Used N registers, ..."
+        awk -v prec="$prec" '
+            /Compiling entry function/ { match($0, /function .[^'\'']*/); fn = substr($0, RSTART + 10, RLENGTH - 10);
+                                         match($0, /sm_[0-9]+/); arch = substr($0, RSTART, RLENGTH); stack = st = ld = 0; next }
+            /bytes stack frame/ && fn != "" { stack = $1; st = $5; ld = $9; next }
+            /Used [0-9]+ registers/ && fn != "" { match($0, /Used [0-9]+/); regs = substr($0, RSTART + 5, RLENGTH - 5);
+                                                  print prec, arch, regs, st, ld, stack, fn; fn = "" }' "$log"
+    done | c++filt | sed 's/ void / /' | sort -u -k7V -k1,1 -k2,2 | while read -r prec arch regs st ld stack fn; do
+        base=$(echo "$fn" | sed 's/[<(].*//')
+        grep -qx "$base" <<< "$kernel_names" && echo "$prec $arch $regs $st $ld $stack $fn"
+    done
+} > "$table.tmp" && mv "$table.tmp" "$table"
+n=$(grep -vc '^#' "$table")
+if [ "$n" -gt 0 ]; then
+    echo "PASS nvcc_kernel_registers_recorded: $n kernel builds in $table"
+    echo "  fp16 kernel: registers and spill stores/loads (bytes) at sm_80 | sm_90"
+    grep '^fp16 ' "$table" | sort -k7V -k2,2 | awk '{ key = $7; for (i = 8; i <= NF; i++) key = key " " $i; k = key;
+            v[k, $2] = $3 " regs, " $4 "/" $5 " spill"; if (!(k in seen)) { seen[k] = 1; order[++n] = k } }
+        END { for (i = 1; i <= n; i++) { k = order[i]; sub(/\(.*/, "", k);
+              printf "  %-60s %-22s | %s\n", k, v[order[i], "sm_80"], v[order[i], "sm_90"] } }'
+else
+    echo "FAIL nvcc_kernel_registers_recorded: no ptxas resource lines in $out/test_*.log"
+    status=1
+fi
 exit $status

@@ -145,19 +145,19 @@ __global__ void shared_visibility_kernel(int* out) {
     if (threadIdx.x == N - 1) word = 2;
     arr[threadIdx.x] = arr[N - 1 - threadIdx.x] * 0 + 3 * (int)threadIdx.x;  // same slot, new value
     __syncthreads();
-    out[threadIdx.x] = first * 1000 + word * 100000 + arr[N - 1 - threadIdx.x];
+    out[blockIdx.x * N + threadIdx.x] = first * 1000 + word * 100000 + arr[N - 1 - threadIdx.x];
 }
 
 static void test_shared_visibility() {
-    const int n = 64;
+    const int n = 64, blocks = 3;
     int* d;
-    CK(cudaMalloc(&d, n * sizeof(int)));
-    shared_visibility_kernel<n><<<3, n>>>(d);
+    CK(cudaMalloc(&d, blocks * n * sizeof(int)));
+    shared_visibility_kernel<n><<<blocks, n>>>(d);
     CK(cudaGetLastError());
-    std::vector<int> o(n);
-    CK(cudaMemcpy(o.data(), d, n * sizeof(int), cudaMemcpyDeviceToHost));
+    std::vector<int> o(blocks * n);
+    CK(cudaMemcpy(o.data(), d, blocks * n * sizeof(int), cudaMemcpyDeviceToHost));
     int bad = 0;
-    for (int t = 0; t < n; t++) bad += o[t] != 1000 + 200000 + 3 * (n - 1 - t);
+    for (int t = 0; t < blocks * n; t++) bad += o[t] != 1000 + 200000 + 3 * (n - 1 - t % n);
     CHECK(bad == 0, "static_shared_writes_visible_after_barrier");
     CK(cudaFree(d));
 }
@@ -569,16 +569,29 @@ static void test_launch_forms() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Emulation-only checks: NaN poisoning, the divergence abort, reported properties
+// Emulation-only checks: NaN poisoning, barriers and exited threads, the divergence abort,
+// reported properties. Cases that abort, or need another mode, run in a child (child.h).
 // ---------------------------------------------------------------------------------------------
 #ifdef CUDA_CPU
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "cuda_cpu/child.h"
 
 __global__ void read_smem_before_write_kernel(float* out) {
     extern __shared__ float s[];
     out[threadIdx.x] = s[threadIdx.x];
+}
+
+// With the checks off (they would stop the read), unwritten shared memory reads as NaN.
+static int child_poison_smem() {
+    float* d;
+    CK(cudaMalloc(&d, 64 * sizeof(float)));
+    read_smem_before_write_kernel<<<1, 64, 64 * sizeof(float)>>>(d);
+    std::vector<float> f(64);
+    CK(cudaMemcpy(f.data(), d, 64 * sizeof(float), cudaMemcpyDeviceToHost));
+    int nan_f = 0;
+    for (int i = 0; i < 64; i++) nan_f += isnan(f[i]);
+    printf("%d\n", nan_f);
+    return 0;
 }
 
 static void test_poison() {
@@ -593,11 +606,8 @@ static void test_poison() {
     const __nv_bfloat16* b = (const __nv_bfloat16*)f.data();
     for (int i = 0; i < 2 * n; i++) { nan_h += __hisnan(h[i]); nan_b += __hisnan(b[i]); }
     CHECK(nan_f == n && nan_h == 2 * n && nan_b == 2 * n, "cudaMalloc_poisoned_with_nan_fp32_fp16_bf16");
-    read_smem_before_write_kernel<<<1, 64, 64 * sizeof(float)>>>(d);
-    CK(cudaMemcpy(f.data(), d, 64 * sizeof(float), cudaMemcpyDeviceToHost));
-    nan_f = 0;
-    for (int i = 0; i < 64; i++) nan_f += isnan(f[i]);
-    CHECK(nan_f == 64, "dynamic_smem_poisoned_with_nan");
+    ChildResult r = run_child_case("poison_smem", {"CUDA_CPU_CHECK=0"});
+    test_report(r.exited_ok() && r.out == "64\n", "dynamic_smem_poisoned_with_nan", (r.out + r.why()).c_str());
     CHECK(cudaMemcpy(f.data(), d + n - 4, 8 * sizeof(float), cudaMemcpyDeviceToHost) == cudaErrorInvalidValue,
           "memcpy_past_allocation_refused");
     cudaGetLastError();
@@ -605,75 +615,70 @@ static void test_poison() {
     cudaGetLastError();
 }
 
-__global__ void divergent_barrier_kernel(float* x) {
+__global__ void exit_before_barrier_kernel(float* x) {
     if (threadIdx.x >= 16) return;
     __syncthreads();
     x[threadIdx.x] = 1.0f;
 }
 __global__ void divergent_shuffle_kernel(float* x) {
-    float v = x[threadIdx.x];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = x[i];
     if (threadIdx.x % 32 < 16) v = __shfl_xor_sync(0xffffffffu, v, 1);
-    x[threadIdx.x] = v;
+    x[i] = v;
 }
-__global__ void divergent_loop_kernel(float* x) {
-    // A barrier inside a loop whose trip count differs between threads.
+__global__ void uneven_barrier_loop_kernel(float* x) {
+    // A barrier inside a loop whose trip count differs between warps: the warps that leave the
+    // loop early exit, and count as arrived at the others' later barriers.
     for (unsigned i = 0; i <= threadIdx.x / 32; i++) __syncthreads();
-    x[threadIdx.x] = 0.0f;
+    x[blockIdx.x * blockDim.x + threadIdx.x] = 2.0f;
 }
 
-// Runs fn in a child process; returns its wait status and what it wrote to stderr.
-static int run_child(void (*fn)(), std::string* err) {
-    int fd[2];
-    if (pipe(fd) != 0) return -1;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd[1], 2);
-        close(fd[0]);
-        fn();
-        _exit(0);
-    }
-    close(fd[1]);
-    char buf[4096];
-    ssize_t k;
-    while ((k = read(fd[0], buf, sizeof(buf))) > 0) err->append(buf, (size_t)k);
-    close(fd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return status;
-}
-
-static void child_barrier() {
+static int child_exit_before_barrier() {
     float* d;
-    cudaMalloc(&d, 64 * sizeof(float));
-    divergent_barrier_kernel<<<1, 64>>>(d);
+    CK(cudaMalloc(&d, 64 * sizeof(float)));
+    exit_before_barrier_kernel<<<1, 64>>>(d);
+    return 0;
 }
-static void child_shuffle() {
+static int child_shuffle() {
     float* d;
-    cudaMalloc(&d, 64 * sizeof(float));
-    cudaMemset(d, 0, 64 * sizeof(float));
+    CK(cudaMalloc(&d, 128 * sizeof(float)));
+    CK(cudaMemset(d, 0, 128 * sizeof(float)));
     divergent_shuffle_kernel<<<2, 64>>>(d);
-}
-static void child_loop() {
-    float* d;
-    cudaMalloc(&d, 128 * sizeof(float));
-    divergent_loop_kernel<<<3, 128>>>(d);
+    return 0;
 }
 
-static void check_divergence(const char* name, void (*fn)(), const char* kernel, const char* intrinsic) {
-    std::string err;
-    int st = run_child(fn, &err);
-    bool aborted = WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT;
-    bool named = err.find(kernel) != std::string::npos && err.find(intrinsic) != std::string::npos;
-    std::string why = std::string(aborted ? "" : "child did not abort; ") + (named ? "" : "message lacks kernel/intrinsic: ") + err;
-    while (!why.empty() && why.back() == '\n') why.pop_back();
-    test_report(aborted && named, name, why.c_str());
+static void check_aborts(const char* name, const char* child, std::vector<std::string> env, const char* kernel,
+                         const char* what) {
+    ChildResult r = run_child_case(child, env);
+    bool named = r.err.find(kernel) != std::string::npos && r.err.find(what) != std::string::npos;
+    std::string why = std::string(r.aborted() ? "" : "child did not abort; ") + (named ? "" : "message lacks kernel/what: ") + r.why();
+    test_report(r.aborted() && named, name, why.c_str());
 }
 
+// Since Volta an exiting thread counts as arrived at a barrier (the PTX ISA): a block whose early
+// returns skip a __syncthreads goes on. CUDA_CPU_STRICT_EXIT=abort refuses it as before.
 static void test_divergence() {
-    check_divergence("divergence_abort_syncthreads_after_early_return", child_barrier, "divergent_barrier_kernel", "__syncthreads");
-    check_divergence("divergence_abort_half_warp_shuffle", child_shuffle, "divergent_shuffle_kernel", "__shfl_xor_sync");
-    check_divergence("divergence_abort_barrier_in_uneven_loop", child_loop, "divergent_loop_kernel", "__syncthreads");
+    float* d;
+    CK(cudaMalloc(&d, 3 * 128 * sizeof(float)));
+    exit_before_barrier_kernel<<<1, 64>>>(d);
+    CK(cudaGetLastError());
+    std::vector<float> h(3 * 128);
+    CK(cudaMemcpy(h.data(), d, 16 * sizeof(float), cudaMemcpyDeviceToHost));
+    int bad = 0;
+    for (int i = 0; i < 16; i++) bad += h[i] != 1.0f;
+    CHECK(bad == 0, "exited_threads_count_as_arrived_at_syncthreads");
+    uneven_barrier_loop_kernel<<<3, 128>>>(d);
+    CK(cudaMemcpy(h.data(), d, 3 * 128 * sizeof(float), cudaMemcpyDeviceToHost));
+    bad = 0;
+    for (int i = 0; i < 3 * 128; i++) bad += h[i] != 2.0f;
+    CHECK(bad == 0, "warps_leaving_a_barrier_loop_early_count_as_arrived");
+    CK(cudaFree(d));
+    check_aborts("strict_exit_abort_syncthreads_after_early_return", "exit_before_barrier", {"CUDA_CPU_STRICT_EXIT=abort"},
+                 "exit_before_barrier_kernel", "__syncthreads");
+    ChildResult w = run_child_case("exit_before_barrier", {"CUDA_CPU_STRICT_EXIT=warn"});
+    test_report(w.exited_ok() && w.err.find("warning: kernel 'exit_before_barrier_kernel'") != std::string::npos,
+                "strict_exit_warn_names_the_kernel", w.why().c_str());
+    check_aborts("divergence_abort_half_warp_shuffle", "shuffle", {}, "divergent_shuffle_kernel", "__shfl_xor_sync");
 }
 
 static void test_properties() {
@@ -691,7 +696,19 @@ static void test_properties() {
 }
 #endif
 
-int main() {
+int main(int argc, char** argv) {
+#ifdef CUDA_CPU
+    if (argc == 3 && !strcmp(argv[1], "--child")) {
+        std::string c = argv[2];
+        if (c == "poison_smem") return child_poison_smem();
+        if (c == "exit_before_barrier") return child_exit_before_barrier();
+        if (c == "shuffle") return child_shuffle();
+        fprintf(stderr, "test_runtime: unknown child case %s\n", argv[2]);
+        return 2;
+    }
+#endif
+    (void)argc;
+    (void)argv;
     test_reduce();
     test_scan();
     test_shared_visibility();
