@@ -1,12 +1,29 @@
 // checkpoint.c: reading and writing model and training-state files (see checkpoint.h).
+//
+// Every check returns its reason into a caller's buffer (the *_check and *_read_head helpers), so
+// the same code serves the engines' fatal readers and checkpoint_verify, which must survive a
+// damaged file to try an older one. Sizes come from headers only after the header's shape has
+// passed gpt2_config_check, whose bounds keep every product exact in 64 bits.
 #include "checkpoint.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "util.h"
 
 #define HEADER_INTS 256
 #define STATE_WORDS 32
+#define SUM_WORD 13  // header words 13 and 14: the checksum; word 12: CHECKSUM_TAG
+#define HEADER_BYTES ((long long)HEADER_INTS * 4)
+#define WORDS_BYTES ((long long)STATE_WORDS * 8)
+#define VERIFY_CHUNK ((size_t)1 << 20)  // floats per read when a file is checked through
+
+// A fuzzing build (test/reliability) lets mutated files past their checksums, to test what lies behind.
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+#define SUMS_DIFFER(got, want) ((got) != (want) && 0)
+#else
+#define SUMS_DIFFER(got, want) ((got) != (want))
+#endif
 
 static void header_put_config(int32_t* h, const GPT2Config* cfg) {
     h[2] = cfg->max_seq_len; h[3] = cfg->vocab_size; h[4] = cfg->num_layers;
@@ -25,15 +42,265 @@ static int config_equal(const GPT2Config* a, const GPT2Config* b) {
            a->num_heads == b->num_heads && a->channels == b->channels && a->padded_vocab_size == b->padded_vocab_size;
 }
 
+void gpt2_config_diff(const GPT2Config* mine, const GPT2Config* file, char* out, size_t cap) {
+    struct { const char* name; int a, b; } f[] = {
+        {"L", mine->num_layers, file->num_layers},       {"C", mine->channels, file->channels},
+        {"NH", mine->num_heads, file->num_heads},        {"V", mine->vocab_size, file->vocab_size},
+        {"Vp", mine->padded_vocab_size, file->padded_vocab_size}, {"maxT", mine->max_seq_len, file->max_seq_len},
+    };
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+        if (f[i].a == f[i].b || used >= cap) continue;
+        int n = snprintf(out + used, cap - used, "%s%s %d in this run, %d in the file", used ? "; " : "", f[i].name,
+                         f[i].a, f[i].b);
+        if (n > 0) used += (size_t)n;
+    }
+}
+
+static uint64_t header_sum(const int32_t* h) {
+    return (uint64_t)(uint32_t)h[SUM_WORD] | (uint64_t)(uint32_t)h[SUM_WORD + 1] << 32;
+}
+
+// The header as the checksum sees it: the checksum's own words zero.
+static void sum_header(Checksum* c, const int32_t* h) {
+    int32_t copy[HEADER_INTS];
+    memcpy(copy, h, sizeof(copy));
+    copy[SUM_WORD] = copy[SUM_WORD + 1] = 0;
+    checksum_update(c, copy, sizeof(copy));
+}
+
+static long long file_bytes(FILE* f) {
+    if (fseek(f, 0, SEEK_END) != 0) return -1;
+    long long n = ftell(f);
+    if (n < 0 || fseek(f, 0, SEEK_SET) != 0) return -1;
+    return n;
+}
+
+// Reads exactly n bytes or says how the file ended.
+static int read_exact(FILE* f, void* dst, size_t n, const char* path, char* why, size_t cap) {
+    if (fread(dst, 1, n, f) == n) return 1;
+    snprintf(why, cap, "file %s is truncated (it ended while reading it)", path);
+    return 0;
+}
+
+static long long pad4(long long n) { return (n + 3) / 4 * 4; }
+
+// ---------------------------------------------------------------------------------------------
+// Model files: header checks
+
+// Checks a model header against the file's size; fills cfg and *elem (bytes per parameter).
+static int model_header_check(const int32_t* h, long long size, const char* path, GPT2Config* cfg, int* elem,
+                              char* why, size_t cap) {
+    if (h[0] != MODEL_MAGIC) {
+        snprintf(why, cap, "model file %s has magic %d, expected %d (a GPT-2 model file)", path, h[0], MODEL_MAGIC);
+        return 0;
+    }
+    if (h[1] != MODEL_VERSION_FP32 && h[1] != MODEL_VERSION_BF16) {
+        snprintf(why, cap, "model file %s has version %d, expected %d (fp32) or %d (bf16)", path, h[1],
+                 MODEL_VERSION_FP32, MODEL_VERSION_BF16);
+        return 0;
+    }
+    *cfg = header_get_config(h);
+    char what[4300];
+    snprintf(what, sizeof(what), "model file %s", path);
+    if (!gpt2_config_check(cfg, what, why, cap)) return 0;
+    *elem = h[1] == MODEL_VERSION_FP32 ? 4 : 2;
+    long long expect = HEADER_BYTES + (long long)gpt2_param_layout(cfg).num_parameters * *elem;
+    if (size != expect) {
+        snprintf(why, cap, "model file %s is %lld bytes, expected %lld for its header's model (L=%d C=%d Vp=%d maxT=%d)",
+                 path, size, expect, cfg->num_layers, cfg->channels, cfg->padded_vocab_size, cfg->max_seq_len);
+        return 0;
+    }
+    return 1;
+}
+
+// Opens a model file, checks its header; the file is left after the header.
+static FILE* model_open_try(const char* path, int32_t* h, GPT2Config* cfg, int* elem, char* why, size_t cap) {
+    FILE* f = fopen_read_try(path, why, cap);
+    if (!f) return NULL;
+    long long size = file_bytes(f);
+    if (size < HEADER_BYTES) {
+        snprintf(why, cap, "model file %s is too small (%lld bytes) to hold a header", path, size);
+        fclose(f);
+        return NULL;
+    }
+    if (!read_exact(f, h, HEADER_BYTES, path, why, cap) || !model_header_check(h, size, path, cfg, elem, why, cap)) {
+        fclose(f);
+        return NULL;
+    }
+    return f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// State files: header, words and record
+
+typedef struct {
+    int32_t h[HEADER_INTS];
+    int64_t w[STATE_WORDS];
+    char record[RUN_RECORD_MAX];
+    GPT2Config cfg;
+    size_t n;        // parameters
+    Checksum sum;    // of the bytes read so far
+} StateHead;
+
+static int state_header_check(const int32_t* h, long long size, const char* path, StateHead* s, char* why,
+                              size_t cap) {
+    if (h[0] != STATE_MAGIC) {
+        snprintf(why, cap, "state file %s has magic %d, expected %d (a training-state file)", path, h[0], STATE_MAGIC);
+        return 0;
+    }
+    if (h[1] < 1 || h[1] > STATE_VERSION) {
+        snprintf(why, cap, "state file %s has version %d, expected 1 to %d", path, h[1], STATE_VERSION);
+        return 0;
+    }
+    s->cfg = header_get_config(h);
+    char what[4300];
+    snprintf(what, sizeof(what), "state file %s", path);
+    if (!gpt2_config_check(&s->cfg, what, why, cap)) return 0;
+    s->n = gpt2_param_layout(&s->cfg).num_parameters;
+    if (h[8] <= 0 || h[9] <= 0 || h[10] <= 0) {
+        snprintf(why, cap, "state file %s has batch B=%d T=%d ranks=%d, expected positive values", path, h[8], h[9], h[10]);
+        return 0;
+    }
+    long long record = h[1] >= 3 ? h[11] : 0;
+    if (record < 0 || record >= RUN_RECORD_MAX) {
+        snprintf(why, cap, "state file %s has a run record of %lld bytes, expected 0 to %d", path, record, RUN_RECORD_MAX - 1);
+        return 0;
+    }
+    if (h[1] >= 3 && h[12] != CHECKSUM_TAG) {
+        snprintf(why, cap, "state file %s (version %d) has no checksum tag", path, h[1]);
+        return 0;
+    }
+    long long expect = HEADER_BYTES + WORDS_BYTES + pad4(record) + 8LL * (long long)s->n;
+    if (size != expect) {
+        snprintf(why, cap, "state file %s is %lld bytes, expected %lld for its header (L=%d C=%d Vp=%d maxT=%d)", path, size,
+                 expect, s->cfg.num_layers, s->cfg.channels, s->cfg.padded_vocab_size, s->cfg.max_seq_len);
+        return 0;
+    }
+    return 1;
+}
+
+static double word_double(int64_t w) {
+    double d;
+    memcpy(&d, &w, sizeof(d));
+    return d;
+}
+
+static int64_t double_word(double d) {
+    int64_t w;
+    memcpy(&w, &d, sizeof(w));
+    return w;
+}
+
+// The words' values that no writer produces: a damaged or forged file.
+static int state_words_check(const StateHead* s, const char* path, char* why, size_t cap) {
+    const int64_t* w = s->w;
+    const char* bad = NULL;
+    if (w[5] != (int64_t)s->n) bad = "parameter count (word 5) does not match its header's model";
+    else if (w[0] < 0 || w[0] > CHECKPOINT_MAX_STEP) bad = "step (word 0) is negative or above 10^9";
+    else if (w[2] < 0 || w[3] < 0 || w[4] < 0) bad = "data position (words 2-4) is negative";
+    else if (s->h[1] >= 2 && (w[8] < 0 || w[8] > w[0])) bad = "AdamW update count (word 8) is outside 0..step";
+    else if (s->h[1] >= 2 && !(word_double(w[9]) >= 0 && isfinite(word_double(w[9]))))
+        bad = "loss scale (word 9) is negative or not finite";
+    else if (s->h[1] >= 2 && w[10] < 0) bad = "loss-scale step count (word 10) is negative";
+    else if (s->h[1] >= 3) {
+        if (w[11] < 0 || w[11] > w[0]) bad = "outlier-guard step count (word 11) is outside 0..step";
+        for (int i = 12; i <= 15 && !bad; i++)
+            if (!isfinite(word_double(w[i])) || ((i == 13 || i == 15) && word_double(w[i]) < 0))
+                bad = "outlier-guard statistics (words 12-15) are not finite or a variance is negative";
+    }
+    if (bad) snprintf(why, cap, "state file %s: its %s", path, bad);
+    return bad == NULL;
+}
+
+// Opens a state file and reads everything before m and v: header, words, record, all checked.
+static FILE* state_open_try(const char* path, StateHead* s, char* why, size_t cap) {
+    FILE* f = fopen_read_try(path, why, cap);
+    if (!f) return NULL;
+    long long size = file_bytes(f);
+    if (size < HEADER_BYTES) {
+        snprintf(why, cap, "state file %s is too small (%lld bytes) to hold a header", path, size);
+        fclose(f);
+        return NULL;
+    }
+    int32_t* h = s->h;
+    if (!read_exact(f, h, HEADER_BYTES, path, why, cap) || !state_header_check(h, size, path, s, why, cap) ||
+        !read_exact(f, s->w, WORDS_BYTES, path, why, cap)) {
+        fclose(f);
+        return NULL;
+    }
+    checksum_init(&s->sum);
+    sum_header(&s->sum, h);
+    checksum_update(&s->sum, s->w, WORDS_BYTES);
+    long long rec = h[1] >= 3 ? h[11] : 0;
+    memset(s->record, 0, sizeof(s->record));
+    if (rec > 0) {
+        if (!read_exact(f, s->record, (size_t)pad4(rec), path, why, cap)) {
+            fclose(f);
+            return NULL;
+        }
+        checksum_update(&s->sum, s->record, (size_t)pad4(rec));
+        // Text without NULs, zero padding after it: anything else is not what a writer wrote.
+        if (memchr(s->record, '\0', (size_t)rec) != NULL) {
+            snprintf(why, cap, "state file %s: its run record holds a NUL byte", path);
+            fclose(f);
+            return NULL;
+        }
+        for (long long i = rec; i < pad4(rec); i++) {
+            if (s->record[i] != '\0') {
+                snprintf(why, cap, "state file %s: its run record's padding is not zero", path);
+                fclose(f);
+                return NULL;
+            }
+        }
+    }
+    return f;
+}
+
+static void state_head_fill(const StateHead* s, TrainState* st, OptimizerCounters* oc) {
+    const int64_t* w = s->w;
+    // Fields one at a time: the caller's record buffer is as large as ours, no copy of the rest.
+    st->B = s->h[8]; st->T = s->h[9]; st->num_processes = s->h[10];
+    st->step = w[0];
+    st->rng_state = (uint64_t)w[1];
+    st->train_pos.epoch = w[2]; st->train_pos.shard_pos = w[3]; st->train_pos.window_pos = w[4];
+    st->stats_count = 0;
+    st->loss_mean = st->loss_var = st->norm_mean = st->norm_var = 0.0;
+    memcpy(st->record, s->record, sizeof(st->record));
+    if (s->h[1] == 1) {  // written before engines kept counters: every step was an update, no loss scaling
+        oc->adam_steps = w[0];
+        oc->loss_scale = 0.0;
+        oc->scale_good_steps = 0;
+        return;
+    }
+    oc->adam_steps = w[8];
+    oc->loss_scale = word_double(w[9]);
+    oc->scale_good_steps = w[10];
+    if (s->h[1] >= 3) {
+        st->stats_count = w[11];
+        st->loss_mean = word_double(w[12]); st->loss_var = word_double(w[13]);
+        st->norm_mean = word_double(w[14]); st->norm_var = word_double(w[15]);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Writing
 
-static void writer_begin(CheckpointWriter* w, const char* path, const int32_t* header, size_t payload) {
+static void writer_write(CheckpointWriter* w, const void* data, size_t bytes) {
+    fwrite_check(data, 1, bytes, w->f, w->tmp);
+    checksum_update(&w->sum, data, bytes);
+}
+
+static void writer_begin(CheckpointWriter* w, const char* path, int32_t* header, size_t payload) {
     snprintf(w->path, sizeof(w->path), "%s", path);
     w->f = atomic_open(path, w->tmp, sizeof(w->tmp));
     w->expect = payload;
     w->done = 0;
-    fwrite_check(header, sizeof(int32_t), HEADER_INTS, w->f, w->tmp);
+    header[12] = CHECKSUM_TAG;
+    header[SUM_WORD] = header[SUM_WORD + 1] = 0;  // filled in by checkpoint_commit
+    checksum_init(&w->sum);
+    writer_write(w, header, HEADER_BYTES);
 }
 
 void model_file_begin(CheckpointWriter* w, const char* path, const GPT2Config* cfg) {
@@ -46,120 +313,118 @@ void model_file_begin(CheckpointWriter* w, const char* path, const GPT2Config* c
 
 void state_file_begin(CheckpointWriter* w, const char* path, const GPT2Config* cfg, const TrainState* st,
                       const OptimizerCounters* oc, size_t n) {
+    size_t record = strnlen(st->record, RUN_RECORD_MAX);
+    if (record >= RUN_RECORD_MAX) fatal("writing %s: the run record is not a string of under %d bytes", path, RUN_RECORD_MAX);
     int32_t h[HEADER_INTS] = {0};
     h[0] = STATE_MAGIC;
     h[1] = STATE_VERSION;
     header_put_config(h, cfg);
     h[8] = st->B; h[9] = st->T; h[10] = st->num_processes;
+    h[11] = (int32_t)record;
     int64_t words[STATE_WORDS] = {0};
     words[0] = st->step;
     words[1] = (int64_t)st->rng_state;
     words[2] = st->train_pos.epoch; words[3] = st->train_pos.shard_pos; words[4] = st->train_pos.window_pos;
     words[5] = (int64_t)n;
     words[8] = oc->adam_steps;
-    memcpy(&words[9], &oc->loss_scale, sizeof(double));
+    words[9] = double_word(oc->loss_scale);
     words[10] = oc->scale_good_steps;
+    words[11] = st->stats_count;
+    words[12] = double_word(st->loss_mean); words[13] = double_word(st->loss_var);
+    words[14] = double_word(st->norm_mean); words[15] = double_word(st->norm_var);
     writer_begin(w, path, h, 2 * n);
-    fwrite_check(words, sizeof(int64_t), STATE_WORDS, w->f, w->tmp);
+    writer_write(w, words, WORDS_BYTES);
+    char padded[RUN_RECORD_MAX + 4] = {0};
+    memcpy(padded, st->record, record);
+    writer_write(w, padded, (size_t)pad4((long long)record));
 }
 
 void checkpoint_put(CheckpointWriter* w, const float* data, size_t count) {
     if (w->done + count > w->expect)
         fatal("writing %s: %zu more values than the file holds", w->path, w->done + count - w->expect);
-    fwrite_check(data, sizeof(float), count, w->f, w->tmp);
+    writer_write(w, data, count * sizeof(float));
     w->done += count;
 }
 
 void checkpoint_commit(CheckpointWriter* w) {
-    if (w->done != w->expect) {
-        fclose(w->f);
-        remove(w->tmp);
-        fatal("writing %s: %zu of %zu values were written", w->path, w->done, w->expect);
-    }
+    if (w->done != w->expect) fatal("writing %s: %zu of %zu values were written", w->path, w->done, w->expect);
+    uint64_t sum = checksum_final(&w->sum);
+    int32_t words[2] = {(int32_t)(uint32_t)sum, (int32_t)(uint32_t)(sum >> 32)};
+    if (fseek(w->f, SUM_WORD * 4, SEEK_SET) != 0) fatal("cannot seek in file %s", w->tmp);
+    fwrite_check(words, sizeof(int32_t), 2, w->f, w->tmp);
     atomic_close(w->f, w->tmp, w->path);
     w->f = NULL;
 }
 
 // ---------------------------------------------------------------------------------------------
-// Reading
-
-// Opens a model file and checks header and size; returns the open file positioned after the header.
-static FILE* model_file_open(const char* path, GPT2Config* cfg, int* version) {
-    FILE* f = fopen_check(path, "rb");
-    long size = file_size(f, path);
-    int32_t h[HEADER_INTS];
-    if (size < (long)sizeof(h)) fatal("model file %s is too small (%ld bytes) to hold a header", path, size);
-    fread_check(h, sizeof(int32_t), HEADER_INTS, f, path);
-    if (h[0] != MODEL_MAGIC) fatal("model file %s has magic %d, expected %d (a GPT-2 model file)", path, h[0], MODEL_MAGIC);
-    if (h[1] != MODEL_VERSION_FP32 && h[1] != MODEL_VERSION_BF16)
-        fatal("model file %s has version %d, expected %d (fp32) or %d (bf16)", path, h[1], MODEL_VERSION_FP32,
-              MODEL_VERSION_BF16);
-    *cfg = header_get_config(h);
-    gpt2_config_validate(cfg, path);
-    *version = h[1];
-    size_t elem = h[1] == MODEL_VERSION_FP32 ? 4 : 2;
-    long expect = (long)sizeof(h) + (long)(gpt2_param_layout(cfg).num_parameters * elem);
-    if (size != expect)
-        fatal("model file %s is %ld bytes, expected %ld for its header's model (L=%d C=%d Vp=%d maxT=%d)", path, size,
-              expect, cfg->num_layers, cfg->channels, cfg->padded_vocab_size, cfg->max_seq_len);
-    return f;
-}
+// Reading, streamed
 
 void model_file_read_config(const char* path, GPT2Config* cfg) {
-    int version;
-    fclose(model_file_open(path, cfg, &version));
+    int32_t h[HEADER_INTS];
+    int elem;
+    char why[4600];
+    FILE* f = model_open_try(path, h, cfg, &elem, why, sizeof(why));
+    if (!f) fatal("%s", why);
+    fclose(f);
+}
+
+void model_file_check(const char* path, GPT2Config* cfg) {
+    CheckpointReader r;
+    model_file_read_config(path, cfg);
+    model_file_open_read(&r, path, cfg);
+    if (r.has_sum) {
+        float* buf = (float*)malloc_check(VERIFY_CHUNK * sizeof(float), "model check buffer");
+        for (size_t done = 0; done < r.expect; done += VERIFY_CHUNK)
+            checkpoint_get(&r, buf, r.expect - done < VERIFY_CHUNK ? r.expect - done : VERIFY_CHUNK);
+        free(buf);
+    }
+    checkpoint_close(&r);
 }
 
 void model_file_open_read(CheckpointReader* r, const char* path, const GPT2Config* expect) {
+    int32_t h[HEADER_INTS];
     GPT2Config cfg;
-    int version;
-    r->f = model_file_open(path, &cfg, &version);
-    if (!config_equal(&cfg, expect))
-        fatal("model file %s holds a different model (L=%d C=%d NH=%d) than expected (L=%d C=%d NH=%d)", path,
-              cfg.num_layers, cfg.channels, cfg.num_heads, expect->num_layers, expect->channels, expect->num_heads);
+    int elem;
+    char why[4600];
+    r->f = model_open_try(path, h, &cfg, &elem, why, sizeof(why));
+    if (!r->f) fatal("%s", why);
+    if (!config_equal(&cfg, expect)) {
+        char diff[512];
+        gpt2_config_diff(expect, &cfg, diff, sizeof(diff));
+        fatal("model file %s holds a different model than this run's: %s", path, diff);
+    }
     snprintf(r->path, sizeof(r->path), "%s", path);
     r->expect = gpt2_param_layout(&cfg).num_parameters;
     r->done = 0;
-    r->bf16 = version == MODEL_VERSION_BF16;
+    r->bf16 = elem == 2;
+    r->has_sum = h[12] == CHECKSUM_TAG;
+    r->want = header_sum(h);
+    checksum_init(&r->sum);
+    sum_header(&r->sum, h);
 }
 
 void state_file_open_read(CheckpointReader* r, const char* path, const GPT2Config* cfg, TrainState* st,
                           OptimizerCounters* oc, size_t n) {
-    FILE* f = fopen_check(path, "rb");
-    long size = file_size(f, path);
-    int32_t h[HEADER_INTS];
-    int64_t w[STATE_WORDS];
-    long expect = (long)(sizeof(h) + sizeof(w) + 2 * n * sizeof(float));
-    if (size < (long)sizeof(h)) fatal("state file %s is too small (%ld bytes) to hold a header", path, size);
-    fread_check(h, sizeof(int32_t), HEADER_INTS, f, path);
-    if (h[0] != STATE_MAGIC) fatal("state file %s has magic %d, expected %d (a training-state file)", path, h[0], STATE_MAGIC);
-    if (h[1] != 1 && h[1] != STATE_VERSION)
-        fatal("state file %s has version %d, expected 1 or %d", path, h[1], STATE_VERSION);
-    GPT2Config fcfg = header_get_config(h);
-    if (!config_equal(&fcfg, cfg))
-        fatal("state file %s was written for another model (L=%d C=%d), this run has L=%d C=%d", path,
-              fcfg.num_layers, fcfg.channels, cfg->num_layers, cfg->channels);
-    if (size != expect) fatal("state file %s is %ld bytes, expected %ld", path, size, expect);
-    fread_check(w, sizeof(int64_t), STATE_WORDS, f, path);
-    if (w[5] != (int64_t)n) fatal("state file %s holds %lld parameters, expected %zu", path, (long long)w[5], n);
-    st->B = h[8]; st->T = h[9]; st->num_processes = h[10];
-    st->step = w[0];
-    st->rng_state = (uint64_t)w[1];
-    st->train_pos.epoch = w[2]; st->train_pos.shard_pos = w[3]; st->train_pos.window_pos = w[4];
-    if (h[1] == 1) {  // written before engines kept counters: every step was an update, no loss scaling
-        oc->adam_steps = w[0];
-        oc->loss_scale = 0.0;
-        oc->scale_good_steps = 0;
-    } else {
-        oc->adam_steps = w[8];
-        memcpy(&oc->loss_scale, &w[9], sizeof(double));
-        oc->scale_good_steps = w[10];
+    static StateHead s;  // 8 KiB of record: not on an engine's stack
+    char why[4600];
+    FILE* f = state_open_try(path, &s, why, sizeof(why));
+    if (!f) fatal("%s", why);
+    if (!config_equal(&s.cfg, cfg)) {
+        char diff[512];
+        gpt2_config_diff(cfg, &s.cfg, diff, sizeof(diff));
+        fatal("state file %s was written for another model than this run's: %s", path, diff);
     }
+    if (s.n != n) fatal("state file %s holds %zu parameters, expected %zu", path, s.n, n);
+    if (!state_words_check(&s, path, why, sizeof(why))) fatal("%s", why);
+    state_head_fill(&s, st, oc);
     r->f = f;
     snprintf(r->path, sizeof(r->path), "%s", path);
     r->expect = 2 * n;
     r->done = 0;
     r->bf16 = 0;
+    r->has_sum = s.h[1] >= 3;
+    r->want = header_sum(s.h);
+    r->sum = s.sum;
 }
 
 void checkpoint_get(CheckpointReader* r, float* data, size_t count) {
@@ -167,16 +432,21 @@ void checkpoint_get(CheckpointReader* r, float* data, size_t count) {
         fatal("reading %s: asked for %zu values past its end", r->path, r->done + count - r->expect);
     if (!r->bf16) {
         fread_check(data, sizeof(float), count, r->f, r->path);
+        checksum_update(&r->sum, data, count * sizeof(float));
     } else {
         // bf16 is the top half of an fp32: read into the back half of data, widen front to back.
         uint16_t* half = (uint16_t*)(data + count) - count;
         fread_check(half, sizeof(uint16_t), count, r->f, r->path);
+        checksum_update(&r->sum, half, count * sizeof(uint16_t));
         for (size_t i = 0; i < count; i++) {
             uint32_t bits = (uint32_t)half[i] << 16;
             memcpy(&data[i], &bits, sizeof(float));
         }
     }
     r->done += count;
+    if (r->done == r->expect && r->has_sum && SUMS_DIFFER(checksum_final(&r->sum), r->want))
+        fatal("file %s is damaged: its checksum is %016llx, its header says %016llx", r->path,
+              (unsigned long long)checksum_final(&r->sum), (unsigned long long)r->want);
 }
 
 void checkpoint_close(CheckpointReader* r) {
@@ -217,4 +487,88 @@ void state_file_read(const char* path, const GPT2Config* cfg, TrainState* st, Op
     checkpoint_get(&r, m, n);
     checkpoint_get(&r, v, n);
     checkpoint_close(&r);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Verifying a pair
+
+// Reads the rest of f through sum; with check_moments, the values are AdamW's m then v (n each):
+// m finite, v finite and >= 0, as every update leaves them.
+static int verify_payload(FILE* f, Checksum* sum, size_t count, int elem, size_t n, int check_moments,
+                          const char* path, char* why, size_t cap) {
+    float* buf = (float*)malloc_check(VERIFY_CHUNK * sizeof(float), "checkpoint check buffer");
+    int ok = 1;
+    for (size_t done = 0; done < count && ok;) {
+        size_t k = count - done < VERIFY_CHUNK ? count - done : VERIFY_CHUNK;
+        if (!read_exact(f, buf, k * (size_t)elem, path, why, cap)) { ok = 0; break; }
+        checksum_update(sum, buf, k * (size_t)elem);
+        for (size_t i = 0; i < k && check_moments; i++) {
+            int is_v = done + i >= n;
+            if (!isfinite(buf[i]) || (is_v && buf[i] < 0)) {
+                snprintf(why, cap, "state file %s: AdamW %s[%zu] is %g, which no update leaves", path, is_v ? "v" : "m",
+                         (done + i) % n, buf[i]);
+                ok = 0;
+                break;
+            }
+        }
+        done += k;
+    }
+    free(buf);
+    return ok;
+}
+
+static int sum_matches(const Checksum* sum, uint64_t want, const char* kind, const char* path, char* why, size_t cap) {
+    uint64_t got = checksum_final(sum);
+    if (!SUMS_DIFFER(got, want)) return 1;
+    snprintf(why, cap, "%s file %s is damaged: its checksum is %016llx, its header says %016llx", kind, path,
+             (unsigned long long)got, (unsigned long long)want);
+    return 0;
+}
+
+CheckpointStatus checkpoint_verify(const char* model_path, const char* state_path, const GPT2Config* cfg,
+                                   TrainState* st, OptimizerCounters* oc, char* why, size_t cap) {
+    static StateHead s;
+    int32_t h[HEADER_INTS];
+    GPT2Config mcfg;
+    int elem;
+    // The state file first: it says whether its model file must carry a checksum.
+    FILE* f = state_open_try(state_path, &s, why, cap);
+    if (!f) return CHECKPOINT_DAMAGED;
+    int ok = verify_payload(f, &s.sum, 2 * s.n, 4, s.n, 1, state_path, why, cap) &&
+             (s.h[1] < 3 || sum_matches(&s.sum, header_sum(s.h), "state", state_path, why, cap)) &&
+             state_words_check(&s, state_path, why, cap);
+    fclose(f);
+    if (!ok) return CHECKPOINT_DAMAGED;
+
+    f = model_open_try(model_path, h, &mcfg, &elem, why, cap);
+    if (!f) return CHECKPOINT_DAMAGED;
+    Checksum sum;
+    checksum_init(&sum);
+    sum_header(&sum, h);
+    size_t n = gpt2_param_layout(&mcfg).num_parameters;
+    ok = verify_payload(f, &sum, n, elem, n, 0, model_path, why, cap);
+    fclose(f);
+    if (!ok) return CHECKPOINT_DAMAGED;
+    if (h[12] == CHECKSUM_TAG) {
+        if (!sum_matches(&sum, header_sum(h), "model", model_path, why, cap)) return CHECKPOINT_DAMAGED;
+    } else if (s.h[1] >= 3) {
+        snprintf(why, cap, "model file %s has no checksum, though its state file %s (version %d) does", model_path,
+                 state_path, s.h[1]);
+        return CHECKPOINT_DAMAGED;
+    }
+
+    char diff[512];
+    if (!config_equal(&mcfg, &s.cfg)) {
+        gpt2_config_diff(&mcfg, &s.cfg, diff, sizeof(diff));
+        snprintf(why, cap, "model file %s and state file %s hold different models (model file vs state file: %s)",
+                 model_path, state_path, diff);
+        return CHECKPOINT_DAMAGED;
+    }
+    if (!config_equal(&mcfg, cfg)) {
+        gpt2_config_diff(cfg, &mcfg, diff, sizeof(diff));
+        snprintf(why, cap, "checkpoint %s holds a different model than this run's: %s", model_path, diff);
+        return CHECKPOINT_MISMATCH;
+    }
+    state_head_fill(&s, st, oc);
+    return CHECKPOINT_OK;
 }

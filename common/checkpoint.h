@@ -1,14 +1,27 @@
 // checkpoint.h: model files (llm.c's format) and training-state files.
 //
-// Model file: 256 int32 header {20240326, version, maxT, V, L, NH, C, Vp, 0...}, then every
-// parameter in gpt2_param_layout() order: version 3 stores fp32 (this project writes 3),
-// version 5 stores bf16 (llm.c's other format; read and widened to fp32).
-// State file: 256 int32 header {20241130, version 2, maxT, V, L, NH, C, Vp, B, T, ranks, 0...},
-// then 32 int64 words: the driver's TrainState (0: step, 1: RNG, 2-4: data position, 5: parameter
-// count) and the engine's OptimizerCounters (8: AdamW updates applied, 9: loss scale as the bits
-// of a double, 10: finite steps since the scale changed), then AdamW m and v as fp32. With the
-// model file of the same step it holds everything a resumed run needs to continue bit for bit.
-// Version 1 files (no counters; every step was applied, no loss scale) still load.
+// Model file: 256 int32 header {20240326, version, maxT, V, L, NH, C, Vp, 0, 0, 0, 0, tag, sum_lo,
+// sum_hi, 0...}, then every parameter in gpt2_param_layout() order: version 3 stores fp32 (this
+// project writes 3), version 5 stores bf16 (llm.c's other format; read and widened to fp32).
+// llm.c reads header words 0-7 only, so our files load there and llm.c's (no tag) load here.
+//
+// State file (version 3): 256 int32 header {20241130, 3, maxT, V, L, NH, C, Vp, B, T, ranks,
+// record_bytes, tag, sum_lo, sum_hi, 0...}; 32 int64 words: the driver's TrainState (0: step,
+// 1: RNG, 2-4: data position, 5: parameter count, 11: outlier-guard steps seen, 12-15: the guard's
+// loss mean and variance and gradient-norm mean and variance, as the bits of doubles) and the
+// engine's OptimizerCounters (8: AdamW updates applied, 9: loss scale as the bits of a double,
+// 10: finite steps since the scale changed); then the run record: record_bytes of text, zero-padded
+// to a multiple of 4 (what made the run's trajectory, "name value" per line, see train_loop.c);
+// then AdamW m and v as fp32. With the model file of the same step it holds everything a resumed
+// run needs to continue bit for bit. Versions 1 (no counters) and 2 (no checksum, no record) still
+// load.
+//
+// The checksum (tag CHECKSUM_TAG in header word 12, the value in words 13 and 14) covers every
+// byte of the file with words 13 and 14 read as zero: flipped bits, a zeroed block or a file cut
+// and padded back to size are found. Writers compute it as the payload streams through
+// checkpoint_put; readers as it streams through checkpoint_get, and the last get of a file whose
+// sum differs is fatal. checkpoint_verify reads a pair through without loading it, for a resume
+// that must choose the newest intact checkpoint.
 // Both files are written to a temporary file and renamed, so a crash never leaves half a file.
 //
 // Engines whose weights and state live elsewhere (a GPU) stream them through a writer and a
@@ -22,6 +35,7 @@
 
 #include "dataloader.h"
 #include "gpt2_config.h"
+#include "util.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,13 +45,23 @@ extern "C" {
 #define MODEL_VERSION_FP32 3
 #define MODEL_VERSION_BF16 5
 #define STATE_MAGIC 20241130
-#define STATE_VERSION 2
+#define STATE_VERSION 3
+#define CHECKSUM_TAG 0x4B534843  // "CHSK": header words 13 and 14 hold the file's checksum
+#define RUN_RECORD_MAX 8192      // bytes of a state file's run record, with its terminating NUL
+#define CHECKPOINT_MAX_STEP 1000000000LL
 
 typedef struct {
     int64_t step;            // optimizer steps completed
     uint64_t rng_state;      // the sampler's RNG
     DataLoaderPos train_pos; // where the next training batch starts
     int B, T, num_processes; // the batch geometry the position refers to
+    // The outlier guard (--skip-outliers): exponential moving mean and variance of the loss and
+    // of the gradient norm over the finite steps seen, so a resumed run decides as an unbroken one.
+    int64_t stats_count;
+    double loss_mean, loss_var, norm_mean, norm_var;
+    // What made this run's trajectory, "name value" per line (flags, data fingerprints), written
+    // by the driver and compared on resume; "" in files of versions 1 and 2.
+    char record[RUN_RECORD_MAX];
 } TrainState;
 
 // What an engine counts beside m and v; resume needs them to continue bit for bit.
@@ -53,6 +77,7 @@ typedef struct {
     char tmp[4200];
     char path[4200];
     size_t expect, done;  // payload floats
+    Checksum sum;         // of every byte written so far
 } CheckpointWriter;
 
 typedef struct {
@@ -60,6 +85,9 @@ typedef struct {
     char path[4200];
     size_t expect, done;  // payload floats
     int bf16;             // a version 5 model file: 2 bytes an entry, widened on reading
+    int has_sum;          // the file carries a checksum, checked at the last get
+    uint64_t want;        // that checksum
+    Checksum sum;         // of every byte read so far
 } CheckpointReader;
 
 void model_file_begin(CheckpointWriter* w, const char* path, const GPT2Config* cfg);
@@ -70,7 +98,8 @@ void checkpoint_put(CheckpointWriter* w, const float* data, size_t count);
 // Fatal if the payload is incomplete; else the file appears under its name.
 void checkpoint_commit(CheckpointWriter* w);
 
-// Fatal (naming the file) on a wrong magic, version, size or a model other than cfg.
+// Fatal (naming the file) on a wrong magic, version, size, a model other than cfg, or (at the
+// last checkpoint_get) a checksum that does not match.
 void model_file_open_read(CheckpointReader* r, const char* path, const GPT2Config* cfg);
 void state_file_open_read(CheckpointReader* r, const char* path, const GPT2Config* cfg, TrainState* st,
                           OptimizerCounters* oc, size_t n);
@@ -81,6 +110,8 @@ void checkpoint_close(CheckpointReader* r);
 void model_file_write(const char* path, const GPT2Config* cfg, const float* params);
 // Reads the header of a model file into cfg (validated). Fatal on a wrong magic, version or size.
 void model_file_read_config(const char* path, GPT2Config* cfg);
+// The same, then the whole file through its checksum when it has one (llm.c's files have none).
+void model_file_check(const char* path, GPT2Config* cfg);
 // Reads the parameters into params (cfg's layout, fp32). Fatal if the file does not match cfg.
 void model_file_read_params(const char* path, const GPT2Config* cfg, float* params);
 
@@ -88,6 +119,18 @@ void state_file_write(const char* path, const GPT2Config* cfg, const TrainState*
                       const float* m, const float* v, size_t n);
 void state_file_read(const char* path, const GPT2Config* cfg, TrainState* st, OptimizerCounters* oc, float* m,
                      float* v, size_t n);
+
+// ---- checking a pair before a resume ----
+typedef enum {
+    CHECKPOINT_OK,        // both files intact; st and oc filled
+    CHECKPOINT_DAMAGED,   // unreadable, truncated, a checksum or a field that cannot be right: try an older one
+    CHECKPOINT_MISMATCH,  // intact but written for another model than cfg: no older one will do
+} CheckpointStatus;
+// Reads both files through (without loading them anywhere) and says which; why names the file.
+CheckpointStatus checkpoint_verify(const char* model_path, const char* state_path, const GPT2Config* cfg,
+                                   TrainState* st, OptimizerCounters* oc, char* why, size_t why_cap);
+// "L 2 here, 1 in the file; C ..." for the fields where two configs differ.
+void gpt2_config_diff(const GPT2Config* mine, const GPT2Config* file, char* out, size_t cap);
 
 #ifdef __cplusplus
 }

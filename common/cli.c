@@ -11,12 +11,16 @@
 
 #include "util.h"
 
-typedef enum { FLAG_INT, FLAG_LONG, FLAG_FLOAT, FLAG_STRING } FlagType;
+typedef enum { FLAG_INT, FLAG_LONG, FLAG_FLOAT, FLAG_STRING, FLAG_SWITCH } FlagType;
+// Or'ed into a row's type: the flag changes the run's trajectory, so checkpoints record its value
+// and a resume must give the same (cli_record, cli_record_check).
+#define RECORDED 0x100
+#define FLAG_TYPE(f) ((FlagType)((f)->type & 0xff))
 
 typedef struct {
     const char* short_name;
     const char* long_name;
-    FlagType type;
+    int type;  // a FlagType, maybe | RECORDED
     size_t offset;
     const char* def;
     const char* help;
@@ -29,18 +33,18 @@ static const Flag FLAGS[] = {
     {"-j", "--val", FLAG_STRING, OPT(val_data), "", "val data: glob of token shards (\"\" = none, or the built-in corpus's)"},
     {"-e", "--model", FLAG_STRING, OPT(model), "d2", "model: a descriptor d1..d6, d12, d24, d36, d48, or a model file"},
     {"-o", "--output", FLAG_STRING, OPT(output_dir), "out", "output dir for log.jsonl and checkpoints (\"\" = none)"},
-    {"-b", "--batch", FLAG_INT, OPT(B), "4", "micro-batch size B (sequences per forward)"},
-    {"-t", "--seq", FLAG_INT, OPT(T), "64", "sequence length T (at most the model's max, 1024 for descriptors)"},
-    {"-d", "--total-batch", FLAG_LONG, OPT(total_batch), "-1", "tokens per optimizer step, a multiple of B*T*ranks (-1 = B*T*ranks)"},
-    {"-x", "--steps", FLAG_INT, OPT(max_steps), "-1", "optimizer steps (-1 = one epoch of the train data)"},
-    {"-l", "--lr", FLAG_FLOAT, OPT(lr), "3e-3", "peak learning rate"},
-    {"-u", "--warmup", FLAG_INT, OPT(warmup), "20", "learning-rate warmup steps"},
-    {"-q", "--final-lr-frac", FLAG_FLOAT, OPT(final_lr_frac), "0.1", "cosine decay floor, as a fraction of the peak (1 = constant)"},
-    {"-c", "--weight-decay", FLAG_FLOAT, OPT(weight_decay), "0.0", "AdamW weight decay (2-D weights only)"},
-    {"-G", "--grad-clip", FLAG_FLOAT, OPT(grad_clip), "1.0", "clip the global gradient norm to this (0 = off)"},
-    {"-B1", "--beta1", FLAG_FLOAT, OPT(beta1), "0.9", "AdamW beta1"},
-    {"-B2", "--beta2", FLAG_FLOAT, OPT(beta2), "0.95", "AdamW beta2"},
-    {"-E", "--adam-eps", FLAG_FLOAT, OPT(eps), "1e-8", "AdamW epsilon"},
+    {"-b", "--batch", FLAG_INT | RECORDED, OPT(B), "4", "micro-batch size B (sequences per forward)"},
+    {"-t", "--seq", FLAG_INT | RECORDED, OPT(T), "64", "sequence length T (at most the model's max, 1024 for descriptors)"},
+    {"-d", "--total-batch", FLAG_LONG | RECORDED, OPT(total_batch), "-1", "tokens per optimizer step, a multiple of B*T*ranks (-1 = B*T*ranks)"},
+    {"-x", "--steps", FLAG_INT | RECORDED, OPT(max_steps), "-1", "optimizer steps (-1 = one epoch of the train data)"},
+    {"-l", "--lr", FLAG_FLOAT | RECORDED, OPT(lr), "3e-3", "peak learning rate"},
+    {"-u", "--warmup", FLAG_INT | RECORDED, OPT(warmup), "20", "learning-rate warmup steps"},
+    {"-q", "--final-lr-frac", FLAG_FLOAT | RECORDED, OPT(final_lr_frac), "0.1", "cosine decay floor, as a fraction of the peak (1 = constant)"},
+    {"-c", "--weight-decay", FLAG_FLOAT | RECORDED, OPT(weight_decay), "0.0", "AdamW weight decay (2-D weights only)"},
+    {"-G", "--grad-clip", FLAG_FLOAT | RECORDED, OPT(grad_clip), "1.0", "clip the global gradient norm to this (0 = off)"},
+    {"-B1", "--beta1", FLAG_FLOAT | RECORDED, OPT(beta1), "0.9", "AdamW beta1"},
+    {"-B2", "--beta2", FLAG_FLOAT | RECORDED, OPT(beta2), "0.95", "AdamW beta2"},
+    {"-E", "--adam-eps", FLAG_FLOAT | RECORDED, OPT(eps), "1e-8", "AdamW epsilon"},
     {"-v", "--val-every", FLAG_INT, OPT(val_every), "100", "evaluate val loss every N steps (0 = never)"},
     {"-m", "--val-steps", FLAG_INT, OPT(val_steps), "20", "batches per val evaluation (-1 = the whole val set)"},
     {"-s", "--sample-every", FLAG_INT, OPT(sample_every), "100", "print a sample every N steps (0 = never)"},
@@ -49,17 +53,19 @@ static const Flag FLAGS[] = {
     {"-k", "--top-k", FLAG_INT, OPT(top_k), "0", "sample from the k most likely tokens (0 = all)"},
     {"-n", "--checkpoint-every", FLAG_INT, OPT(checkpoint_every), "0", "write a checkpoint every N steps and at the end (0 = never)"},
     {"-y", "--resume", FLAG_INT, OPT(resume), "0", "1 = resume from the latest checkpoint in the output dir"},
-    {"-S", "--seed", FLAG_LONG, OPT(seed), "1337", "seed for initialization, shuffling and sampling"},
-    {"-z", "--shuffle", FLAG_INT, OPT(shuffle), "0", "1 = shuffle shard order and windows within shards (seeded)"},
-    {"-a", "--overfit", FLAG_INT, OPT(overfit), "0", "1 = train on the first batch only (debugging)"},
+    {"-S", "--seed", FLAG_LONG | RECORDED, OPT(seed), "1337", "seed for initialization, shuffling and sampling"},
+    {"-z", "--shuffle", FLAG_INT | RECORDED, OPT(shuffle), "0", "1 = shuffle shard order and windows within shards (seeded)"},
+    {"-a", "--overfit", FLAG_INT | RECORDED, OPT(overfit), "0", "1 = train on the first batch only (debugging)"},
     {"-p", "--print-every", FLAG_INT, OPT(log_every), "1", "print a step line every N steps"},
     {"-K", "--tokenizer", FLAG_STRING, OPT(tokenizer), "data/vocab/gpt2_tokenizer.bin", "tokenizer file for decoding samples (byte-level if absent)"},
     {NULL, "--engine", FLAG_STRING, OPT(engine), "auto", "auto (the GPU if one can be used, else the C engine), gpu or cpu"},
     {"-r", "--recompute", FLAG_INT, OPT(recompute), "0", "activation recompute: 0 keep all, 1 GELU, 2 also LayerNorms, 3 whole blocks"},
     {NULL, "--recompute-every", FLAG_INT, OPT(recompute_every), "0", "with -r 3: keep the input of every K-th block (0 = about sqrt(layers))"},
     {"-ge", "--gelu-fusion", FLAG_INT, OPT(gelu_fusion), "0", "GPU: GELU in the matmul epilogue: 0 none, 1 forward, 2 forward and backward"},
-    {NULL, "--loss-scale", FLAG_FLOAT, OPT(loss_scale), "65536", "FP16: initial dynamic loss scale"},
-    {NULL, "--loss-scale-interval", FLAG_INT, OPT(loss_scale_interval), "2000", "FP16: finite steps before the loss scale doubles"},
+    {NULL, "--loss-scale", FLAG_FLOAT | RECORDED, OPT(loss_scale), "65536", "FP16: initial dynamic loss scale"},
+    {NULL, "--loss-scale-interval", FLAG_INT | RECORDED, OPT(loss_scale_interval), "2000", "FP16: finite steps before the loss scale doubles"},
+    {NULL, "--skip-outliers", FLAG_FLOAT | RECORDED, OPT(skip_outliers), "0", "skip an update whose loss or grad norm is more than Z standard deviations above its running mean (0 = off)"},
+    {NULL, "--overwrite", FLAG_SWITCH, OPT(overwrite), "0", "start afresh in an output dir that holds another run's checkpoints (they are deleted)"},
 };
 #define NUM_FLAGS ((int)(sizeof(FLAGS) / sizeof(FLAGS[0])))
 
@@ -75,7 +81,7 @@ static void flag_set(TrainOptions* opts, const Flag* f, const char* value) {
     char* base = (char*)opts + f->offset;
     char* end = NULL;
     errno = 0;
-    switch (f->type) {
+    switch (FLAG_TYPE(f)) {
         case FLAG_INT: {
             long x = strtol(value, &end, 10);
             if (*value == '\0' || *end != '\0' || errno || x < INT_MIN || x > INT_MAX)
@@ -100,7 +106,105 @@ static void flag_set(TrainOptions* opts, const Flag* f, const char* value) {
         case FLAG_STRING:
             *(const char**)base = value;
             break;
+        case FLAG_SWITCH:
+            *(int*)base = strcmp(value, "1") == 0;
+            break;
     }
+}
+
+// The value as a run record and its checks write it: floats with as many digits as it takes to
+// read back exactly, so two different values never print alike.
+static void flag_format(const Flag* f, const TrainOptions* opts, char* out, size_t cap) {
+    const char* base = (const char*)opts + f->offset;
+    switch (FLAG_TYPE(f)) {
+        case FLAG_INT: case FLAG_SWITCH: snprintf(out, cap, "%d", *(const int*)base); break;
+        case FLAG_LONG: snprintf(out, cap, "%ld", *(const long*)base); break;
+        case FLAG_FLOAT: {
+            // The shortest form that reads back as the same float: "0.001", not "0.00100000005".
+            float x = *(const float*)base;
+            for (int digits = 6; digits <= 9; digits++) {
+                snprintf(out, cap, "%.*g", digits, x);
+                if (strtof(out, NULL) == x) break;
+            }
+            break;
+        }
+        case FLAG_STRING: snprintf(out, cap, "%s", *(const char* const*)base); break;
+    }
+}
+
+size_t cli_record(const TrainOptions* opts, char* out, size_t cap) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < NUM_FLAGS; i++) {
+        if (!(FLAGS[i].type & RECORDED)) continue;
+        char v[64];
+        flag_format(&FLAGS[i], opts, v, sizeof(v));
+        int n = snprintf(out + used, cap - used, "%s %s\n", FLAGS[i].long_name + 2, v);
+        if (n < 0 || (size_t)n >= cap - used) fatal("run record: more than %zu bytes", cap);
+        used += (size_t)n;
+    }
+    return used;
+}
+
+// The value of "name value" in a record, into out; 0 if the record has no such line.
+int cli_record_value(const char* record, const char* name, char* out, size_t cap) {
+    size_t len = strlen(name);
+    for (const char* line = record; *line;) {
+        const char* end = strchr(line, '\n');
+        size_t n = end ? (size_t)(end - line) : strlen(line);
+        if (n > len && strncmp(line, name, len) == 0 && line[len] == ' ') {
+            snprintf(out, cap, "%.*s", (int)(n - len - 1), line + len + 1);
+            return 1;
+        }
+        line += n + (end ? 1 : 0);
+    }
+    return 0;
+}
+
+// Whether the recorded text is this flag's value in opts: numbers compared as numbers (a float
+// bit for bit), so how a value was printed does not matter.
+static int flag_value_is(const Flag* f, const TrainOptions* opts, const char* text) {
+    const char* base = (const char*)opts + f->offset;
+    char* end;
+    errno = 0;
+    switch (FLAG_TYPE(f)) {
+        case FLAG_INT: case FLAG_SWITCH: {
+            long x = strtol(text, &end, 10);
+            return *text && !*end && !errno && x == *(const int*)base;
+        }
+        case FLAG_LONG: {
+            long x = strtol(text, &end, 10);
+            return *text && !*end && !errno && x == *(const long*)base;
+        }
+        case FLAG_FLOAT: {
+            float x = strtof(text, &end);
+            return *text && !*end && x == *(const float*)base;
+        }
+        case FLAG_STRING: return strcmp(text, *(const char* const*)base) == 0;
+    }
+    return 0;
+}
+
+int cli_record_check(const TrainOptions* opts, const char* record, char* why, size_t cap) {
+    for (int i = 0; i < NUM_FLAGS; i++) {
+        const Flag* f = &FLAGS[i];
+        if (!(f->type & RECORDED)) continue;
+        char mine[64], theirs[256];
+        flag_format(f, opts, mine, sizeof(mine));
+        // A flag newer than the checkpoint: its default is what that run did.
+        if (!cli_record_value(record, f->long_name + 2, theirs, sizeof(theirs))) {
+            TrainOptions d;
+            memset(&d, 0, sizeof(d));
+            flag_set(&d, f, f->def);
+            flag_format(f, &d, theirs, sizeof(theirs));
+        }
+        if (!flag_value_is(f, opts, theirs)) {
+            snprintf(why, cap, "flag %s is %s in this run but was %s in the run that wrote the checkpoint", flag_names(f),
+                     mine, theirs);
+            return 0;
+        }
+    }
+    return 1;
 }
 
 void cli_usage(const char* prog) {
@@ -110,7 +214,8 @@ void cli_usage(const char* prog) {
         char names[48];
         if (f->short_name) snprintf(names, sizeof(names), "%s, %s", f->short_name, f->long_name);
         else snprintf(names, sizeof(names), "    %s", f->long_name);
-        printf("  %-26s %s (default: %s)\n", names, f->help, f->def[0] ? f->def : "\"\"");
+        if (FLAG_TYPE(f) == FLAG_SWITCH) printf("  %-26s %s (a switch, no value)\n", names, f->help);
+        else printf("  %-26s %s (default: %s)\n", names, f->help, f->def[0] ? f->def : "\"\"");
     }
     printf("  %-26s print this help\n", "-h, --help");
 }
@@ -129,6 +234,10 @@ void cli_parse(TrainOptions* opts, int argc, char** argv) {
             if ((FLAGS[i].short_name && strcmp(arg, FLAGS[i].short_name) == 0) || strcmp(arg, FLAGS[i].long_name) == 0)
                 f = &FLAGS[i];
         if (!f) fatal("unknown flag '%s' (see %s -h)", arg, argv[0]);
+        if (FLAG_TYPE(f) == FLAG_SWITCH) {
+            flag_set(opts, f, "1");
+            continue;
+        }
         if (a + 1 >= argc) fatal("flag %s needs a value", flag_names(f));
         flag_set(opts, f, argv[++a]);
     }
@@ -139,8 +248,8 @@ void cli_print(const TrainOptions* opts) {
         const Flag* f = &FLAGS[i];
         const char* base = (const char*)opts + f->offset;
         printf("| %-18s | ", f->long_name + 2);
-        switch (f->type) {
-            case FLAG_INT: printf("%d", *(const int*)base); break;
+        switch (FLAG_TYPE(f)) {
+            case FLAG_INT: case FLAG_SWITCH: printf("%d", *(const int*)base); break;
             case FLAG_LONG: printf("%ld", *(const long*)base); break;
             case FLAG_FLOAT: printf("%g", *(const float*)base); break;
             case FLAG_STRING: printf("%s", *(const char* const*)base); break;

@@ -4,6 +4,8 @@
 #ifndef COMMON_CLI_H
 #define COMMON_CLI_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -40,6 +42,8 @@ typedef struct {
     int recompute_every;       // level 3: keep every K-th block's input (0 = about sqrt(L))
     float loss_scale;          // FP16: initial dynamic loss scale
     int loss_scale_interval;   // FP16: finite steps before the loss scale doubles
+    float skip_outliers;       // Z: skip an update whose loss or grad norm is a z-score outlier; 0 = off
+    int overwrite;             // a fresh run may replace another run's checkpoints in the output dir
 } TrainOptions;
 
 // Fills opts from the table's defaults, then argv. Prints usage and exits 0 on -h/--help;
@@ -48,6 +52,15 @@ void cli_parse(TrainOptions* opts, int argc, char** argv);
 void cli_usage(const char* prog);
 // Prints every option's value, one line each, for the start-up report.
 void cli_print(const TrainOptions* opts);
+
+// The run record of a checkpoint: "name value" lines for every flag the table marks as changing
+// the run's trajectory (long name without dashes; floats with every digit). Returns its length.
+size_t cli_record(const TrainOptions* opts, char* out, size_t cap);
+// 0 with why naming the first recorded flag whose value differs from the record's (a flag the
+// record lacks, newer than the checkpoint, must have its default), else 1.
+int cli_record_check(const TrainOptions* opts, const char* record, char* why, size_t why_cap);
+// The value on the record's line for name, into out; 0 if there is none.
+int cli_record_value(const char* record, const char* name, char* out, size_t cap);
 
 #ifdef __cplusplus
 }

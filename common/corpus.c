@@ -122,10 +122,26 @@ static uint16_t* corpus_encode(const Tokenizer* tok, const char* text, size_t le
     return out;
 }
 
+// The checksum of a whole file's bytes (the tokenizer that built a cache).
+static uint64_t file_checksum(const char* path) {
+    FILE* f = fopen_check(path, "rb");
+    Checksum sum;
+    checksum_init(&sum);
+    unsigned char buf[1 << 16];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof(buf), f)) > 0) checksum_update(&sum, buf, got);
+    if (ferror(f)) fatal("cannot read tokenizer file %s", path);
+    fclose(f);
+    return checksum_final(&sum);
+}
+
+// The cache's names say what built it: the corpus version and the tokenizer (none, or the checksum
+// of its file), so shards made with another tokenizer file are never taken for these.
 void corpus_prepare(CorpusPaths* paths, const char* tokenizer_path) {
     int bpe = tokenizer_path && file_exists(tokenizer_path);
     const char* dir = "data/cache/builtin";
-    const char* kind = bpe ? "gpt2" : "bytes";
+    char kind[64] = "bytes";
+    if (bpe) snprintf(kind, sizeof(kind), "gpt2-%016llx", (unsigned long long)file_checksum(tokenizer_path));
     snprintf(paths->train_pattern, sizeof(paths->train_pattern), "%s/v%d_%s_train_000000.bin", dir, CORPUS_VERSION, kind);
     snprintf(paths->val_pattern, sizeof(paths->val_pattern), "%s/v%d_%s_val_000000.bin", dir, CORPUS_VERSION, kind);
     if (!file_exists(paths->train_pattern) || !file_exists(paths->val_pattern)) {

@@ -8,16 +8,20 @@
 #include "rng.h"
 #include "util.h"
 
-void shard_write(const char* path, const uint16_t* tokens, size_t n) {
+void shard_write_stream(FILE* f, const char* path, const uint16_t* tokens, size_t n) {
     if (n > INT32_MAX) fatal("shard %s: %zu tokens exceed the format's limit of %d", path, n, INT32_MAX);
     int32_t header[SHARD_HEADER_INTS] = {0};
     header[0] = SHARD_MAGIC;
     header[1] = SHARD_VERSION;
     header[2] = (int32_t)n;
+    fwrite_check(header, sizeof(int32_t), SHARD_HEADER_INTS, f, path);
+    fwrite_check(tokens, sizeof(uint16_t), n, f, path);
+}
+
+void shard_write(const char* path, const uint16_t* tokens, size_t n) {
     char tmp[4200];
     FILE* f = atomic_open(path, tmp, sizeof(tmp));
-    fwrite_check(header, sizeof(int32_t), SHARD_HEADER_INTS, f, tmp);
-    fwrite_check(tokens, sizeof(uint16_t), n, f, tmp);
+    shard_write_stream(f, tmp, tokens, n);
     atomic_close(f, tmp, path);
 }
 
@@ -37,6 +41,32 @@ size_t shard_open(const char* path, FILE** f_out) {
         fatal("data file %s is %ld bytes but its header says %d tokens (%ld bytes)", path, size, header[2], expect);
     if (f_out) *f_out = f; else fclose(f);
     return (size_t)header[2];
+}
+
+#define CHECK_CHUNK ((size_t)1 << 20)  // tokens per read
+
+size_t shard_check(const char* path, int vocab_size, Checksum* sum) {
+    FILE* f;
+    size_t n = shard_open(path, &f);
+    uint16_t* buf = (uint16_t*)malloc_check(CHECK_CHUNK * sizeof(uint16_t), "shard check buffer");
+    if (sum) {
+        uint64_t count = n;  // shard boundaries count too: two shards are not their concatenation
+        checksum_update(sum, &count, sizeof(count));
+    }
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < CHECK_CHUNK ? n - done : CHECK_CHUNK;
+        fread_check(buf, sizeof(uint16_t), k, f, path);
+        for (size_t i = 0; i < k; i++) {
+            if (buf[i] >= vocab_size)
+                fatal("data file %s: token %u at position %zu is out of range (vocabulary has %d tokens)", path, buf[i],
+                      done + i, vocab_size);
+        }
+        if (sum) checksum_update(sum, buf, k * sizeof(uint16_t));
+        done += k;
+    }
+    free(buf);
+    fclose(f);
+    return n;
 }
 
 uint16_t* shard_load(const char* path, size_t* n_out) {
@@ -105,17 +135,25 @@ void dataloader_init(DataLoader* dl, const char* pattern, int B, int T, int rank
         if (rc == 0) globfree(&g);
         fatal("no data file matches %s", pattern);
     }
+    if (g.gl_pathc > 1000000) fatal("data %s matches %zu files, more than the limit of 1000000", pattern, g.gl_pathc);
     dl->nfiles = (int)g.gl_pathc;
     dl->files = (char**)malloc_check(dl->nfiles * sizeof(char*), "data file names");
     dl->ntok = (size_t*)malloc_check(dl->nfiles * sizeof(size_t), "data file sizes");
+    double t0 = wall_time_ms();
+    Checksum sum;
+    checksum_init(&sum);
     for (int i = 0; i < dl->nfiles; i++) {
         dl->files[i] = strdup(g.gl_pathv[i]);
-        dl->ntok[i] = shard_open(dl->files[i], NULL);
+        if (!dl->files[i]) fatal("out of host memory listing data files");
+        dl->ntok[i] = shard_check(dl->files[i], vocab_size, &sum);
+        dl->total_tokens += (long long)dl->ntok[i];
         int64_t w = dataloader_windows(dl, i);
         dl->total_windows += w;
         if (w > dl->nwin_max) dl->nwin_max = w;
     }
     globfree(&g);
+    dl->data_sum = checksum_final(&sum);
+    dl->check_ms = wall_time_ms() - t0;
     if (dl->total_windows == 0)
         fatal("data %s: no shard holds B*T*ranks+1 = %lld tokens (B=%d, T=%d, ranks=%d)", pattern,
               (long long)B * T * nproc + 1, B, T, nproc);
@@ -160,12 +198,42 @@ void dataloader_reset(DataLoader* dl) {
 
 DataLoaderPos dataloader_get_pos(const DataLoader* dl) { return dl->pos; }
 
+int64_t dataloader_batches_before(DataLoader* dl, DataLoaderPos pos, char* why, size_t cap) {
+    int64_t before;
+    if (pos.epoch < 0 || pos.shard_pos < 0 || pos.shard_pos > dl->nfiles || pos.window_pos < 0 ||
+        __builtin_mul_overflow(pos.epoch, dl->total_windows, &before)) {
+        snprintf(why, cap, "data position (epoch %lld, shard %lld, window %lld) does not fit the %d data files",
+                 (long long)pos.epoch, (long long)pos.shard_pos, (long long)pos.window_pos, dl->nfiles);
+        return -1;
+    }
+    // That epoch's shard order; the loader recomputes its own after any set_pos.
+    seeded_permutation(dl->shard_order, dl->nfiles, dl->shuffle, dl->seed, (uint64_t)pos.epoch, 0xFFFFFFFFu);
+    dl->order_epoch = -1;
+    for (int64_t i = 0; i < pos.shard_pos; i++) before += dataloader_windows(dl, dl->shard_order[i]);
+    // Inside a shard's windows, or at the start of a shard (which may have none: the loader skips it).
+    int64_t here = pos.shard_pos < dl->nfiles ? dataloader_windows(dl, dl->shard_order[pos.shard_pos]) : 0;
+    if (pos.window_pos != 0 && pos.window_pos >= here) {
+        snprintf(why, cap, "data position (epoch %lld, shard %lld, window %lld) is past that shard's %lld windows",
+                 (long long)pos.epoch, (long long)pos.shard_pos, (long long)pos.window_pos, (long long)here);
+        return -1;
+    }
+    if (__builtin_add_overflow(before, pos.window_pos, &before)) {
+        snprintf(why, cap, "data position (epoch %lld, ...) is too far", (long long)pos.epoch);
+        return -1;
+    }
+    return before;
+}
+
 void dataloader_set_pos(DataLoader* dl, DataLoaderPos pos) {
-    if (pos.epoch < 0 || pos.shard_pos < 0 || pos.shard_pos > dl->nfiles || pos.window_pos < 0)
-        fatal("data loader position (%lld, %lld, %lld) does not fit the %d data files", (long long)pos.epoch,
-              (long long)pos.shard_pos, (long long)pos.window_pos, dl->nfiles);
+    char why[256];
+    if (dataloader_batches_before(dl, pos, why, sizeof(why)) < 0) fatal("%s", why);
     dl->pos = pos;
     dl->order_epoch = -1;  // orders are recomputed for the new position
+}
+
+void dataloader_fingerprint(const DataLoader* dl, char* out, size_t cap) {
+    snprintf(out, cap, "%d shard%s, %lld tokens, checksum %016llx", dl->nfiles, dl->nfiles == 1 ? "" : "s",
+             dl->total_tokens, (unsigned long long)dl->data_sum);
 }
 
 void dataloader_free(DataLoader* dl) {

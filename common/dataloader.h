@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "util.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -24,8 +26,13 @@ extern "C" {
 
 // Writes tokens as one shard, atomically (temporary file, then rename).
 void shard_write(const char* path, const uint16_t* tokens, size_t n);
+// Writes a shard's header and tokens to an open stream (path names it in errors).
+void shard_write_stream(FILE* f, const char* path, const uint16_t* tokens, size_t n);
 // Opens a shard, checks its magic, version and size; returns its token count. Fatal on a bad file.
 size_t shard_open(const char* path, FILE** f_out);
+// Reads a whole shard through: fatal, naming the file and the position, at the first token id at
+// or above vocab_size. Adds the tokens to sum (may be NULL). Returns the token count.
+size_t shard_check(const char* path, int vocab_size, Checksum* sum);
 // Reads a whole shard into a new buffer (caller frees); used by tools and tests.
 uint16_t* shard_load(const char* path, size_t* n_out);
 
@@ -46,6 +53,11 @@ typedef struct {
     int64_t nwin_max;
     int64_t total_windows;  // windows in one epoch over all shards
     DataLoaderPos pos;
+    // What dataloader_init found reading every shard through (so a bad token stops the run at
+    // start-up, not hours in): the tokens, a checksum of the shards' contents in order, and the time.
+    long long total_tokens;
+    uint64_t data_sum;
+    double check_ms;
     int64_t order_epoch;    // epoch whose shard order is in shard_order, -1 if none
     int64_t loaded_shard;   // shard that is open and whose window order is current, -1 if none
     FILE* file;             // open handle on the current shard
@@ -54,8 +66,9 @@ typedef struct {
     int* targets;           // B*T
 } DataLoader;
 
-// pattern: a glob (or one path) of shards. Token ids must be below vocab_size.
-// Fatal, naming the pattern or file, when nothing matches or no shard holds one window.
+// pattern: a glob (or one path) of shards. Token ids must be below vocab_size: every shard is read
+// through once here to check it. Fatal, naming the pattern or file, when nothing matches, a shard
+// is malformed or holds a bad token, or no shard holds one window.
 void dataloader_init(DataLoader* dl, const char* pattern, int B, int T, int rank, int nproc,
                      int shuffle, uint64_t seed, int vocab_size);
 // Fills dl->inputs and dl->targets with the next batch and advances.
@@ -63,7 +76,12 @@ void dataloader_next_batch(DataLoader* dl);
 // Back to the first batch of epoch 0 (used for validation passes).
 void dataloader_reset(DataLoader* dl);
 DataLoaderPos dataloader_get_pos(const DataLoader* dl);
+// Fatal unless pos is a position this loader can reach (inside its shards' windows).
 void dataloader_set_pos(DataLoader* dl, DataLoaderPos pos);
+// Batches taken from epoch 0's start to reach pos; -1 (with why) if pos is not a reachable position.
+int64_t dataloader_batches_before(DataLoader* dl, DataLoaderPos pos, char* why, size_t why_cap);
+// "3 shards, 123456 tokens, checksum 0123456789abcdef": what the data was, for run records.
+void dataloader_fingerprint(const DataLoader* dl, char* out, size_t cap);
 void dataloader_free(DataLoader* dl);
 
 #ifdef __cplusplus

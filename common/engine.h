@@ -31,6 +31,10 @@ extern "C" {
 
 typedef struct {
     float beta1, beta2, eps, weight_decay;
+    // The driver's outlier guard (--skip-outliers): skip the update, as for a non-finite gradient
+    // but leaving the loss scale alone, when the step's loss or gradient norm is above these
+    // (0 = no limit).
+    float skip_loss_above, skip_norm_above;
 } AdamWConfig;
 
 // The precision of parameters, gradients and activations (optimizer state is always fp32).
@@ -47,6 +51,7 @@ typedef struct {
     int zero_stage;           // ZeRO stage; 0 = every rank holds all state
     size_t memory_budget;     // bytes a rank may allocate, 0 = no limit
     int rank, num_ranks;      // this process among the ranks (rank 0 of 1 without MPI)
+    int local_rank;           // its place on its machine: the GPU it binds
     float loss_scale_init;    // FP16 dynamic loss scaling: the first scale (PyTorch: 65536)
     int loss_scale_interval;  // FP16: consecutive finite steps before the scale doubles (PyTorch: 2000)
     int gelu_fusion;          // GPU: 0 = separate GELU kernels, 1 = GELU in the matmul's forward epilogue,
@@ -94,7 +99,9 @@ struct Engine {
     // to clip (0 = off; PyTorch's rule: scale by clip / (norm + 1e-6) when the norm exceeds clip),
     // then AdamW with lr. A non-finite gradient skips the update entirely (weights, m, v and the
     // count of applied updates stay bit for bit); with FP16 loss scaling it also halves the scale,
-    // which doubles after options.loss_scale_interval finite steps. Zeroes the gradients.
+    // which doubles after options.loss_scale_interval finite steps. A loss or norm above
+    // opt->skip_loss_above / skip_norm_above (when > 0) skips the update the same way, the scale
+    // counting it as a finite step. Zeroes the gradients.
     StepResult (*optimizer_step)(Engine* e, const AdamWConfig* opt, float lr, float clip);
 
     // Evaluation and sampling: forward only. With targets, returns the mean loss; without, 0.

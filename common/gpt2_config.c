@@ -2,6 +2,7 @@
 #include "gpt2_config.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,15 +34,40 @@ int gpt2_config_from_descriptor(const char* desc, int max_seq_len, GPT2Config* c
     return 1;
 }
 
+int gpt2_config_check(const GPT2Config* c, const char* what, char* why, size_t cap) {
+    if (c->max_seq_len <= 0 || c->vocab_size <= 0 || c->num_layers <= 0 || c->num_heads <= 0 || c->channels <= 0 ||
+        c->padded_vocab_size <= 0) {
+        snprintf(why, cap, "%s: model sizes must be positive (maxT=%d V=%d Vp=%d L=%d NH=%d C=%d)", what,
+                 c->max_seq_len, c->vocab_size, c->padded_vocab_size, c->num_layers, c->num_heads, c->channels);
+        return 0;
+    }
+    struct { const char* name; int value, limit; } bounds[] = {
+        {"layers L", c->num_layers, GPT2_MAX_LAYERS},       {"channels C", c->channels, GPT2_MAX_CHANNELS},
+        {"maximum sequence length maxT", c->max_seq_len, GPT2_MAX_SEQ_LEN},
+        {"vocabulary V", c->vocab_size, GPT2_MAX_VOCAB},   {"padded vocabulary Vp", c->padded_vocab_size, GPT2_MAX_PADDED_VOCAB},
+    };
+    for (size_t i = 0; i < sizeof(bounds) / sizeof(bounds[0]); i++) {
+        if (bounds[i].value > bounds[i].limit) {
+            snprintf(why, cap, "%s: %s is %d, above the limit of %d", what, bounds[i].name, bounds[i].value,
+                     bounds[i].limit);
+            return 0;
+        }
+    }
+    if (c->padded_vocab_size < c->vocab_size) {
+        snprintf(why, cap, "%s: padded vocabulary %d is smaller than the vocabulary %d", what, c->padded_vocab_size,
+                 c->vocab_size);
+        return 0;
+    }
+    if (c->channels % c->num_heads != 0) {
+        snprintf(why, cap, "%s: channels %d are not divisible by heads %d", what, c->channels, c->num_heads);
+        return 0;
+    }
+    return 1;
+}
+
 void gpt2_config_validate(const GPT2Config* c, const char* what) {
-    if (c->max_seq_len <= 0 || c->vocab_size <= 0 || c->num_layers <= 0 || c->num_heads <= 0 || c->channels <= 0)
-        fatal("%s: model sizes must be positive (maxT=%d V=%d L=%d NH=%d C=%d)", what, c->max_seq_len,
-              c->vocab_size, c->num_layers, c->num_heads, c->channels);
-    if (c->padded_vocab_size < c->vocab_size)
-        fatal("%s: padded vocabulary %d is smaller than the vocabulary %d", what, c->padded_vocab_size, c->vocab_size);
-    if (c->channels % c->num_heads != 0)
-        fatal("%s: channels %d are not divisible by heads %d", what, c->channels, c->num_heads);
-    if (c->vocab_size > 65536) fatal("%s: vocabulary %d exceeds the uint16 token format", what, c->vocab_size);
+    char why[512];
+    if (!gpt2_config_check(c, what, why, sizeof(why))) fatal("%s", why);
 }
 
 ParamLayout gpt2_param_layout(const GPT2Config* cfg) {

@@ -48,8 +48,19 @@ enum {
 // "d12" -> GPT-2 124M (d24 350M, d36 774M, d48 1558M); d1..d6 are small test models with
 // 64*depth channels. Head size is 64 throughout. Returns 0 if desc is not a descriptor.
 int gpt2_config_from_descriptor(const char* desc, int max_seq_len, GPT2Config* cfg);
+// Upper bounds on a model's shape. Far above GPT-2 1.5B (and GPT-3 175B: L=96, C=12288), they
+// keep every size derived from a header (parameter counts, bytes, C*C products in int) exact in
+// 64 bits, so a header with absurd fields is refused instead of wrapping to a small size.
+#define GPT2_MAX_LAYERS 1024
+#define GPT2_MAX_CHANNELS 16384
+#define GPT2_MAX_SEQ_LEN (1 << 20)
+#define GPT2_MAX_VOCAB 65536         // token ids are uint16 in the data format
+#define GPT2_MAX_PADDED_VOCAB (1 << 17)
+
 // Fatal (naming `what`) if the config is unusable: non-positive sizes, C not divisible by NH, ...
 void gpt2_config_validate(const GPT2Config* cfg, const char* what);
+// The same check returning 0 with the reason in why (prefixed with what) instead of exiting.
+int gpt2_config_check(const GPT2Config* cfg, const char* what, char* why, size_t why_cap);
 ParamLayout gpt2_param_layout(const GPT2Config* cfg);
 int gpt2_padded_vocab(int vocab_size);
 

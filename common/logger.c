@@ -1,34 +1,87 @@
 // logger.c: JSON-lines training log (see logger.h).
+#define _GNU_SOURCE
 #include "logger.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "util.h"
 
-void logger_open(Logger* log, const char* output_dir, int append) {
-    log->f = NULL;
-    if (!output_dir || !output_dir[0]) return;
-    char path[4200];
-    snprintf(path, sizeof(path), "%s/log.jsonl", output_dir);
-    log->f = fopen_check(path, append ? "a" : "w");
+// "step": N at the start of a line we wrote; -1 for anything else.
+static long line_step(const char* line) {
+    const char* key = "{\"step\": ";
+    if (strncmp(line, key, strlen(key)) != 0) return -1;
+    char* end;
+    long step = strtol(line + strlen(key), &end, 10);
+    return end != line + strlen(key) && (*end == ',' || *end == '}') ? step : -1;
 }
 
-// %.9g keeps every float's exact value, so a log can be compared bit for bit.
+static void log_check(Logger* log, int rc) {
+    if (rc < 0 || fflush(log->f) != 0) fatal("cannot write log file %s (%s)", log->path, strerror(errno));
+}
+
+void logger_open(Logger* log, const char* output_dir, long keep_upto_step) {
+    log->f = NULL;
+    if (!output_dir || !output_dir[0]) return;
+    snprintf(log->path, sizeof(log->path), "%s/log.jsonl", output_dir);
+    char tmp[4300];
+    FILE* out = atomic_open(log->path, tmp, sizeof(tmp));
+    if (keep_upto_step >= 0 && file_exists(log->path)) {
+        FILE* in = fopen_check(log->path, "rb");
+        char* line = NULL;
+        size_t cap = 0;
+        ssize_t len;
+        while ((len = getline(&line, &cap, in)) > 0) {
+            long step = line_step(line);
+            // A line cut off by a crash has no newline: drop it with the steps after the checkpoint.
+            if (step >= 0 && step <= keep_upto_step && line[len - 1] == '\n') fwrite_check(line, 1, (size_t)len, out, tmp);
+        }
+        if (ferror(in)) fatal("cannot read log file %s", log->path);
+        free(line);
+        fclose(in);
+    }
+    // The kept lines are durable under the real name before anything new is appended to them;
+    // the stream stays open across the rename (same file), so nothing can come in between.
+    log->f = out;
+    log_check(log, 0);
+    if (fsync(fileno(out)) != 0) fatal("cannot write log file %s (%s)", tmp, strerror(errno));
+    atomic_commit(tmp, log->path);
+}
+
+// %.9g keeps every float's exact value, so a log can be compared bit for bit; JSON has no NaN.
+static const char* num(char* buf, size_t cap, double x) {
+    if (!isfinite(x)) return "null";
+    snprintf(buf, cap, "%.9g", x);
+    return buf;
+}
+
 void logger_step(Logger* log, int step, float loss, float grad_norm, float lr, double ms, double tok_per_s,
-                 float loss_scale, int skipped) {
+                 float loss_scale, const char* skip_reason) {
     if (!log->f) return;
-    fprintf(log->f,
-            "{\"step\": %d, \"train_loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, \"ms\": %.3f, \"tok_per_s\": %.1f, "
-            "\"loss_scale\": %.9g, \"skipped\": %d}\n",
-            step, loss, grad_norm, lr, ms, tok_per_s, loss_scale, skipped);
-    fflush(log->f);
+    char a[32], b[32], c[32], d[32], e[32], f[32];
+    snprintf(d, sizeof(d), "%.3f", ms);
+    snprintf(e, sizeof(e), "%.1f", tok_per_s);
+    int rc = fprintf(log->f,
+                     "{\"step\": %d, \"train_loss\": %s, \"grad_norm\": %s, \"lr\": %s, \"ms\": %s, \"tok_per_s\": %s, "
+                     "\"loss_scale\": %s, \"skipped\": %d",
+                     step, num(a, sizeof(a), loss), num(b, sizeof(b), grad_norm), num(c, sizeof(c), lr),
+                     isfinite(ms) ? d : "null", isfinite(tok_per_s) ? e : "null", num(f, sizeof(f), loss_scale),
+                     skip_reason != NULL);
+    if (rc >= 0 && skip_reason) rc = fprintf(log->f, ", \"skip_reason\": \"%s\"", skip_reason);
+    if (rc >= 0) rc = fprintf(log->f, "}\n");
+    log_check(log, rc);
 }
 
 void logger_val(Logger* log, int step, float val_loss) {
     if (!log->f) return;
-    fprintf(log->f, "{\"step\": %d, \"val_loss\": %.9g}\n", step, val_loss);
-    fflush(log->f);
+    char a[32];
+    log_check(log, fprintf(log->f, "{\"step\": %d, \"val_loss\": %s}\n", step, num(a, sizeof(a), val_loss)));
 }
 
 void logger_close(Logger* log) {
-    if (log->f) fclose(log->f);
+    if (log->f && fclose(log->f) != 0) fatal("cannot finish writing log file %s (%s)", log->path, strerror(errno));
     log->f = NULL;
 }

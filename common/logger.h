@@ -2,7 +2,11 @@
 //   {"step": 12, "train_loss": 5.1234, "grad_norm": 0.98, "lr": 0.0003, "ms": 812.5, "tok_per_s": 315.1,
 //    "loss_scale": 65536, "skipped": 0}
 //   {"step": 20, "val_loss": 5.0012}
-// A resumed run appends; a fresh run starts the file anew. Plots read it with any JSON reader.
+// A skipped update adds "skip_reason" ("non-finite gradients", "loss outlier (z 8.2)", ...). A
+// value that is not finite is written as null, so every line is valid JSON. A fresh run starts
+// the file anew; a resumed run keeps the lines up to its checkpoint's step and drops the rest
+// (steps the interrupted run did after it), so each step appears once. Plots read it with any
+// JSON reader. A failed write (a full disk) is fatal, naming the file.
 #ifndef COMMON_LOGGER_H
 #define COMMON_LOGGER_H
 
@@ -14,13 +18,18 @@ extern "C" {
 
 typedef struct {
     FILE* f;  // NULL when there is no output dir
+    char path[4200];
 } Logger;
 
-void logger_open(Logger* log, const char* output_dir, int append);
-// loss_scale: the FP16 loss scale the step used (1 without loss scaling); skipped: 1 when the
-// update was skipped because a gradient was inf or NaN.
+// keep_upto_step < 0: a fresh log. Else the existing log's lines with "step" <= keep_upto_step are
+// kept (a line that does not parse, such as one cut off by a crash, is dropped). Either way the
+// file is written under a temporary name and renamed into place, so whatever stood at the path
+// (a FIFO, a symlink) is replaced, never written through.
+void logger_open(Logger* log, const char* output_dir, long keep_upto_step);
+// loss_scale: the FP16 loss scale the step used (1 without loss scaling); skip_reason: NULL when
+// the update was applied, else why it was skipped.
 void logger_step(Logger* log, int step, float loss, float grad_norm, float lr, double ms, double tok_per_s,
-                 float loss_scale, int skipped);
+                 float loss_scale, const char* skip_reason);
 void logger_val(Logger* log, int step, float val_loss);
 void logger_close(Logger* log);
 

@@ -101,8 +101,11 @@ static int32_t rd32(const unsigned char* p) {
 }
 
 Tokenizer* tokenizer_load(const char* path) {
-    FILE* f = fopen(path, "rb");
-    if (!f) fatal("cannot open tokenizer file %s (run `make vocab` to create it, or use byte-level tokens)", path);
+    char why[4400];
+    FILE* f = fopen_read_try(path, why, sizeof(why));
+    if (!f && !file_exists(path))
+        fatal("cannot open tokenizer file %s (run `make vocab` to create it, or use byte-level tokens)", path);
+    if (!f) fatal("tokenizer: %s", why);
     long size = file_size(f, path);
     const long header_bytes = TOKENIZER_HEADER_INTS * 4;
     if (size < header_bytes)

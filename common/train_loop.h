@@ -32,13 +32,17 @@ typedef struct {
     CorpusPaths corpus;           // the built-in corpus's paths, when no data was given
     DataLoader train, val;
     int have_val;
+    long resume_step;             // -y 1: the checkpoint chosen (the newest intact one); -1 without -y
+    int overwrite_pending;        // a fresh run found checkpoint files (--overwrite, or halves): deleted before it writes
+    char record[RUN_RECORD_MAX];  // this run's record (flags and data) for its checkpoints
 } TrainSetup;
 
-// Flags, the model's shape, the data and the engine options; fatal (one line naming the flag
-// or file) on anything wrong, before an engine is made.
+// Flags, the model's shape, the output dir (locked for this run), the data (every token checked),
+// the checkpoint to resume from and the engine options; fatal (one line naming the flag or file)
+// on anything wrong, before an engine is made.
 void train_setup(TrainSetup* s, int argc, char** argv);
 // The run: weights (fresh, from -e, or resumed), then the step loop. Destroys e; returns the
-// exit status.
+// exit status: 0, or 128 + the signal when SIGINT or SIGTERM stopped it (after a checkpoint).
 int train_run(TrainSetup* s, Engine* e);
 
 #ifdef __cplusplus

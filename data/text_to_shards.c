@@ -11,7 +11,9 @@
 // Each split is written as shards of --shard-tokens tokens (the last one shorter):
 // PREFIX_val_000000.bin, PREFIX_val_000001.bin, ... and PREFIX_train_000001.bin, ... Shards of
 // an earlier run under the same prefix that this run did not rewrite are removed, so a glob
-// never mixes two runs.
+// never mixes two runs. The whole set is written under temporary names first and renamed only
+// when every shard is written: a failure (a bad input, a full disk) leaves the earlier set as it
+// was, and the temporary files of a killed run are removed by the next run on that prefix.
 //
 // Split rules (a line's ending, "\n" or "\r\n", is not part of what it is compared with):
 //   file    each input file is one document (the default)
@@ -21,8 +23,8 @@
 // For blank and delim, a document is its lines with their line endings, less the last line's;
 // the end of each input file also ends a document.
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
-#include <glob.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -86,8 +88,15 @@ typedef struct {
     long long total;
 } Split;
 
+// A shard written under its temporary name, renamed into place at the end.
+typedef struct {
+    char tmp[4200], path[4200];
+} Pending;
+
 typedef struct {
     const char* prefix;
+    Pending* pending;
+    int npending, pending_cap;
     Tokenizer* tok;
     int allow_special, quiet, reported;
     long long val_tokens, val_every;
@@ -100,9 +109,17 @@ typedef struct {
 
 static void split_flush(State* st, Split* s) {
     if (s->n == 0) return;
-    char path[4096];
-    snprintf(path, sizeof(path), "%s_%s_%06d.bin", st->prefix, s->name, s->next_index++);
-    shard_write(path, s->buf, s->n);
+    if (s->next_index > 999999) fatal("more than 1000000 %s shards: raise --shard-tokens", s->name);
+    if (st->npending == st->pending_cap) {
+        st->pending_cap = st->pending_cap ? 2 * st->pending_cap : 16;
+        st->pending = (Pending*)realloc(st->pending, (size_t)st->pending_cap * sizeof(Pending));
+        if (!st->pending) fatal("out of host memory listing shards");
+    }
+    Pending* p = &st->pending[st->npending++];
+    snprintf(p->path, sizeof(p->path), "%s_%s_%06d.bin", st->prefix, s->name, s->next_index++);
+    FILE* f = atomic_open(p->path, p->tmp, sizeof(p->tmp));
+    shard_write_stream(f, p->tmp, s->buf, s->n);
+    atomic_finish(f, p->tmp);
     s->n = 0;
 }
 
@@ -181,6 +198,7 @@ static void end_document(State* st, Buf* doc) {
 
 static void read_input(State* st, const char* path, int split, const char* delim, Buf* doc) {
     int is_stdin = !strcmp(path, "-");
+    errno = 0;
     FILE* f = is_stdin ? stdin : fopen_check(path, "rb");
     const char* name = is_stdin ? "standard input" : path;
     if (split == SPLIT_FILE) {
@@ -212,29 +230,52 @@ static void read_input(State* st, const char* path, int split, const char* delim
                 buf_put(doc, line, (size_t)len);
             }
         }
-        if (ferror(f)) fatal("cannot read %s", name);
+        // getline also returns -1 when a line does not fit in memory: that is no end of input.
+        if (ferror(f) || !feof(f))
+            fatal("cannot read %s (%s)", name, errno == ENOMEM ? "a line too long for memory" : strerror(errno));
         free(line);
         if (split != SPLIT_LINE) end_document(st, doc);
     }
     if (!is_stdin) fclose(f);
 }
 
-// Removes PREFIX_name_NNNNNN.bin files outside [first, next): leftovers of an earlier run.
+// The folder and the file-name start of a prefix: "a/b/text" -> "a/b" and "text".
+static void prefix_split(const char* prefix, char* dir, size_t dir_cap, const char** base) {
+    const char* slash = strrchr(prefix, '/');
+    if (!slash) snprintf(dir, dir_cap, ".");
+    else if (slash == prefix) snprintf(dir, dir_cap, "/");
+    else snprintf(dir, dir_cap, "%.*s", (int)(slash - prefix), prefix);
+    *base = slash ? slash + 1 : prefix;
+}
+
+// Removes BASE_name_NNNNNN.bin files outside [first, next): leftovers of an earlier run. The
+// names are compared as plain text in the prefix's own folder (no glob: a prefix may hold '*').
 static int remove_stale(const char* prefix, const Split* s) {
-    char pattern[4200];
-    snprintf(pattern, sizeof(pattern), "%s_%s_[0-9][0-9][0-9][0-9][0-9][0-9].bin", prefix, s->name);
-    glob_t g;
+    char dir[4200], want[4300];
+    const char* base;
+    prefix_split(prefix, dir, sizeof(dir), &base);
+    int wlen = snprintf(want, sizeof(want), "%s_%s_", base, s->name);
+    DIR* d = opendir(dir);
+    if (!d) fatal("cannot list folder %s (%s)", dir, strerror(errno));
     int removed = 0;
-    if (glob(pattern, 0, NULL, &g) != 0) return 0;
-    size_t plen = strlen(prefix) + 1 + strlen(s->name) + 1;
-    for (size_t i = 0; i < g.gl_pathc; i++) {
-        int idx = atoi(g.gl_pathv[i] + plen);
-        if (idx < s->first_index || idx >= s->next_index) {
-            if (remove(g.gl_pathv[i]) != 0) fatal("cannot remove stale shard %s", g.gl_pathv[i]);
-            removed++;
+    struct dirent* ent;
+    while ((ent = readdir(d)) != NULL) {
+        const char* name = ent->d_name;
+        if (strncmp(name, want, (size_t)wlen) != 0 || strlen(name) != (size_t)wlen + 10 || strcmp(name + wlen + 6, ".bin"))
+            continue;
+        int idx = 0, digits = 1;
+        for (int k = 0; k < 6; k++) {
+            char c = name[wlen + k];
+            digits &= c >= '0' && c <= '9';
+            idx = idx * 10 + (c - '0');
         }
+        if (!digits || (idx >= s->first_index && idx < s->next_index)) continue;
+        char path[8600];
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        if (remove(path) != 0) fatal("cannot remove stale shard %s (%s)", path, strerror(errno));
+        removed++;
     }
-    globfree(&g);
+    closedir(d);
     return removed;
 }
 
@@ -287,6 +328,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < ninputs; i++) {
         if (!strcmp(inputs[i], "-")) stdin_uses++;
         else if (!file_exists(inputs[i])) fatal("input file %s does not exist", inputs[i]);
+        else if (path_not_regular(inputs[i]))
+            fatal("input file %s is %s, expected a regular file (pipe a stream in as -)", inputs[i], path_not_regular(inputs[i]));
     }
     if (stdin_uses > 1) fatal("standard input (-) can be read only once");
 
@@ -311,18 +354,30 @@ int main(int argc, char** argv) {
         splits[k]->cap = most > 0 ? (size_t)most : 1;
         splits[k]->buf = (uint16_t*)malloc_check(splits[k]->cap * sizeof(uint16_t), "shard buffer");
     }
-    char dir[4096];
-    snprintf(dir, sizeof(dir), "%s", prefix);
-    char* slash = strrchr(dir, '/');
-    if (slash && slash != dir) { *slash = 0; make_dirs(dir); }
+    if (prefix[0] == '\0' || prefix[strlen(prefix) - 1] == '/') fatal("--out expects a prefix ending in a file name, got '%s'", prefix);
+    char dir[4200];
+    const char* base;
+    prefix_split(prefix, dir, sizeof(dir), &base);
+    make_dirs(dir);
+    char tmp_start[4300];
+    snprintf(tmp_start, sizeof(tmp_start), "%s_", base);
+    long long stale_bytes;
+    int stale_tmp = remove_temp_files(dir, tmp_start, 1, &stale_bytes);
+    if (stale_tmp && !quiet)
+        fprintf(stderr, "text_to_shards: removed %d temporary file%s of an interrupted run (%.1f MB)\n", stale_tmp,
+                stale_tmp == 1 ? "" : "s", stale_bytes / 1e6);
 
     st.t0 = st.last_report = wall_time_ms();
     Buf doc = {NULL, 0, 0};
     for (int i = 0; i < ninputs; i++) read_input(&st, inputs[i], split, delim, &doc);
     for (int k = 0; k < 2; k++) split_flush(&st, splits[k]);
-    if (st.docs == 0) fatal("no text in the input (every document was empty)");
+    if (st.docs == 0)
+        fatal("no text in %s%s (every document was empty)", strcmp(inputs[0], "-") ? inputs[0] : "standard input",
+              ninputs > 1 ? " and the other inputs" : "");
     if (st.train.total == 0)
         fatal("no tokens left for training: all %lld went to validation (lower --val-tokens, or use --val-every)", st.val.total);
+    // Every shard is on disk: now they take their names, the set at once (as near as renames allow).
+    for (int i = 0; i < st.npending; i++) atomic_commit(st.pending[i].tmp, st.pending[i].path);
     int stale = remove_stale(prefix, &st.val) + remove_stale(prefix, &st.train);
     progress(&st, 1);
     double secs = (wall_time_ms() - st.t0) / 1e3;
@@ -331,7 +386,7 @@ int main(int argc, char** argv) {
            st.val.next_index - st.val.first_index == 1 ? "" : "s", st.train.total, st.train.next_index - st.train.first_index,
            st.train.next_index - st.train.first_index == 1 ? "" : "s", bytes ? "byte-level" : "GPT-2 BPE");
     if (stale) printf("removed %d shard%s of an earlier run under %s\n", stale, stale == 1 ? "" : "s", prefix);
-    free(doc.buf); free(st.ids); free(st.val.buf); free(st.train.buf); free(inputs);
+    free(doc.buf); free(st.ids); free(st.val.buf); free(st.train.buf); free(inputs); free(st.pending);
     tokenizer_free(st.tok);
     return 0;
 }

@@ -1,6 +1,7 @@
 // gpt2_cpu.c: the C reference engine: GPT-2 forward, backward and AdamW in fp32 (see gpt2_cpu.h).
 #include "gpt2_cpu.h"
 
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -251,7 +252,9 @@ static StepResult cpu_optimizer_step(Engine* e, const AdamWConfig* opt, float lr
     StepResult r;
     r.loss = (float)m->step_loss;
     r.grad_norm = gpt2_cpu_grad_norm(m);
-    r.applied = isfinite(r.grad_norm);  // never let an inf or NaN reach the weights
+    int outlier = (opt->skip_loss_above > 0 && r.loss > opt->skip_loss_above) ||
+                  (opt->skip_norm_above > 0 && r.grad_norm > opt->skip_norm_above);
+    r.applied = isfinite(r.grad_norm) && !outlier;  // never let an inf or NaN reach the weights
     r.loss_scale = 1.0f;
     float scale = 1.0f;
     if (clip > 0.0f && r.grad_norm > clip) scale = clip / (r.grad_norm + 1e-6f);
@@ -304,6 +307,14 @@ Engine* gpt2_cpu_engine_create(const GPT2Config* cfg, const EngineOptions* opts,
     if (opts->num_ranks > 1 || opts->zero_stage != 0) {
         snprintf(why, why_cap, "the C reference engine is one process without sharding (ranks %d, ZeRO stage %d)",
                  opts->num_ranks, opts->zero_stage);
+        return NULL;
+    }
+    // The layers take element counts as int: the largest is B*T*max(4C, Vp), then attention's B*NH*T*T.
+    long long BT = (long long)opts->B * opts->T, wide = 4LL * cfg->channels > cfg->padded_vocab_size ? 4LL * cfg->channels
+                                                                                                   : cfg->padded_vocab_size;
+    if (BT * wide > INT_MAX || BT * cfg->num_heads * opts->T > INT_MAX) {
+        snprintf(why, why_cap, "B*T = %lld tokens is too many for its 32-bit layer sizes (at most %lld with this model)",
+                 BT, (long long)INT_MAX / (wide > (long long)cfg->num_heads * opts->T ? wide : (long long)cfg->num_heads * opts->T));
         return NULL;
     }
     Engine* e = (Engine*)calloc_check(1, sizeof(Engine), "engine");

@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
     char why[256];
     Engine* e = gpt2_cpu_engine_create(&cfg, &eo, why, sizeof(why));
     e->set_params(e, params);
-    AdamWConfig opt = {0.9f, 0.95f, 1e-8f, 0.1f};
+    AdamWConfig opt = {0.9f, 0.95f, 1e-8f, 0.1f, 0.0f, 0.0f};
     float lr = 1e-3f, clip = 1.0f, final_frac = 0.1f;
     int warmup = 2;
     int inputs[BATCH * SEQ], targets[BATCH * SEQ];

@@ -111,7 +111,7 @@ static void test_accumulation(void) {
     char why[128];
     snprintf(why, sizeof(why), "gradient relative difference %.3g > 1e-6", e);
     test_report(e <= 1e-6, "accumulation: gradients of 2 x B=4 equal B=8", why);
-    AdamWConfig opt = {0.9f, 0.95f, 1e-8f, 0.1f};
+    AdamWConfig opt = {0.9f, 0.95f, 1e-8f, 0.1f, 0.0f, 0.0f};
     gpt2_cpu_update(&big, &opt, 1e-3f, 1.0f, 1);
     gpt2_cpu_update(&small, &opt, 1e-3f, 1.0f, 1);
     // Adam divides by sqrt(v): entries with gradients near zero amplify rounding, so compare the update.

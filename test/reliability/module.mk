@@ -1,0 +1,31 @@
+# test/reliability/module.mk: the reliability tests (issue 9): defects that once crashed, hung or lost
+# data, a generated corpus of bad files for every reader, kill -9 and resume, and fuzzing.
+#
+# Fuzzing needs AFL++ (Debian's afl++, which .ci/run installs); without it test_fuzz.sh says SKIP.
+# Its targets are built with afl-clang-fast under AddressSanitizer and UBSan (UB traps).
+#   make fuzz FUZZ_SECONDS=60    every reader for that long (test_fuzz.sh; make test uses a few seconds)
+
+REL_DIR = test/reliability
+AFL_CC := $(shell command -v afl-clang-fast 2>/dev/null)
+FUZZ_DIR = $(BUILD)/fuzz
+FUZZ_CFLAGS = -std=gnu11 -O1 -g -fno-omit-frame-pointer -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -Icommon \
+	-Wall -Wno-unknown-pragmas -Wno-unused-parameter
+FUZZ_READ_SRC = $(REL_DIR)/fuzz_read.c common/util.c common/checkpoint.c common/gpt2_config.c common/dataloader.c \
+	common/tokenizer.c
+FUZZ_TTS_SRC = data/text_to_shards.c common/util.c common/dataloader.c common/tokenizer.c
+
+$(FUZZ_DIR)/fuzz_read: $(FUZZ_READ_SRC) $(wildcard common/*.h)
+	@mkdir -p $(dir $@)
+	AFL_USE_ASAN=1 AFL_USE_UBSAN=1 AFL_QUIET=1 $(AFL_CC) $(FUZZ_CFLAGS) $(FUZZ_READ_SRC) -o $@ -lm
+
+$(FUZZ_DIR)/text_to_shards: $(FUZZ_TTS_SRC) $(wildcard common/*.h)
+	@mkdir -p $(dir $@)
+	AFL_USE_ASAN=1 AFL_USE_UBSAN=1 AFL_QUIET=1 $(AFL_CC) $(FUZZ_CFLAGS) $(FUZZ_TTS_SRC) -o $@ -lm
+
+FUZZ_BINS := $(if $(AFL_CC),$(FUZZ_DIR)/fuzz_read $(FUZZ_DIR)/text_to_shards)
+.PHONY: fuzz
+fuzz: $(FUZZ_BINS) train_gpt2
+	FUZZ_SECONDS=$(or $(FUZZ_SECONDS),60) bash $(REL_DIR)/test_fuzz.sh
+
+TESTS += $(REL_DIR)/test_defects.sh $(REL_DIR)/test_bad_inputs.sh $(REL_DIR)/test_kill_resume.sh $(REL_DIR)/test_fuzz.sh
+TEST_DEPS += $(FUZZ_BINS) $(BUILD)/test/gen_data $(BUILD)/text_to_shards $(BUILD)/tokenize

@@ -1,0 +1,325 @@
+#!/usr/bin/env bash
+# test_defects.sh: one check per defect class of issue 9, each of which failed on the code before
+# it (a crash, a hang, exit 0 after a silent loss, or a message that named nothing): crashes with
+# valid inputs, integer overflow in flags, files that are not regular files, header arithmetic,
+# training-state files trusted too much, the output dir owned by one run, leftovers and logs,
+# caches keyed by what built them, the dataset tools, late failures, the outlier guard and
+# signals. Every program runs under a timeout, so a hang fails instead of stopping the suite.
+set -u
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+failed=0
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; failed=1; }
+TO=60  # seconds: a hang, not a slow machine (each run here takes well under a second)
+gen=build/test/gen_data
+ck() { python3 test/reliability/ckfile.py "$@"; }
+
+$gen model "$dir/model.bin" 2 64 2 512 64 1 && $gen model "$dir/model128.bin" 2 64 2 512 128 1 &&
+    $gen model "$dir/v256.bin" 1 64 1 256 64 1 &&
+    $gen shard "$dir/train.bin" 40000 512 2 && $gen shard "$dir/val.bin" 4000 512 3 &&
+    $gen shard "$dir/train_b.bin" 40000 512 9 || { echo "FAIL defects: gen_data"; exit 1; }
+base=(-e "$dir/model.bin" -i "$dir/train.bin" -b 4 -t 32 -v 0 -s 0 -l 3e-3 -u 2)
+run() { timeout $TO ./train_gpt2 "$@"; }
+
+# expect_error NAME PATTERN ARGS...: exit 1..127 (not a timeout), stderr one "error:" line matching PATTERN.
+expect_error() {
+    local name=$1 pattern=$2
+    shift 2
+    timeout $TO "$@" > "$dir/err.out" 2> "$dir/err.txt" < /dev/null
+    local rc=$?
+    if [ $rc -ge 1 ] && [ $rc -le 127 ] && [ $rc -ne 124 ] && [ "$(wc -l < "$dir/err.txt")" -eq 1 ] &&
+        grep -q '^error: ' "$dir/err.txt" && grep -qE -- "$pattern" "$dir/err.txt"; then
+        pass "$name"
+    else
+        fail "$name" "exit $rc, stderr: $(head -c 300 "$dir/err.txt")"
+    fi
+}
+same_files() { cmp -s "$1/model_$3.bin" "$2/model_$3.bin" && cmp -s "$1/state_$3.bin" "$2/state_$3.bin"; }
+losses() { grep '"train_loss"' "$1" | sed 's/, "ms".*//'; }
+
+# An uninterrupted reference run: 8 steps, a checkpoint every 2.
+ref=(-x 8 -n 2 -z 1)
+run "${base[@]}" "${ref[@]}" -o "$dir/ref" > "$dir/ref.out" 2>&1 || fail "reference run" "$(tail -n 2 "$dir/ref.out")"
+# fresh_copy NAME KEEP_STEP: the reference run's dir with the checkpoints after KEEP_STEP removed.
+fresh_copy() {
+    rm -rf "$dir/$1"
+    cp -r "$dir/ref" "$dir/$1"
+    for f in "$dir/$1"/model_*.bin "$dir/$1"/state_*.bin; do
+        local s=${f##*_}
+        s=${s%.bin}
+        [ $((10#$s)) -gt "$2" ] && rm -f "$f"
+    done
+}
+
+# --- crashes with valid inputs ----------------------------------------------------------------------
+# (already fixed before issue 9: kept as a regression test)
+$gen shard "$dir/t256.bin" 4000 256 4
+run -e "$dir/v256.bin" -i "$dir/t256.bin" -x 2 -s 1 -g 8 -v 0 -o "" > "$dir/v256.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q '^generating' "$dir/v256.out" && pass "crash: sampling from a V=256 model (no token 50256)" ||
+    fail "crash: sampling from a V=256 model" "exit $rc: $(tail -n 2 "$dir/v256.out")"
+run "${base[@]}" -x 6 -a 1 -n 1 -o "$dir/of_ref" > /dev/null 2>&1
+run "${base[@]}" -x 6 -a 1 -n 1 -o "$dir/of" > /dev/null 2>&1
+rm -f "$dir/of"/*_0000000[56].bin
+run "${base[@]}" -x 6 -a 1 -n 1 -o "$dir/of" -y 1 > "$dir/of.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && same_files "$dir/of_ref" "$dir/of" 00000006 && pass "crash: resuming an overfit run (-a 1 -y 1) continues bit for bit" ||
+    fail "crash: resuming an overfit run" "exit $rc: $(tail -n 2 "$dir/of.out")"
+expect_error "crash: OMP_NUM_THREADS=100000 is refused, naming it" "OMP_NUM_THREADS" \
+    env OMP_NUM_THREADS=100000 ./train_gpt2 "${base[@]}" -x 1 -o ""
+
+# --- integer overflow in flag arithmetic ------------------------------------------------------------
+expect_error "flags: -d of 2^39 tokens (2^31 micro-steps) is refused" "flag -d .*micro-steps" ./train_gpt2 "${base[@]}" -x 1 -o "" -d 549755813888
+expect_error "flags: -g 2147483647 is refused, naming -g" "flag -g" ./train_gpt2 "${base[@]}" -x 1 -o "" -g 2147483647
+expect_error "flags: -x 2000000000 is refused, naming -x" "flag -x" ./train_gpt2 "${base[@]}" -o "" -x 2000000000
+expect_error "flags: -b 2000000000 is refused, naming -b and -t" "flags -b and -t" ./train_gpt2 "${base[@]}" -x 1 -o "" -b 2000000000
+
+# --- files that are not regular files ---------------------------------------------------------------
+mkfifo "$dir/fifo"
+mkdir -p "$dir/adir"
+expect_error "FIFO as the model file (-e)" "fifo is a FIFO" ./train_gpt2 "${base[@]}" -x 1 -o "" -e "$dir/fifo"
+expect_error "FIFO as the train data (-i)" "fifo is a FIFO" ./train_gpt2 "${base[@]}" -x 1 -o "" -i "$dir/fifo"
+expect_error "FIFO as the tokenizer (-K)" "fifo is a FIFO" ./train_gpt2 "${base[@]}" -x 1 -o "" -K "$dir/fifo"
+expect_error "FIFO as text_to_shards input" "fifo is a FIFO" build/text_to_shards --bytes -o "$dir/tts/x" "$dir/fifo"
+expect_error "directory as the model file (-e)" "adir is a directory" ./train_gpt2 "${base[@]}" -x 1 -o "" -e "$dir/adir"
+expect_error "directory as the train data (-i)" "adir is a directory" ./train_gpt2 "${base[@]}" -x 1 -o "" -i "$dir/adir"
+fresh_copy fifo_state 8
+rm "$dir/fifo_state/state_00000008.bin" && mkfifo "$dir/fifo_state/state_00000008.bin"
+run "${base[@]}" "${ref[@]}" -o "$dir/fifo_state" -y 1 > "$dir/fifo_state.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q "state_00000008.bin is a FIFO" "$dir/fifo_state.out" && pass "FIFO as the newest state file: set aside, an older one resumes" ||
+    fail "FIFO as a state file" "exit $rc: $(tail -n 3 "$dir/fifo_state.out")"
+
+# --- header arithmetic that wraps -------------------------------------------------------------------
+# C = 2^30, L = 4, Vp + maxT = 2^32 - 54: in 64 bits the parameter count times 4 wraps to 0, so a
+# bare 1024-byte header once passed the size check as a model with no parameters.
+python3 - "$dir/wrap.bin" <<'EOF'
+import struct, sys
+open(sys.argv[1], "wb").write(struct.pack("<256i", 20240326, 3, 2**31 - 53, 1, 4, 1, 2**30, 2**31 - 1, *([0] * 248)))
+EOF
+expect_error "model header whose size wraps to 0 bytes" "wrap.bin: .*limit" ./train_gpt2 "${base[@]}" -x 1 -o "" -e "$dir/wrap.bin"
+
+# --- training-state files trusted too much ----------------------------------------------------------
+# A bit flipped in AdamW's v of the newest checkpoint: the checksum finds it, the resume falls back
+# to step 6 and ends bit-identical to the unbroken run.
+fresh_copy flip 8
+printf '\x01' | dd of="$dir/flip/state_00000008.bin" bs=1 seek=20000 conv=notrunc 2> /dev/null
+run "${base[@]}" "${ref[@]}" -o "$dir/flip" -y 1 > "$dir/flip.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q "state_00000008.bin is damaged" "$dir/flip.out" && grep -q "falling back to step 6" "$dir/flip.out" &&
+    same_files "$dir/ref" "$dir/flip" 00000008 && [ -f "$dir/flip/state_00000008.bin.damaged" ]; then
+    pass "state: a flipped bit is found; the resume falls back to the newest intact checkpoint, ending bit-identical"
+else
+    fail "state: flipped bit" "exit $rc: $(grep -E 'resume|error' "$dir/flip.out" | head -n 3)"
+fi
+fresh_copy zero 8
+dd if=/dev/zero of="$dir/zero/state_00000008.bin" bs=4096 seek=8 count=8 conv=notrunc 2> /dev/null
+dd if=/dev/zero of="$dir/zero/model_00000006.bin" bs=4096 seek=8 count=8 conv=notrunc 2> /dev/null
+run "${base[@]}" "${ref[@]}" -o "$dir/zero" -y 1 > "$dir/zero.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q "falling back to step 4" "$dir/zero.out" && same_files "$dir/ref" "$dir/zero" 00000008 &&
+    pass "state: zeroed blocks in the two newest checkpoints are found; step 4 resumes, ending bit-identical" ||
+    fail "state: zeroed optimizer state" "exit $rc: $(grep -E 'resume|error' "$dir/zero.out" | head -n 3)"
+fresh_copy renamed 4
+mv "$dir/renamed/model_00000004.bin" "$dir/renamed/model_00000006.bin"
+mv "$dir/renamed/state_00000004.bin" "$dir/renamed/state_00000006.bin"
+run "${base[@]}" "${ref[@]}" -o "$dir/renamed" -y 1 > "$dir/renamed.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q "holds step 4, its name says 6" "$dir/renamed.out" && same_files "$dir/ref" "$dir/renamed" 00000008 &&
+    pass "state: the step is checked against the file name" || fail "state: step vs file name" "exit $rc: $(grep -E 'resume|error' "$dir/renamed.out" | head -n 3)"
+fresh_copy negstep 8
+ck set "$dir/negstep/state_00000008.bin" 1024 '<q' -5   # word 0, the step, with a valid checksum
+run "${base[@]}" "${ref[@]}" -o "$dir/negstep" -y 1 > "$dir/negstep.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q "step (word 0) is negative" "$dir/negstep.out" && same_files "$dir/ref" "$dir/negstep" 00000008 &&
+    pass "state: a negative step (checksum intact) is refused" || fail "state: negative step" "exit $rc: $(grep -E 'resume|error' "$dir/negstep.out" | head -n 3)"
+# Every flag that shapes the trajectory is recorded; a resume that changes one is refused, naming it.
+fresh_copy flags 4
+for case in "-S 7|flag -S \(--seed\) is 7 in this run but was 1337" "-z 0|flag -z \(--shuffle\) is 0 in this run but was 1" \
+            "-d 256|flag -d \(--total-batch\) is 256 in this run but was -1" "-l 1e-3|flag -l \(--lr\) is 0.001 in this run but was 0.003" \
+            "-c 0.1|flag -c \(--weight-decay\)" "-G 0.5|flag -G \(--grad-clip\)" "-u 3|flag -u \(--warmup\)" "-q 0.5|flag -q" \
+            "-B1 0.8|flag -B1" "-B2 0.99|flag -B2" "-E 1e-6|flag -E" "-x 9|flag -x" "--loss-scale 1024|flag --loss-scale" \
+            "--skip-outliers 4|flag --skip-outliers"; do
+    args=${case%%|*}
+    expect_error "state: resume with a changed $args is refused, naming the flag and both values" "${case#*|}" \
+        ./train_gpt2 "${base[@]}" "${ref[@]}" -o "$dir/flags" -y 1 $args
+done
+expect_error "state: resume on other train data at the same path (-i) is refused" "flag -i .*not the data the checkpoint" \
+    ./train_gpt2 "${base[@]}" "${ref[@]}" -o "$dir/flags" -y 1 -i "$dir/train_b.bin"
+expect_error "state: a checkpoint of another model names the field that differs" "maxT 128 in this run, 64 in the file" \
+    ./train_gpt2 "${base[@]}" "${ref[@]}" -o "$dir/flags" -y 1 -e "$dir/model128.bin"
+
+# --- the output dir is owned by one run -------------------------------------------------------------
+cp "$dir/ref/log.jsonl" "$dir/ref_log.jsonl"
+expect_error "output dir: a fresh run over another run's checkpoints is refused" "holds checkpoints of another run.*--overwrite" \
+    ./train_gpt2 "${base[@]}" -x 2 -o "$dir/ref"
+cmp -s "$dir/ref/log.jsonl" "$dir/ref_log.jsonl" && pass "output dir: the refused run left log.jsonl as it was" ||
+    fail "output dir: log.jsonl" "changed by a refused run"
+fresh_copy over 8
+run "${base[@]}" -x 3 -n 3 -o "$dir/over" --overwrite > "$dir/over.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && [ "$(ls "$dir/over" | grep -c '_0000000[2468].bin')" -eq 0 ] && [ -f "$dir/over/model_00000003.bin" ] &&
+    pass "output dir: --overwrite deletes the old run's checkpoints first" || fail "output dir: --overwrite" "exit $rc: $(ls "$dir/over" | tr '\n' ' ')"
+# Two runs at once: the second stops at the lock, naming it; the first is untouched.
+timeout $TO ./train_gpt2 "${base[@]}" -x 100000 -o "$dir/busy" > "$dir/busy.out" 2>&1 &
+first=$!
+for _ in $(seq 1 600); do grep -q '^step' "$dir/busy.out" 2> /dev/null && break; sleep 0.1; done
+pid=$(head -n 1 "$dir/busy/train.lock")  # the trainer's own pid, which it wrote there
+expect_error "output dir: a second run on a busy dir refuses, naming the lock" "in use by another run: .*busy/train.lock is locked \(by process $pid\)" \
+    ./train_gpt2 "${base[@]}" -x 5 -o "$dir/busy"
+kill -TERM "$pid" 2> /dev/null
+wait $first
+rc=$?
+# --- signals: SIGTERM (above) and SIGINT finish the step, write a checkpoint, say where to resume -----
+[ $rc -eq 143 ] && grep -qE "^stopped by SIGTERM after step [0-9]+: checkpoint .*busy/model_[0-9]+.bin; resume with the same flags and -y 1" "$dir/busy.out" &&
+    pass "signals: SIGTERM ends the run after its step with a checkpoint and a line saying how to resume (exit 143)" ||
+    fail "signals: SIGTERM" "exit $rc: $(tail -n 2 "$dir/busy.out")"
+step=$(sed -n 's/^stopped by SIGTERM after step \([0-9]*\):.*/\1/p' "$dir/busy.out")
+[ -n "$step" ] && [ -f "$(printf '%s/busy/state_%08d.bin' "$dir" "$step")" ] && pass "signals: the checkpoint of step $step is there" ||
+    fail "signals: checkpoint after SIGTERM" "step '$step'"
+run "${base[@]}" -x 40 -n 20 -o "$dir/int_ref" > /dev/null 2>&1
+# (a script's background job starts with SIGINT ignored; the trainer installs its own handler anyway)
+./train_gpt2 "${base[@]}" -x 40 -n 20 -o "$dir/int" > "$dir/int.out" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do grep -qE '^step +4/' "$dir/int.out" 2> /dev/null && break; sleep 0.05; done
+# Stopped first, so the signal lands while the run still has steps to go, however fast its steps are.
+kill -STOP $pid
+kill -INT $pid
+kill -CONT $pid
+wait $pid
+rc=$?
+run "${base[@]}" -x 40 -n 20 -o "$dir/int" -y 1 > "$dir/int2.out" 2>&1
+rc2=$?
+if [ $rc -eq 130 ] && grep -q "^stopped by SIGINT after step" "$dir/int.out" && [ $rc2 -eq 0 ] && same_files "$dir/int_ref" "$dir/int" 00000040 &&
+    [ "$(losses "$dir/int_ref/log.jsonl")" = "$(losses "$dir/int/log.jsonl")" ]; then
+    pass "signals: SIGINT, then -y 1: the run ends bit-identical to an unbroken one, each step logged once"
+else
+    fail "signals: SIGINT and resume" "exit $rc then $rc2: $(grep -E 'stopped|error' "$dir/int.out" "$dir/int2.out" | head -n 3)"
+fi
+
+# --- leftovers and logs -----------------------------------------------------------------------------
+fresh_copy tmps 8
+head -c 100000 /dev/zero > "$dir/tmps/model_00000010.bin.tmp.99999999"
+head -c 100 /dev/zero > "$dir/tmps/log.jsonl.tmp.12345"
+run "${base[@]}" "${ref[@]}" -o "$dir/tmps" -y 1 > "$dir/tmps.out" 2>&1
+[ -z "$(ls "$dir/tmps" | grep '\.tmp\.')" ] && grep -q "removed 2 temporary files of an interrupted run" "$dir/tmps.out" &&
+    pass "leftovers: temporary files of a dead run are removed at the next start" || fail "leftovers: temp files" "$(ls "$dir/tmps" | tr '\n' ' ')"
+fresh_copy log 4
+run "${base[@]}" "${ref[@]}" -o "$dir/log" -y 1 > /dev/null 2>&1
+[ "$(losses "$dir/ref/log.jsonl")" = "$(losses "$dir/log/log.jsonl")" ] && [ "$(grep -c '"step": 5,' "$dir/log/log.jsonl")" -eq 1 ] &&
+    pass "logs: after a resume each step is logged once (the interrupted run's later lines dropped)" ||
+    fail "logs: steps repeated after resume" "$(grep -c '"train_loss"' "$dir/log/log.jsonl") train lines"
+cp "$dir/model.bin" "$dir/nan.bin"
+size=$(stat -c %s "$dir/nan.bin")
+printf '\x00\x00\xc0\x7f' | dd of="$dir/nan.bin" bs=1 seek=$((size - 4)) conv=notrunc 2> /dev/null
+ck reseal "$dir/nan.bin"  # planted on purpose: the file's checksum must say so, or the reader refuses it
+run "${base[@]}" -x 3 -e "$dir/nan.bin" -o "$dir/nanrun" > /dev/null 2>&1
+python3 -c '
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert lines, "empty log"
+for l in lines: json.loads(l)
+assert json.loads(lines[-1])["train_loss"] is None' "$dir/nanrun/log.jsonl" 2> "$dir/json.err" &&
+    pass "logs: a NaN loss is written as null (every line is valid JSON)" || fail "logs: NaN in the log" "$(tail -n 1 "$dir/json.err")"
+# A full disk: writes over a size limit fail with EFBIG (SIGXFSZ ignored, as a full disk's ENOSPC).
+( trap '' XFSZ; ulimit -f 2; exec ./train_gpt2 "${base[@]}" -x 40 -o "$dir/full" ) > /dev/null 2> "$dir/full.err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "^error: cannot write log file .*full/log.jsonl" "$dir/full.err" &&
+    pass "logs: a failed log write ends the run with an error naming the file" || fail "logs: write error" "exit $rc: $(cat "$dir/full.err")"
+( trap '' XFSZ; ulimit -f 64; exec ./train_gpt2 "${base[@]}" -x 2 -n 1 -o "$dir/full2" ) > /dev/null 2> "$dir/full2.err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "^error: cannot write file .*full2/state_00000001.bin" "$dir/full2.err" && [ -z "$(ls "$dir/full2" | grep '\.tmp\.')" ] &&
+    pass "leftovers: a failed checkpoint write is an error naming the file, and leaves no temporary file" ||
+    fail "leftovers: failed checkpoint write" "exit $rc: $(cat "$dir/full2.err"); $(ls "$dir/full2" | tr '\n' ' ')"
+
+# --- caches keyed by what built them ----------------------------------------------------------------
+# Two tokenizers, two built-in corpus caches (in a scratch working dir: the cache is data/cache/builtin).
+mkdir -p "$dir/cwd"
+cp test/reliability/seeds/tokenizer/tiny.bin "$dir/tok1.bin"
+python3 - "$dir/tok1.bin" "$dir/tok2.bin" <<'EOF'
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+magic, ver, vocab, merges, eot, nbytes, _, _ = struct.unpack_from("<8i", d, 0)
+lens = d[32:32 + vocab]
+toks = d[32 + vocab:32 + vocab + nbytes]
+m = d[32 + vocab + nbytes:]
+# keep two merges ("he", "ll"): vocabulary 258
+v2 = vocab - 1
+open(sys.argv[2], "wb").write(struct.pack("<8i", magic, ver, v2, 2, eot, nbytes - lens[-1], 0, 0) + lens[:v2] + toks[:nbytes - lens[-1]] + m[:24])
+EOF
+(cd "$dir/cwd" && timeout $TO "$ROOT/train_gpt2" -x 1 -v 0 -s 0 -o "" -K "$dir/tok1.bin" > "$dir/c1.out" 2>&1 &&
+    timeout $TO "$ROOT/train_gpt2" -x 1 -v 0 -s 0 -o "" -K "$dir/tok2.bin" > "$dir/c2.out" 2>&1)
+p1=$(sed -n 's/^train: \([^ ]*\) .*/\1/p' "$dir/c1.out")
+p2=$(sed -n 's/^train: \([^ ]*\) .*/\1/p' "$dir/c2.out")
+[ -n "$p1" ] && [ -n "$p2" ] && [ "$p1" != "$p2" ] && pass "cache: the built-in corpus is cached per tokenizer file ($p1, $p2)" ||
+    fail "cache: corpus keyed by tokenizer" "'$p1' / '$p2': $(tail -n 1 "$dir/c2.out")"
+
+# --- dataset tools ----------------------------------------------------------------------------------
+mkdir -p "$dir/ds/d1" "$dir/ds/d*"
+printf 'some text for shards\n' > "$dir/ds/in.txt"
+build/text_to_shards -q --bytes --val-tokens 5 -o "$dir/ds/d1/x" "$dir/ds/in.txt" > /dev/null
+cp "$dir/ds/d1/x_train_000001.bin" "$dir/ds/d1/x_train_000007.bin"
+build/text_to_shards -q --bytes --val-tokens 5 -o "$dir/ds/d*/x" "$dir/ds/in.txt" > /dev/null
+[ -f "$dir/ds/d1/x_train_000007.bin" ] && [ -f "$dir/ds/d*/x_train_000001.bin" ] &&
+    pass "tools: text_to_shards -o with glob characters touches no other folder's shards" || fail "tools: glob in -o" "d1/x_train_000007.bin was deleted"
+cp "$dir/ds/d1/x_val_000000.bin" "$dir/ds/val_before.bin"
+printf 'other text, longer than before\n' > "$dir/ds/in2.txt"
+timeout $TO build/text_to_shards -q --bytes --val-tokens 100000 -o "$dir/ds/d1/x" "$dir/ds/in2.txt" > /dev/null 2>&1
+rc=$?
+[ $rc -eq 1 ] && cmp -s "$dir/ds/d1/x_val_000000.bin" "$dir/ds/val_before.bin" && [ -z "$(ls "$dir/ds/d1" | grep '\.tmp\.')" ] &&
+    pass "tools: a failed text_to_shards run leaves the earlier shard set whole (no new val beside old train)" ||
+    fail "tools: partial output set" "exit $rc; $(ls "$dir/ds/d1" | tr '\n' ' ')"
+if ldd build/text_to_shards 2> /dev/null | grep -q asan; then
+    echo "SKIP tools: a line too long for memory (ulimit -v and AddressSanitizer do not mix)"
+else
+    ( ulimit -v 300000; head -c 400000000 /dev/zero | tr '\0' a | exec timeout $TO build/text_to_shards -q --bytes --split line -o "$dir/ds/big/x" - ) > /dev/null 2> "$dir/big.err"
+    rc=$?
+    [ $rc -eq 1 ] && grep -q "too long for memory" "$dir/big.err" && pass "tools: a line too long for memory is an error, not the end of the input" ||
+        fail "tools: huge line" "exit $rc: $(cat "$dir/big.err")"
+fi
+
+# --- late failures: every token is checked at start-up ----------------------------------------------
+python3 - "$dir/train.bin" "$dir/late.bin" <<'EOF'
+import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+struct.pack_into("<H", d, len(d) - 2, 60000)  # the very last token
+open(sys.argv[2], "wb").write(d)
+EOF
+timeout $TO ./train_gpt2 "${base[@]}" -x 1 -o "" -i "$dir/late.bin" > "$dir/late.out" 2> "$dir/late.err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "late.bin: token 60000 at position 39999 is out of range" "$dir/late.err" && ! grep -q '^step' "$dir/late.out" &&
+    grep -q '^data: every token checked in [0-9.]* s: 40000 train' "$dir/ref.out" &&
+    pass "late failures: a bad token at the end of a shard stops the run at start-up, before step 1" ||
+    fail "late failures" "exit $rc: $(cat "$dir/late.err")"
+
+# --- numerical faults: the outlier guard ------------------------------------------------------------
+# 60 steps of a learnable cycle, then one batch of uniform noise (its loss ~ln 512 against ~1): with
+# --skip-outliers 6 that step is skipped and logged; without it, it is applied.
+python3 - "$dir/spike.bin" <<'EOF'
+import random, struct, sys
+r = random.Random(5)
+cycle = [r.randrange(512) for _ in range(50)]
+toks = [cycle[i % 50] for i in range(60 * 128)] + [r.randrange(512) for _ in range(128)] + [cycle[i % 50] for i in range(40 * 128 + 1)]
+open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)) + struct.pack("<%dH" % len(toks), *toks))
+EOF
+spike=(-e "$dir/model.bin" -i "$dir/spike.bin" -b 4 -t 32 -v 0 -s 0 -l 3e-3 -u 2 -x 70)
+run "${spike[@]}" --skip-outliers 6 -o "$dir/guard" > "$dir/guard.out" 2>&1
+rc=$?
+run "${spike[@]}" -o "$dir/noguard" > /dev/null 2>&1
+if [ $rc -eq 0 ] && grep -qE '^step +61/70 .*\| skipped: (loss|grad norm) outlier \(z [0-9.]+ > 6\)' "$dir/guard.out" &&
+    grep -qE '"step": 61, .*"skipped": 1, "skip_reason": "(loss|grad norm) outlier' "$dir/guard/log.jsonl" &&
+    [ "$(grep -c '"skipped": 1' "$dir/guard/log.jsonl")" -eq 1 ] && ! grep -q '"skipped": 1' "$dir/noguard/log.jsonl"; then
+    pass "outliers: --skip-outliers 6 skips the one noise batch (step 61) and logs why; without it nothing is skipped"
+else
+    fail "outliers: --skip-outliers" "exit $rc: $(grep -m 2 -E 'skipped|error' "$dir/guard.out")"
+fi
+run "${spike[@]}" --skip-outliers 6 -n 35 -x 70 -o "$dir/guard2" > /dev/null 2>&1
+rm -f "$dir/guard2"/*_00000070.bin
+run "${spike[@]}" --skip-outliers 6 -n 35 -x 70 -o "$dir/guard2" -y 1 > /dev/null 2>&1
+run "${spike[@]}" --skip-outliers 6 -n 35 -x 70 -o "$dir/guard3" > /dev/null 2>&1
+same_files "$dir/guard3" "$dir/guard2" 00000070 && pass "outliers: the guard's statistics resume bit for bit (the skip repeats after -y 1)" ||
+    fail "outliers: resume" "final files differ"
+exit $failed
