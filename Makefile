@@ -38,6 +38,13 @@ GPU_ARCH ?= $(or $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheade
 NVCC_FLAGS = -O3 -std=c++17 -arch=sm_$(GPU_ARCH) -Xcompiler -fopenmp,-Wall,-Wno-unused-parameter \
 	-Icommon -Ireference -Ikernels -DENABLE_$(PRECISION)
 
+# ---- MPI (ranks; common/ranks.c) and NCCL (the GPU engine's collectives), each when found ----
+MPICC := $(shell command -v mpicc 2>/dev/null)
+MPI_CFLAGS := $(if $(MPICC),-DUSE_MPI $(shell mpicc -showme:compile 2>/dev/null))
+MPI_LIBS := $(if $(MPICC),$(shell mpicc -showme:link 2>/dev/null))
+HAVE_NCCL := $(wildcard $(CUDA_HOME)/include/nccl.h)
+NVCC_NCCL := $(if $(HAVE_NCCL),-DUSE_NCCL -lnccl)
+
 COMMON_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard common/*.c))
 REF_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard reference/*.c))
 # All host code in one archive: programs link only the objects they use.
@@ -55,6 +62,10 @@ $(BUILD)/%.o: %.c $(wildcard common/*.h reference/*.h test/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+$(BUILD)/common/ranks.o: common/ranks.c $(wildcard common/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) -c $< -o $@
+
 $(HOST_LIB): $(COMMON_OBJ) $(REF_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -66,12 +77,12 @@ $(PRECISION_STAMP):
 
 ifneq ($(HAVE_NVCC),)
 train_gpt2: train_gpt2.cu $(KERNEL_HEADERS) $(HOST_LIB) $(PRECISION_STAMP)
-	@echo "train: building the GPU trainer ($(PRECISION), sm_$(GPU_ARCH)) with $(NVCC); without a usable GPU it runs the C engine"
-	$(NVCC) $(NVCC_FLAGS) train_gpt2.cu $(HOST_LIB) -lcublasLt -o $@
+	@echo "train: building the GPU trainer ($(PRECISION), sm_$(GPU_ARCH)$(if $(MPICC),, no MPI)$(if $(HAVE_NCCL),, no NCCL)) with $(NVCC); without a usable GPU it runs the C engine"
+	$(NVCC) $(NVCC_FLAGS) train_gpt2.cu $(HOST_LIB) -lcublasLt $(NVCC_NCCL) $(MPI_LIBS) -o $@
 else
 train_gpt2: $(BUILD)/train_gpt2_cpu.o $(HOST_LIB)
 	@echo "train: no nvcc at $(NVCC) (set CUDA_HOME): building the C-only trainer"
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) $(MPI_LIBS)
 endif
 
 # The CPU runtime first: other modules use its make function (cuda_cpu_program).
@@ -83,8 +94,10 @@ precision_define = -DENABLE_$(subst fp,FP,$(subst bf,BF,$(1)))
 EMU_PRECISIONS := fp32 fp16 bf16
 EMU_BINS := $(foreach p,$(EMU_PRECISIONS),$(BUILD)/emu/train_gpt2_emu_$(p))
 ifneq ($(CUDA_CPU_HAVE_CUDA),)
+# The runtime maps NCCL onto MPI, so the emulated trainer has ranks wherever MPI is installed.
+EMU_NCCL := $(if $(CUDA_CPU_HAVE_MPI),-DUSE_NCCL)
 $(foreach p,$(EMU_PRECISIONS),$(eval $(call cuda_cpu_program,$(BUILD)/emu/train_gpt2_emu_$(p),train_gpt2.cu,\
-	kernels common reference,$(HOST_LIB),$(call precision_define,$(p)))))
+	kernels common reference,$(HOST_LIB),$(call precision_define,$(p)) $(EMU_NCCL))))
 train_gpt2_emu: $(BUILD)/emu/train_gpt2_emu_$(subst FP,fp,$(subst BF,bf,$(PRECISION))) $(PRECISION_STAMP)
 	cp $< $@
 	@echo "emu: ./train_gpt2_emu is train_gpt2.cu ($(PRECISION)) on the CPU runtime: the GPU code path, slowly"

@@ -10,10 +10,12 @@
 //      activations) plus scratch, each one allocation carved by a layout table
 //   2. forward: embedding, L blocks (LayerNorm, attention, MLP, residual adds fused into the next
 //      LayerNorm), final LayerNorm, logits
-//   3. backward: the fused classifier, then the blocks in reverse; parameter gradients accumulate
-//   4. the optimizer step: one sync for the loss and the gradient norm, loss-scale decision, AdamW
-//   5. weights in and out: start-up weights and checkpoints, streamed through a host buffer
-//   6. the Engine contract and main()
+//   3. ranks and ZeRO: gradients all-reduced (stage 0), reduce-scattered (1) or reduced to their
+//      owner as backward produces them (2); each rank updates its shard; parameters all-gathered
+//   4. backward: the fused classifier, then the blocks in reverse; parameter gradients accumulate
+//   5. the optimizer step: one sync for the loss and the gradient norm, loss-scale decision, AdamW
+//   6. weights in and out: start-up weights and checkpoints, streamed through a host buffer
+//   7. the Engine contract and main()
 // The same file builds with nvcc (./train_gpt2) and through the CPU runtime (./train_gpt2_emu).
 #include <math.h>
 #include <stdint.h>
@@ -22,6 +24,9 @@
 #include <string.h>
 
 #include <cublasLt.h>
+#if defined(USE_NCCL)
+#include <nccl.h>
+#endif
 
 #include "common.cuh"
 #include "adamw.cuh"
@@ -32,11 +37,13 @@
 #include "global_norm.cuh"
 #include "layernorm.cuh"
 #include "matmul.cuh"
+#include "shard.cuh"
 
 #include "checkpoint.h"
 #include "engine.h"
 #include "gpt2_config.h"
 #include "gpt2_cpu.h"
+#include "ranks.h"
 #include "tensor_layout.h"
 #include "train_loop.h"
 #include "util.h"
@@ -71,11 +78,31 @@ typedef struct {
     cudaStream_t stream;
     MatmulContext mm;
 
+    // Ranks and ZeRO (section 4). The parameters are split into num_ranks contiguous shards of
+    // `shard` entries (the last ones padded: any count works); rank r owns [r*shard, +shard).
+    int rank, num_ranks, stage;
+    size_t shard;           // entries per shard: n rounded up to a multiple of num_ranks, divided
+    size_t padded;          // shard * num_ranks: the length of params and grads
+    size_t shard_begin, shard_n;  // this rank's shard: first entry, real entries in it (<= shard)
+    size_t opt_begin, opt_n;      // what this rank's optimizer keeps: all n (stage 0) or its shard
+#if defined(USE_NCCL)
+    ncclComm_t comm;        // over every rank (NULL with one rank)
+#endif
+    cudaStream_t comm_stream;     // stage 2: gradient reductions, overlapped with backward
+    cudaEvent_t bucket_ready[2], bucket_free[2], edge_ready, edge_free, comm_done;
+
     // One allocation each.
-    floatX* params;         // n, in gpt2_param_layout() order
-    floatX* grads;          // n, same order
-    float* opt_state;       // master (n, absent in FP32), m (n), v (n)
-    float* master;          // fp32 master weights; NULL in FP32 (params are the master)
+    floatX* params;         // padded, in gpt2_param_layout() order, every rank the whole model
+    floatX* grads;          // stages 0, 1: padded, same order; stage 2: the buckets below
+    floatX* layer_bucket[2];  // stage 2: one layer's gradients (its 12 tensors' slices), two in turn
+    floatX* embed_bucket;   // stage 2: wte and wpe gradients (contiguous in the parameter order)
+    floatX* lnf_bucket;     // stage 2: the final LayerNorm's
+    size_t bucket_offset[GPT2_NUM_PARAM_TENSORS];  // a layer tensor's slice within a layer bucket
+    size_t layer_bucket_n;
+    floatX* shard_grads;    // stages 1, 2: this rank's reduced gradients (shard entries)
+    float* grad_acc;        // stage 2: their fp32 sum over the step's micro-steps
+    float* opt_state;       // master (opt_n, absent in FP32), m (opt_n), v (opt_n)
+    float* master;          // fp32 master weights of [opt_begin, +opt_n); NULL in FP32 (params are the master)
     float* m;
     float* v;
     void* acts_base;
@@ -127,8 +154,16 @@ static floatX* param_ptr(GPUEngine* g, int tensor, int layer = 0) {
     int stacked = tensor >= PT_LN1W && tensor <= PT_FCPROJB;  // the per-layer tensors, stacked over L
     return g->params + t->offset + (stacked ? (size_t)layer * (t->numel / g->cfg.num_layers) : 0);
 }
+static int is_layer_tensor(int tensor) { return tensor >= PT_LN1W && tensor <= PT_FCPROJB; }
+
+// Where backward adds a tensor's gradient: the full gradient buffer (stages 0, 1) or, at stage 2,
+// the bucket that holds it until its reduction (one of two layer buckets, taken in turn by layer).
 static floatX* grad_ptr(GPUEngine* g, int tensor, int layer = 0) {
-    return g->grads + (param_ptr(g, tensor, layer) - g->params);
+    size_t global = param_ptr(g, tensor, layer) - g->params;
+    if (g->stage < 2) return g->grads + global;
+    if (is_layer_tensor(tensor)) return g->layer_bucket[layer % 2] + g->bucket_offset[tensor];
+    if (tensor == PT_WTE || tensor == PT_WPE) return g->embed_bucket + global;  // wte, wpe lead the parameters
+    return g->lnf_bucket + (global - g->layout.tensors[PT_LNFW].offset);
 }
 
 static void scratch_layout(TensorGroup* s, const GPT2Config* cfg, int B, int T) {
@@ -259,7 +294,156 @@ static void gpu_forward_pass(GPUEngine* g, int B, int T) {
 }
 
 // ============================================================================================
-// 3. Backward
+// 3. Ranks and ZeRO
+// ============================================================================================
+// Every rank runs forward and backward on its own micro-batch with the whole model. Gradients
+// carry 1/num_ranks (in backward's dloss), so summing them over ranks gives the global mean.
+//   stage 0: the full gradients are all-reduced; every rank updates every parameter.
+//   stage 1: the full gradients are reduce-scattered: each rank gets the sum of its shard,
+//            updates it (its master weights, m and v are only the shard), and the parameters are
+//            all-gathered.
+//   stage 2: no full gradient buffer: backward writes each layer's gradients into a bucket that is
+//            reduced straight to the ranks owning its entries (on a second stream, while backward
+//            goes on), and each rank adds its share into an fp32 shard accumulator.
+// With one rank the collectives are copies or nothing, so every stage runs without NCCL too.
+
+static void collectives_missing(GPUEngine* g) {
+    fatal("%d ranks need NCCL, and this trainer was built without it (nccl.h not found at make time)", g->num_ranks);
+}
+
+#if defined(USE_NCCL)
+static void nccl_check(ncclResult_t r, const char* call, const char* file, int line) {
+    if (r != ncclSuccess) fail_at("NCCL", call, file, line, ncclGetErrorString(r));
+}
+#define ncclCheck(call) nccl_check((call), #call, __FILE__, __LINE__)
+static ncclDataType_t nccl_floatx(void) {
+    return sizeof(floatX) == 4 ? ncclFloat32 : CUDA_R_FLOATX == CUDA_R_16F ? ncclFloat16 : ncclBfloat16;
+}
+#endif
+
+// Sums the entries [begin, begin + count) of bucket (whose first entry is parameter `base`) over
+// all ranks, each piece of it into the shard_grads of the rank that owns it.
+static void reduce_to_owners(GPUEngine* g, const floatX* bucket, size_t base, size_t begin, size_t count,
+                             cudaStream_t st) {
+    for (int owner = 0; owner < g->num_ranks; owner++) {
+        size_t lo = owner * g->shard, hi = lo + g->shard;
+        size_t a = begin > lo ? begin : lo, b = begin + count < hi ? begin + count : hi;
+        if (a >= b) continue;
+        const floatX* src = bucket + (a - base);
+        floatX* dst = g->shard_grads + (a - lo);
+        if (g->num_ranks == 1) {
+            cudaCheck(cudaMemcpyAsync(dst, src, (b - a) * sizeof(floatX), cudaMemcpyDeviceToDevice, st));
+            continue;
+        }
+#if defined(USE_NCCL)
+        ncclCheck(ncclReduce(src, dst, b - a, nccl_floatx(), ncclSum, owner, g->comm, st));
+#else
+        collectives_missing(g);
+#endif
+    }
+}
+
+// Stage 2: after backward filled a bucket on the compute stream, its reduction runs on the comm
+// stream; the compute stream waits for it only before it writes that bucket again.
+static void bucket_reduce_layer(GPUEngine* g, int l) {
+    int b = l % 2;
+    cudaCheck(cudaEventRecord(g->bucket_ready[b], g->stream));
+    cudaCheck(cudaStreamWaitEvent(g->comm_stream, g->bucket_ready[b], 0));
+#if defined(USE_NCCL)
+    if (g->num_ranks > 1) ncclCheck(ncclGroupStart());
+#endif
+    for (int k = PT_LN1W; k <= PT_FCPROJB; k++) {
+        const ParamTensor* t = &g->layout.tensors[k];
+        size_t per_layer = t->numel / g->cfg.num_layers;
+        size_t global = t->offset + (size_t)l * per_layer;
+        reduce_to_owners(g, g->layer_bucket[b] + g->bucket_offset[k], global, global, per_layer, g->comm_stream);
+    }
+#if defined(USE_NCCL)
+    if (g->num_ranks > 1) ncclCheck(ncclGroupEnd());
+#endif
+    cudaCheck(cudaEventRecord(g->bucket_free[b], g->comm_stream));
+}
+
+static void bucket_begin_layer(GPUEngine* g, int l) {
+    int b = l % 2;
+    cudaCheck(cudaStreamWaitEvent(g->stream, g->bucket_free[b], 0));
+    cudaCheck(cudaMemsetAsync(g->layer_bucket[b], 0, g->layer_bucket_n * sizeof(floatX), g->stream));
+}
+
+// The embeddings' and the final LayerNorm's buckets: zeroed as backward starts, reduced as it ends
+// (wte gets gradients at both ends: the logits' and the token embedding's).
+static void bucket_begin_edges(GPUEngine* g) {
+    const ParamTensor* lnf = &g->layout.tensors[PT_LNFW];
+    cudaCheck(cudaStreamWaitEvent(g->stream, g->edge_free, 0));
+    cudaCheck(cudaMemsetAsync(g->embed_bucket, 0, g->layout.tensors[PT_WPE].offset * sizeof(floatX) +
+                              g->layout.tensors[PT_WPE].numel * sizeof(floatX), g->stream));
+    cudaCheck(cudaMemsetAsync(g->lnf_bucket, 0, 2 * lnf->numel * sizeof(floatX), g->stream));
+}
+
+static void bucket_reduce_edges(GPUEngine* g) {
+    const ParamTensor* wpe = &g->layout.tensors[PT_WPE];
+    const ParamTensor* lnf = &g->layout.tensors[PT_LNFW];
+    cudaCheck(cudaEventRecord(g->edge_ready, g->stream));
+    cudaCheck(cudaStreamWaitEvent(g->comm_stream, g->edge_ready, 0));
+#if defined(USE_NCCL)
+    if (g->num_ranks > 1) ncclCheck(ncclGroupStart());
+#endif
+    reduce_to_owners(g, g->embed_bucket, 0, 0, wpe->offset + wpe->numel, g->comm_stream);
+    reduce_to_owners(g, g->lnf_bucket, lnf->offset, lnf->offset, 2 * lnf->numel, g->comm_stream);
+#if defined(USE_NCCL)
+    if (g->num_ranks > 1) ncclCheck(ncclGroupEnd());
+#endif
+    cudaCheck(cudaEventRecord(g->edge_free, g->comm_stream));
+    // Every entry of the shard was received once this micro-step: add them to the step's sum.
+    shard_accumulate(g->grad_acc, g->shard_grads, g->shard_n, g->comm_stream);
+    cudaCheck(cudaEventRecord(g->comm_done, g->comm_stream));
+}
+
+// Stages 0, 1, before the update: the step's gradient of this rank's shard. Returns where it is.
+static const floatX* reduce_step_gradients(GPUEngine* g) {
+    if (g->stage == 2) {
+        cudaCheck(cudaStreamWaitEvent(g->stream, g->comm_done, 0));
+        shard_round(g->shard_grads, g->grad_acc, g->shard_n, g->stream);
+        return g->shard_grads;
+    }
+    if (g->num_ranks > 1) {
+#if defined(USE_NCCL)
+        if (g->stage == 0)
+            ncclCheck(ncclAllReduce(g->grads, g->grads, g->n, nccl_floatx(), ncclSum, g->comm, g->stream));
+        else
+            ncclCheck(ncclReduceScatter(g->grads, g->shard_grads, g->shard, nccl_floatx(), ncclSum, g->comm, g->stream));
+#else
+        collectives_missing(g);
+#endif
+    } else if (g->stage == 1) {
+        cudaCheck(cudaMemcpyAsync(g->shard_grads, g->grads, g->shard_n * sizeof(floatX), cudaMemcpyDeviceToDevice,
+                                  g->stream));
+    }
+    return g->stage == 0 ? g->grads + g->shard_begin : g->shard_grads;
+}
+
+// The loss, squared norm and non-finite count summed over ranks (each rank measured its shard).
+static void reduce_step_stats(GPUEngine* g, float* stats) {
+    if (g->num_ranks == 1) return;
+#if defined(USE_NCCL)
+    ncclCheck(ncclAllReduce(stats, stats, 4, ncclFloat32, ncclSum, g->comm, g->stream));
+#else
+    collectives_missing(g);
+#endif
+}
+
+// Stages 1, 2, after the update of each rank's shard: every rank gets the whole model back.
+static void gather_parameters(GPUEngine* g) {
+    if (g->stage == 0 || g->num_ranks == 1) return;
+#if defined(USE_NCCL)
+    ncclCheck(ncclAllGather(g->params + g->shard_begin, g->params, g->shard, nccl_floatx(), g->comm, g->stream));
+#else
+    collectives_missing(g);
+#endif
+}
+
+// ============================================================================================
+// 4. Backward
 // ============================================================================================
 
 // Level 3: re-runs the forward of the segment whose last layer is `last` from its kept input, so
@@ -288,7 +472,9 @@ static void gpu_backward_pass(GPUEngine* g, int B, int T, float dloss_scale, int
 
     // The objective is the mean loss over B*T tokens times dloss_scale (1/accumulation steps), times
     // the loss scale in FP16 so small gradients stay representable; optimizer_step divides it out.
-    float dloss = (float)(g->loss_scale * dloss_scale / BT);
+    // With several ranks each carries 1/num_ranks, so the sum over ranks is the global mean.
+    float dloss = (float)(g->loss_scale * dloss_scale / ((double)BT * g->num_ranks));
+    if (g->stage == 2) bucket_begin_edges(g);
     fused_classifier(logits, act_ptr<float>(g, ACT_LOSSES), act_ptr<int>(g, ACT_TARGETS), dloss, BT, V, Vp, 1, st);
     loss_accumulate(scratch_ptr<float>(g, SCR_STATS), act_ptr<float>(g, ACT_LOSSES), BT, dloss_scale, st);
     matmul_backward(&g->mm, dln, grad_ptr(g, PT_WTE), NULL, bias_scratch, logits, act_ptr<floatX>(g, ACT_LNF),
@@ -300,6 +486,7 @@ static void gpu_backward_pass(GPUEngine* g, int B, int T, float dloss_scale, int
     // dresidual now holds d(residual3) of the last layer; each layer turns it into d(its input).
     for (int l = L - 1; l >= 0; l--) {
         if (level == 3 && (l == L - 1 || (l + 1) % g->recompute_every == 0)) recompute_segment(g, l, B, T);
+        if (g->stage == 2) bucket_begin_layer(g, l);
         LayerActs a = layer_acts(g, l);
         // MLP: d(fcproj out) = dresidual; the residual branch passes dresidual through unchanged.
         if (level == 1 || level == 2) gelu_forward(a.fch_gelu, a.fch, (size_t)BT * 4 * C, st);  // rebuild
@@ -325,48 +512,61 @@ static void gpu_backward_pass(GPUEngine* g, int B, int T, float dloss_scale, int
                         param_ptr(g, PT_QKVW, l), NULL, BT, C, 3 * C, st);
         layernorm_backward(dresidual, grad_ptr(g, PT_LN1W, l), grad_ptr(g, PT_LN1B, l), ln_scratch, dln, a.residual,
                            param_ptr(g, PT_LN1W, l), a.ln1_mean, a.ln1_rstd, BT, C, st);
+        if (g->stage == 2) bucket_reduce_layer(g, l);
     }
     encoder_backward(grad_ptr(g, PT_WTE), grad_ptr(g, PT_WPE), dresidual, scratch_ptr<int>(g, SCR_PLAN), plan_blocks, B,
                      T, C, st);
+    if (g->stage == 2) bucket_reduce_edges(g);
 }
 
 // ============================================================================================
-// 4. The optimizer step
+// 5. The optimizer step
 // ============================================================================================
 
 static void zero_step_state(GPUEngine* g) {
-    cudaCheck(cudaMemsetAsync(g->grads, 0, g->n * sizeof(floatX), g->stream));
+    if (g->stage < 2) cudaCheck(cudaMemsetAsync(g->grads, 0, g->padded * sizeof(floatX), g->stream));
+    else cudaCheck(cudaMemsetAsync(g->grad_acc, 0, g->shard_n * sizeof(float), g->stream));
     cudaCheck(cudaMemsetAsync(scratch_ptr<float>(g, SCR_STATS), 0, sizeof(float), g->stream));  // the step's loss
 }
 
 static StepResult gpu_optimizer_step(Engine* e, const AdamWConfig* opt, float lr, float clip) {
     GPUEngine* g = (GPUEngine*)e->self;
     float* stats = scratch_ptr<float>(g, SCR_STATS);
-    global_norm_squared(stats + 2, scratch_ptr<float>(g, SCR_NORM), g->grads, g->n, g->stream);
+    const floatX* shard_grads = reduce_step_gradients(g);  // this rank's shard of the summed gradients
+    global_norm_squared(stats + 2, scratch_ptr<float>(g, SCR_NORM), shard_grads, g->shard_n, g->stream);
+    reduce_step_stats(g, stats);
     // The one device-to-host copy of a training step: loss, squared norm, non-finite count.
     cudaCheck(cudaMemcpyAsync(g->h_stats, stats, 4 * sizeof(float), cudaMemcpyDeviceToHost, g->stream));
     cudaCheck(cudaStreamSynchronize(g->stream));
 
     StepResult r;
-    r.loss = g->h_stats[0];
+    r.loss = g->h_stats[0] / g->num_ranks;
     r.loss_scale = (float)g->loss_scale;
     r.grad_norm = (float)(sqrt((double)g->h_stats[2]) / g->loss_scale);
-    int finite = g->h_stats[3] == 0.0f && isfinite(g->h_stats[2]);
-    r.applied = finite;
-    if (finite) {
+    int finite = g->h_stats[3] == 0.0f && isfinite(g->h_stats[2]);  // the same on every rank: the stats are summed
+    int outlier = (opt->skip_loss_above > 0 && r.loss > opt->skip_loss_above) ||
+                  (opt->skip_norm_above > 0 && r.grad_norm > opt->skip_norm_above);  // the driver's guard
+    r.applied = finite && !outlier;
+    if (r.applied) {
         float clip_scale = 1.0f;
         if (clip > 0.0f && r.grad_norm > clip) clip_scale = clip / (r.grad_norm + 1e-6f);
         float grad_scale = (float)(clip_scale / g->loss_scale);
         g->adam_steps++;
         float bc1 = 1.0f - powf(opt->beta1, (float)g->adam_steps);
         float bc2 = 1.0f - powf(opt->beta2, (float)g->adam_steps);
+        // Each tensor's part of this rank's optimizer range, with its own weight decay.
         for (int k = 0; k < GPT2_NUM_PARAM_TENSORS; k++) {
             const ParamTensor* t = &g->layout.tensors[k];
+            size_t a = t->offset > g->opt_begin ? t->offset : g->opt_begin;
+            size_t b = t->offset + t->numel < g->opt_begin + g->opt_n ? t->offset + t->numel : g->opt_begin + g->opt_n;
+            if (a >= b) continue;
+            size_t o = a - g->opt_begin;
+            const floatX* grad = g->stage == 0 ? g->grads + a : g->shard_grads + (a - g->shard_begin);
             float wd = t->weight_decay ? opt->weight_decay : 0.0f;
-            adamw_update(g->params + t->offset, g->master ? g->master + t->offset : NULL, g->grads + t->offset,
-                         g->m + t->offset, g->v + t->offset, t->numel, lr, opt->beta1, opt->beta2, bc1, bc2, opt->eps,
-                         wd, grad_scale, g->stream);
+            adamw_update(g->params + a, g->master ? g->master + o : NULL, grad, g->m + o, g->v + o, b - a, lr,
+                         opt->beta1, opt->beta2, bc1, bc2, opt->eps, wd, grad_scale, g->stream);
         }
+        gather_parameters(g);
     }
     // PyTorch GradScaler's rule: halve on an overflow, double after `interval` finite steps in a row.
     if (USE_LOSS_SCALING) {
@@ -383,13 +583,17 @@ static StepResult gpu_optimizer_step(Engine* e, const AdamWConfig* opt, float lr
 }
 
 // ============================================================================================
-// 5. Weights in and out
+// 6. Weights in and out
 // ============================================================================================
 
 // fp32 weights [offset, offset + count) into the master copy (when there is one) and the floatX
 // parameters; count <= STAGE_FLOATS, src in host memory.
 static void upload_weights(GPUEngine* g, size_t offset, const float* src, size_t count) {
-    if (g->master) cudaCheck(cudaMemcpy(g->master + offset, src, count * sizeof(float), cudaMemcpyHostToDevice));
+    size_t a = offset > g->opt_begin ? offset : g->opt_begin;  // the part this rank's master copy holds
+    size_t b = offset + count < g->opt_begin + g->opt_n ? offset + count : g->opt_begin + g->opt_n;
+    if (g->master && a < b)
+        cudaCheck(cudaMemcpy(g->master + (a - g->opt_begin), src + (a - offset), (b - a) * sizeof(float),
+                             cudaMemcpyHostToDevice));
 #pragma omp parallel for
     for (size_t i = 0; i < count; i++) g->h_stage_x[i] = (floatX)src[i];
     cudaCheck(cudaMemcpy(g->params + offset, g->h_stage_x, count * sizeof(floatX), cudaMemcpyHostToDevice));
@@ -427,8 +631,13 @@ static void upload_from_file(GPUEngine* g, CheckpointReader* r, float* dev, size
     }
 }
 
+static void require_one_rank(GPUEngine* g, const char* what) {
+    if (g->num_ranks > 1) fatal("%s with %d ranks: not built yet (checkpoints of sharded runs)", what, g->num_ranks);
+}
+
 static void gpu_checkpoint_save(Engine* e, const char* model_path, const char* state_path, const TrainState* st) {
     GPUEngine* g = (GPUEngine*)e->self;
+    require_one_rank(g, "checkpoint_save");
     cudaCheck(cudaStreamSynchronize(g->stream));
     OptimizerCounters oc = {g->adam_steps, USE_LOSS_SCALING ? g->loss_scale : 0.0, g->good_steps};
     // The model file goes last: a state file is only trusted next to its model file.
@@ -444,6 +653,7 @@ static void gpu_checkpoint_save(Engine* e, const char* model_path, const char* s
 
 static void gpu_checkpoint_load(Engine* e, const char* model_path, const char* state_path, TrainState* st) {
     GPUEngine* g = (GPUEngine*)e->self;
+    require_one_rank(g, "checkpoint_load");
     cudaCheck(cudaStreamSynchronize(g->stream));
     CheckpointReader r;
     model_file_open_read(&r, model_path, &g->cfg);
@@ -467,7 +677,7 @@ static void gpu_checkpoint_load(Engine* e, const char* model_path, const char* s
 }
 
 // ============================================================================================
-// 6. The Engine contract
+// 7. The Engine contract
 // ============================================================================================
 
 static GPUEngine* self_of(Engine* e) { return (GPUEngine*)e->self; }
@@ -533,11 +743,14 @@ static void gpu_logits_at(Engine* e, int b, int t, float* out) {
 
 static void gpu_memory_report(Engine* e, MemoryReport* r) {
     GPUEngine* g = self_of(e);
-    memory_report_add(r, "parameters", g->n * sizeof(floatX));
-    memory_report_add(r, "gradients", g->n * sizeof(floatX));
-    memory_report_add(r, "master weights", g->master ? g->n * sizeof(float) : 0);
-    memory_report_add(r, "AdamW m", g->n * sizeof(float));
-    memory_report_add(r, "AdamW v", g->n * sizeof(float));
+    size_t X = sizeof(floatX);
+    memory_report_add(r, "parameters", g->padded * X);
+    memory_report_add(r, "gradients", g->stage < 2 ? g->padded * X : (2 * g->layer_bucket_n + g->layout.tensors[PT_WPE].offset +
+                      g->layout.tensors[PT_WPE].numel + 2 * g->layout.tensors[PT_LNFW].numel) * X);
+    memory_report_add(r, "gradient shard", g->stage == 0 ? 0 : g->shard * (X + (g->stage == 2 ? sizeof(float) : 0)));
+    memory_report_add(r, "master weights", g->master ? g->opt_n * sizeof(float) : 0);
+    memory_report_add(r, "AdamW m", g->opt_n * sizeof(float));
+    memory_report_add(r, "AdamW v", g->opt_n * sizeof(float));
     memory_report_add(r, "activations", g->acts.bytes);
     memory_report_add(r, "scratch", g->scratch.bytes);
     memory_report_add(r, "cuBLASLt workspace", MATMUL_WORKSPACE_BYTES);
@@ -546,15 +759,21 @@ static void gpu_memory_report(Engine* e, MemoryReport* r) {
 static void gpu_destroy(Engine* e) {
     GPUEngine* g = self_of(e);
     cudaCheck(cudaStreamSynchronize(g->stream));
+    cudaCheck(cudaStreamSynchronize(g->comm_stream));
     matmul_context_destroy(&g->mm);
-    cudaCheck(cudaFree(g->params));
-    cudaCheck(cudaFree(g->grads));
-    cudaCheck(cudaFree(g->opt_state));
-    cudaCheck(cudaFree(g->acts_base));
-    cudaCheck(cudaFree(g->scratch_base));
-    cudaCheck(cudaFree(g->workspace));
+#if defined(USE_NCCL)
+    if (g->comm) ncclCheck(ncclCommDestroy(g->comm));
+#endif
+    void* device[] = {g->params, g->grads, g->shard_grads, g->grad_acc, g->opt_state, g->acts_base, g->scratch_base,
+                      g->workspace};
+    for (size_t i = 0; i < sizeof(device) / sizeof(device[0]); i++)
+        if (device[i]) cudaCheck(cudaFree(device[i]));
+    cudaEvent_t events[] = {g->bucket_ready[0], g->bucket_ready[1], g->bucket_free[0], g->bucket_free[1], g->edge_ready,
+                            g->edge_free, g->comm_done};
+    for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++) cudaCheck(cudaEventDestroy(events[i]));
     cudaCheck(cudaFreeHost(g->h_stage));
     cudaCheck(cudaFreeHost(g->h_stage_x));
+    cudaCheck(cudaStreamDestroy(g->comm_stream));
     cudaCheck(cudaStreamDestroy(g->stream));
     free(g->h_plan);
     free(g->h_keys);
@@ -608,12 +827,17 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
         snprintf(why, why_cap, "head size %d is not a multiple of 16 up to 128 (the attention kernel's tiles)", HS);
         return NULL;
     }
-    if (opts->num_ranks > 1 || opts->zero_stage != 0) {
-        snprintf(why, why_cap, "the GPU engine runs one process for now (ranks %d, ZeRO stage %d)", opts->num_ranks,
-                 opts->zero_stage);
+    if (opts->zero_stage < 0 || opts->zero_stage > 2) {
+        snprintf(why, why_cap, "ZeRO stage %d: the GPU engine has stages 0, 1 and 2", opts->zero_stage);
         return NULL;
     }
-    int device = opts->rank % count;
+#if !defined(USE_NCCL)
+    if (opts->num_ranks > 1) {
+        snprintf(why, why_cap, "%d ranks need NCCL, and this trainer was built without it", opts->num_ranks);
+        return NULL;
+    }
+#endif
+    int device = opts->local_rank % count;  // one GPU a rank, by the rank's place on its machine
     cudaCheck(cudaSetDevice(device));
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, device));
@@ -632,26 +856,72 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     g->n = g->layout.num_parameters;
     g->loss_scale = USE_LOSS_SCALING ? opts->loss_scale_init : 1.0;
     cudaCheck(cudaStreamCreate(&g->stream));
+    cudaCheck(cudaStreamCreate(&g->comm_stream));
+    cudaEvent_t* events[] = {&g->bucket_ready[0], &g->bucket_ready[1], &g->bucket_free[0], &g->bucket_free[1],
+                             &g->edge_ready, &g->edge_free, &g->comm_done};
+    for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++)
+        cudaCheck(cudaEventCreateWithFlags(events[i], cudaEventDisableTiming));
+
+    // Ranks and shards: any parameter count splits over any rank count (the last shard padded).
+    size_t n = g->n, R = opts->num_ranks > 0 ? opts->num_ranks : 1;
+    g->rank = opts->rank;
+    g->num_ranks = (int)R;
+    g->stage = opts->zero_stage;
+    g->shard = (n + R - 1) / R;
+    g->padded = g->shard * R;
+    g->shard_begin = g->rank * g->shard;
+    g->shard_n = g->shard_begin >= n ? 0 : (n - g->shard_begin < g->shard ? n - g->shard_begin : g->shard);
+    g->opt_begin = g->stage == 0 ? 0 : g->shard_begin;
+    g->opt_n = g->stage == 0 ? n : g->shard_n;
+#if defined(USE_NCCL)
+    if (R > 1) {  // one communicator over every rank; rank 0 makes its id, MPI carries it to the others
+        ncclUniqueId id;
+        if (g->rank == 0) ncclCheck(ncclGetUniqueId(&id));
+        ranks_broadcast(&id, sizeof(id), 0);
+        ncclCheck(ncclCommInitRank(&g->comm, (int)R, id, g->rank));
+    }
+#endif
 
     // The tensor groups, each one allocation.
-    size_t n = g->n;
-    int nopt = sizeof(floatX) == sizeof(float) ? 2 : 3;  // FP32 keeps no separate master copy
-    g->params = (floatX*)device_alloc_or_die(n * sizeof(floatX), "parameters");
-    g->grads = (floatX*)device_alloc_or_die(n * sizeof(floatX), "gradients");
-    g->opt_state = (float*)device_alloc_or_die(nopt * n * sizeof(float), "optimizer state (master weights, m, v)");
+    size_t X = sizeof(floatX);
+    int nopt = X == sizeof(float) ? 2 : 3;  // FP32 keeps no separate master copy
+    g->params = (floatX*)device_alloc_or_die(g->padded * X, "parameters");
+    cudaCheck(cudaMemset(g->params, 0, g->padded * X));  // the padding stays zero
+    if (g->stage < 2) {
+        g->grads = (floatX*)device_alloc_or_die(g->padded * X, "gradients");
+        cudaCheck(cudaMemset(g->grads, 0, g->padded * X));
+    } else {  // two layer buckets, the embeddings', the final LayerNorm's: one allocation
+        for (int k = PT_LN1W; k <= PT_FCPROJB; k++) {
+            g->bucket_offset[k] = g->layer_bucket_n;
+            g->layer_bucket_n += g->layout.tensors[k].numel / cfg->num_layers;
+        }
+        size_t embed_n = g->layout.tensors[PT_WPE].offset + g->layout.tensors[PT_WPE].numel;
+        size_t lnf_n = 2 * g->layout.tensors[PT_LNFW].numel;
+        g->grads = (floatX*)device_alloc_or_die((2 * g->layer_bucket_n + embed_n + lnf_n) * X, "gradient buckets");
+        g->layer_bucket[0] = g->grads;
+        g->layer_bucket[1] = g->grads + g->layer_bucket_n;
+        g->embed_bucket = g->grads + 2 * g->layer_bucket_n;
+        g->lnf_bucket = g->embed_bucket + embed_n;
+    }
+    if (g->stage >= 1) g->shard_grads = (floatX*)device_alloc_or_die(g->shard * X, "gradient shard");
+    if (g->stage == 2) {
+        g->grad_acc = (float*)device_alloc_or_die(g->shard * sizeof(float), "gradient shard accumulator");
+        cudaCheck(cudaMemset(g->grad_acc, 0, g->shard * sizeof(float)));
+    }
+    size_t opt_alloc = g->opt_n ? g->opt_n : 1;
+    g->opt_state = (float*)device_alloc_or_die(nopt * opt_alloc * sizeof(float), "optimizer state (master weights, m, v)");
     g->master = nopt == 3 ? g->opt_state : NULL;
-    g->m = g->opt_state + (size_t)(nopt - 2) * n;
-    g->v = g->m + n;
+    g->m = g->opt_state + (size_t)(nopt - 2) * opt_alloc;
+    g->v = g->m + opt_alloc;
+    cudaCheck(cudaMemset(g->opt_state, 0, nopt * opt_alloc * sizeof(float)));
     g->recompute_every = gpt2_recompute_every(cfg->num_layers, opts->recompute_every);
-    gpt2_activation_layout(&g->acts, cfg, opts->B, opts->T, sizeof(floatX), opts->recompute, opts->recompute_every);
-    print_recompute_levels(cfg, opts, g->recompute_every);
+    gpt2_activation_layout(&g->acts, cfg, opts->B, opts->T, X, opts->recompute, opts->recompute_every);
+    if (g->rank == 0) print_recompute_levels(cfg, opts, g->recompute_every);
     scratch_layout(&g->scratch, cfg, opts->B, opts->T);
     g->acts_base = device_alloc_or_die(g->acts.bytes, "activations");
     g->scratch_base = device_alloc_or_die(g->scratch.bytes, "scratch buffers");
     g->workspace = device_alloc_or_die(MATMUL_WORKSPACE_BYTES, "cuBLASLt workspace");
     matmul_context_init(&g->mm, g->workspace, MATMUL_WORKSPACE_BYTES);
-    cudaCheck(cudaMemset(g->opt_state, 0, nopt * n * sizeof(float)));
-    cudaCheck(cudaMemset(g->grads, 0, n * sizeof(floatX)));
     cudaCheck(cudaMemset(g->scratch_base, 0, g->scratch.bytes));
 
     int BT = opts->B * opts->T;
@@ -667,12 +937,16 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     e->precision = BUILD_PRECISION;
     e->peak_flops = device_peak_flops(&prop);
     e->loss_scaling = USE_LOSS_SCALING;
-    size_t total = 2 * n * sizeof(floatX) + nopt * n * sizeof(float) + g->acts.bytes + g->scratch.bytes +
-                   MATMUL_WORKSPACE_BYTES;
-    char scaling[64] = "";
+    MemoryReport mr;
+    memset(&mr, 0, sizeof(mr));
+    gpu_memory_report(e, &mr);
+    size_t total = 0;
+    for (int i = 0; i < mr.count; i++) total += mr.items[i].bytes;
+    char scaling[64] = "", zero[64] = "";
     if (USE_LOSS_SCALING) snprintf(scaling, sizeof(scaling), ", loss scale from %g", g->loss_scale);
-    snprintf(e->name, sizeof(e->name), "GPU engine (%s%s, gelu fusion %d) on %.120s (sm_%d%d), %.1f MiB", PRECISION_NAME,
-             scaling, opts->gelu_fusion, prop.name, prop.major, prop.minor, total / 1048576.0);
+    if (R > 1 || g->stage > 0) snprintf(zero, sizeof(zero), ", ZeRO stage %d over %d ranks", g->stage, (int)R);
+    snprintf(e->name, sizeof(e->name), "GPU engine (%s%s, gelu fusion %d%s) on %.120s (sm_%d%d), %.1f MiB",
+             PRECISION_NAME, scaling, opts->gelu_fusion, zero, prop.name, prop.major, prop.minor, total / 1048576.0);
     e->set_params = gpu_set_params;
     e->micro_step = gpu_micro_step;
     e->optimizer_step = gpu_optimizer_step;

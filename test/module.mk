@@ -3,11 +3,11 @@
 
 TEST_BIN = $(BUILD)/test
 
-$(TEST_BIN)/parity_dump: $(BUILD)/test/parity_dump.o $(REF_OBJ) $(COMMON_OBJ)
+$(TEST_BIN)/parity_dump: $(BUILD)/test/parity_dump.o $(HOST_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(TEST_BIN)/test_engine: $(BUILD)/test/test_engine.o $(REF_OBJ) $(COMMON_OBJ)
+$(TEST_BIN)/test_engine: $(BUILD)/test/test_engine.o $(HOST_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
@@ -35,7 +35,17 @@ TEST_DEPS += $(TEST_BIN)/gen_data
 # The GPU engine through the contract and end to end, on the CPU runtime, in each precision.
 ifneq ($(CUDA_CPU_HAVE_CUDA),)
 $(foreach p,$(EMU_PRECISIONS),$(eval $(call cuda_cpu_program,$(TEST_BIN)/test_gpu_engine_$(p),test/test_gpu_engine.cu,\
-	. kernels common reference test,$(HOST_LIB),$(call precision_define,$(p)))))
+	. kernels common reference test,$(HOST_LIB),$(call precision_define,$(p)) $(EMU_NCCL))))
 TESTS += $(foreach p,$(EMU_PRECISIONS),$(TEST_BIN)/test_gpu_engine_$(p)) test/test_emu.sh
 TEST_DEPS += $(EMU_BINS)
+endif
+
+# The GPU engine over ranks: mpirun -np 2 and 3 through the runtime's NCCL over MPI (test_zero.sh).
+ifneq ($(CUDA_CPU_HAVE_CUDA),)
+ifneq ($(CUDA_CPU_HAVE_MPI),)
+$(foreach p,fp32 fp16,$(eval $(call cuda_cpu_program,$(TEST_BIN)/test_zero_$(p),test/test_zero.cu,\
+	. kernels common reference test,$(HOST_LIB),$(call precision_define,$(p)) $(EMU_NCCL))))
+TESTS += test/test_zero.sh
+TEST_DEPS += $(TEST_BIN)/test_zero_fp32 $(TEST_BIN)/test_zero_fp16
+endif
 endif

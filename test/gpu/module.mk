@@ -11,7 +11,7 @@ GPU_CHECK_DEPS = $(KERNEL_HEADERS) $(wildcard dev/cuda/*.cuh test/*.h test/*.cuh
 define nvcc_program
 $(1): $(2) $$(GPU_CHECK_DEPS)
 	@mkdir -p $$(dir $$@)
-	$$(NVCC) $$(NVCC_TEST_FLAGS) $(3) $(2) $$(HOST_LIB) -lcublasLt -o $$@
+	$$(NVCC) $$(NVCC_TEST_FLAGS) $(3) $(2) $$(HOST_LIB) -lcublasLt $$(NVCC_NCCL) $$(MPI_LIBS) -o $$@
 GPU_CHECK_BINS += $(1)
 endef
 

@@ -1,0 +1,152 @@
+// test_zero.cu: the GPU engine over several ranks (run under mpirun; NCCL over MPI through the CPU
+// runtime), driven through the Engine contract: ZeRO stages 0, 1 and 2 with R ranks each equal one
+// process that takes the same global batch by accumulation (every step's loss and gradient norm,
+// and the model's loss on a held-out batch afterwards); shards need no divisibility (the model's
+// parameter count is odd); a planted overflow on one rank only makes every rank skip the same
+// step; the optimizer state each rank keeps shrinks with the stage.
+// Every rank prints its checks; test/test_zero.sh runs it with 2 and 3 ranks.
+#define TRAIN_GPT2_NO_MAIN
+#include "train_gpt2.cu"
+
+#include <vector>
+
+#include "kernel_check.cuh"
+#include "rng.h"
+#include "test.h"
+
+// 2 layers, 64 channels, head size 32, 301 tokens (padded to 384): an odd parameter count.
+static const GPT2Config CFG = {32, 301, 384, 2, 2, 64};
+static const int B = 2, T = 16;
+static const AdamWConfig OPT = {0.9f, 0.95f, 1e-8f, 0.1f};
+static Ranks g_ranks;
+// FP32: the sharded runs sum the same gradients in another order (across ranks, then within):
+// within fp32 rounding, 1e-5 relative. FP16/BF16: the one-process reference adds its R * accum
+// micro-steps' gradients into floatX one at a time, a rounding each, where the ranks sum in fp32
+// (NCCL over MPI) or accumulate fewer: (R * accum + 1) u.
+static double tolerance(int accum) { return floatx_tol(g_ranks.num_ranks * accum + 1); }
+
+
+static EngineOptions options(int ranks, int stage) {
+    EngineOptions o;
+    memset(&o, 0, sizeof(o));
+    o.precision = BUILD_PRECISION;
+    o.B = B;
+    o.T = T;
+    o.rank = ranks > 1 ? g_ranks.rank : 0;
+    o.num_ranks = ranks;
+    o.local_rank = o.rank;
+    o.zero_stage = stage;
+    o.loss_scale_init = 65536.0f;
+    o.loss_scale_interval = 2000;
+    return o;
+}
+
+static Engine* make(const EngineOptions& o, const std::vector<float>& p) {
+    char why[256] = "";
+    Engine* e = gpu_engine_create(&CFG, &o, why, sizeof(why));
+    if (!e) fatal("cannot create the GPU engine: %s", why);
+    e->set_params(e, p.data());
+    return e;
+}
+
+// The batch of global micro-batch index k: every rank can make any of them.
+static void batch(int k, std::vector<int>& in, std::vector<int>& tg) {
+    uint64_t r = rng_seed(500 + k);
+    std::vector<int> toks(B * T + 1);
+    for (int i = 0; i < B * T + 1; i++)
+        toks[i] = rng_below(&r, 8) == 0 ? (int)rng_below(&r, CFG.vocab_size) : (int)((i * 5 + k) % 30) * 10;
+    in.assign(toks.begin(), toks.end() - 1);
+    tg.assign(toks.begin() + 1, toks.end());
+}
+
+static void report(int ok, const char* name, const char* why) {
+    char full[256];
+    snprintf(full, sizeof(full), "rank %d/%d: %s", g_ranks.rank, g_ranks.num_ranks, name);
+    test_report(ok, full, why);
+}
+
+// R ranks x `accum` micro-steps of B against one process with R*accum micro-steps of B.
+static void test_stage(int stage, int accum) {
+    int R = g_ranks.num_ranks;
+    std::vector<float> p(gpt2_param_layout(&CFG).num_parameters);
+    gpt2_init_params(&CFG, p.data(), 21);
+    Engine* dist = make(options(R, stage), p);
+    Engine* ref = make(options(1, 0), p);
+    std::vector<int> in, tg;
+    double worst_loss = 0, worst_norm = 0;
+    for (int step = 0; step < 3; step++) {
+        for (int a = 0; a < accum; a++) {
+            batch((step * accum + a) * R + g_ranks.rank, in, tg);
+            dist->micro_step(dist, in.data(), tg.data(), B, T, 1.0f / accum, a == accum - 1);
+        }
+        for (int k = 0; k < accum * R; k++) {
+            batch((step * accum + k / R) * R + k % R, in, tg);
+            ref->micro_step(ref, in.data(), tg.data(), B, T, 1.0f / (accum * R), k == accum * R - 1);
+        }
+        StepResult rd = dist->optimizer_step(dist, &OPT, 2e-3f, 1.0f);
+        StepResult rr = ref->optimizer_step(ref, &OPT, 2e-3f, 1.0f);
+        worst_loss = fmax(worst_loss, fabs(rd.loss - rr.loss) / fabs(rr.loss));
+        worst_norm = fmax(worst_norm, fabs(rd.grad_norm - rr.grad_norm) / fabs(rr.grad_norm));
+    }
+    char name[160], why[160];
+    snprintf(name, sizeof(name), "ZeRO %d, %d ranks x %d micro-steps: 3 steps' losses and norms equal one process's",
+             stage, R, accum);
+    double tol = tolerance(accum);
+    snprintf(why, sizeof(why), "worst relative difference: loss %.3g, norm %.3g (tolerance %.3g)", worst_loss,
+             worst_norm, tol);
+    report(worst_loss <= tol && worst_norm <= tol, name, why);
+    // The weights after the steps: the loss on a batch no step saw (every rank holds the whole model).
+    batch(999, in, tg);
+    double ld = dist->forward(dist, in.data(), tg.data(), B, T), lr = ref->forward(ref, in.data(), tg.data(), B, T);
+    snprintf(name, sizeof(name), "ZeRO %d, %d ranks: the updated weights give one process's loss", stage, R);
+    snprintf(why, sizeof(why), "loss %.9g, one process %.9g", ld, lr);
+    report(fabs(ld - lr) <= tol * fabs(lr), name, why);
+    // What each rank keeps: stage 0 all the optimizer state, stages 1 and 2 a shard of it.
+    MemoryReport m;
+    memset(&m, 0, sizeof(m));
+    dist->memory_report(dist, &m);
+    size_t n = gpt2_param_layout(&CFG).num_parameters, shard = (n + R - 1) / R, mbytes = 0;
+    for (int i = 0; i < m.count; i++)
+        if (strcmp(m.items[i].name, "AdamW m") == 0) mbytes = m.items[i].bytes;
+    size_t mine = stage == 0 ? n : (g_ranks.rank * shard >= n ? 0 : (n - g_ranks.rank * shard < shard ? n - g_ranks.rank * shard : shard));
+    snprintf(name, sizeof(name), "ZeRO %d, %d ranks: AdamW m is %zu bytes (%s)", stage, R, mbytes,
+             stage == 0 ? "all of it" : "this rank's shard");
+    report(mbytes == mine * sizeof(float), name, "wrong size");
+    dist->destroy(dist);
+    ref->destroy(ref);
+}
+
+// NaN in the padding rows of wte on one rank only: its gradients are NaN, the sums over ranks are
+// too, and every rank skips the update (and with FP16 loss scaling halves the scale).
+static void test_overflow_on_one_rank(int stage) {
+    std::vector<float> p(gpt2_param_layout(&CFG).num_parameters);
+    gpt2_init_params(&CFG, p.data(), 22);
+    if (g_ranks.rank == g_ranks.num_ranks - 1)
+        for (int c = 0; c < CFG.channels; c++) p[(size_t)CFG.vocab_size * CFG.channels + c] = NAN;
+    Engine* e = make(options(g_ranks.num_ranks, stage), p);
+    std::vector<int> in, tg;
+    batch(g_ranks.rank, in, tg);
+    e->micro_step(e, in.data(), tg.data(), B, T, 1.0f, 1);
+    StepResult r = e->optimizer_step(e, &OPT, 2e-3f, 1.0f);
+    int applied[1] = {r.applied}, skipped_everywhere = !r.applied;
+    ranks_max(applied, 1);  // 0 only if no rank applied the step
+    char name[160];
+    snprintf(name, sizeof(name), "ZeRO %d: NaN gradients on rank %d only: every rank skips the step", stage,
+             g_ranks.num_ranks - 1);
+    report(skipped_everywhere && applied[0] == 0, name, "a rank applied the update");
+    e->destroy(e);
+}
+
+int main() {
+    ranks_init(&g_ranks);
+    if (g_ranks.rank == 0) printf("precision %s, %d ranks\n", PRECISION_NAME, g_ranks.num_ranks);
+    for (int stage = 0; stage <= 2; stage++) {
+        test_stage(stage, 1);
+        test_stage(stage, 2);
+        test_overflow_on_one_rank(stage);
+    }
+    int failures[1] = {test_failures_};
+    ranks_max(failures, 1);
+    ranks_finalize();
+    return failures[0] ? 1 : 0;
+}
