@@ -101,6 +101,7 @@ typedef struct {
     size_t layer_bucket_n;
     floatX* shard_grads;    // stages 1, 2: this rank's reduced gradients (shard entries)
     float* grad_acc;        // stage 2: their fp32 sum over the step's micro-steps
+    float* dev_stage;       // stages 1, 2 in FP16/BF16 over ranks: STAGE_FLOATS to gather the master copy
     float* opt_state;       // master (opt_n, absent in FP32), m (opt_n), v (opt_n)
     float* master;          // fp32 master weights of [opt_begin, +opt_n); NULL in FP32 (params are the master)
     float* m;
@@ -307,9 +308,11 @@ static void gpu_forward_pass(GPUEngine* g, int B, int T) {
 //            goes on), and each rank adds its share into an fp32 shard accumulator.
 // With one rank the collectives are copies or nothing, so every stage runs without NCCL too.
 
+#if !defined(USE_NCCL)
 static void collectives_missing(GPUEngine* g) {
     fatal("%d ranks need NCCL, and this trainer was built without it (nccl.h not found at make time)", g->num_ranks);
 }
+#endif
 
 #if defined(USE_NCCL)
 static void nccl_check(ncclResult_t r, const char* call, const char* file, int line) {
@@ -623,37 +626,79 @@ static void download_to_file(GPUEngine* g, CheckpointWriter* w, const float* dev
     }
 }
 
-static void upload_from_file(GPUEngine* g, CheckpointReader* r, float* dev, size_t n) {
-    for (size_t i = 0; i < n; i += STAGE_FLOATS) {
-        size_t count = n - i < STAGE_FLOATS ? n - i : STAGE_FLOATS;
-        checkpoint_get(r, g->h_stage, count);
-        cudaCheck(cudaMemcpy(dev + i, g->h_stage, count * sizeof(float), cudaMemcpyHostToDevice));
+// The model file's weights: rank 0 writes them; every rank takes part when the fp32 master copy is
+// sharded (stages 1, 2 in FP16/BF16): each shard in turn is broadcast from its owner through a
+// device staging buffer. In FP32 the parameters themselves are the master, whole on every rank.
+static void write_model_file(GPUEngine* g, const char* model_path) {
+    CheckpointWriter w;
+    if (g->rank == 0) model_file_begin(&w, model_path, &g->cfg);
+    if (!g->master || g->stage == 0 || g->num_ranks == 1) {
+        if (g->rank == 0) download_to_file(g, &w, master_weights(g), g->n);
+    } else {
+#if defined(USE_NCCL)
+        for (int owner = 0; owner < g->num_ranks; owner++) {
+            size_t first = owner * g->shard, count = first >= g->n ? 0 : (g->n - first < g->shard ? g->n - first : g->shard);
+            for (size_t i = 0; i < count; i += STAGE_FLOATS) {
+                size_t k = count - i < STAGE_FLOATS ? count - i : STAGE_FLOATS;
+                if (g->rank == owner)
+                    cudaCheck(cudaMemcpyAsync(g->dev_stage, g->master + i, k * sizeof(float), cudaMemcpyDeviceToDevice,
+                                              g->stream));
+                ncclCheck(ncclBroadcast(g->dev_stage, g->dev_stage, k, ncclFloat32, owner, g->comm, g->stream));
+                if (g->rank == 0) {
+                    cudaCheck(cudaMemcpyAsync(g->h_stage, g->dev_stage, k * sizeof(float), cudaMemcpyDeviceToHost, g->stream));
+                    cudaCheck(cudaStreamSynchronize(g->stream));
+                    checkpoint_put(&w, g->h_stage, k);
+                }
+            }
+        }
+        cudaCheck(cudaStreamSynchronize(g->stream));
+#else
+        collectives_missing(g);
+#endif
     }
+    if (g->rank == 0) checkpoint_commit(&w);
 }
 
-static void require_one_rank(GPUEngine* g, const char* what) {
-    if (g->num_ranks > 1) fatal("%s with %d ranks: not built yet (checkpoints of sharded runs)", what, g->num_ranks);
-}
-
+// Collective with several ranks: each writes its part of the optimizer state (all of it on rank 0
+// at stage 0, where every rank holds the same), then, once every part is on disk (a barrier), rank
+// 0 writes the model file: its presence says the checkpoint is complete.
 static void gpu_checkpoint_save(Engine* e, const char* model_path, const char* state_path, const TrainState* st) {
     GPUEngine* g = (GPUEngine*)e->self;
-    require_one_rank(g, "checkpoint_save");
     cudaCheck(cudaStreamSynchronize(g->stream));
+    cudaCheck(cudaStreamSynchronize(g->comm_stream));
     OptimizerCounters oc = {g->adam_steps, USE_LOSS_SCALING ? g->loss_scale : 0.0, g->good_steps};
-    // The model file goes last: a state file is only trusted next to its model file.
-    CheckpointWriter w;
-    state_file_begin(&w, state_path, &g->cfg, st, &oc, g->n);
-    download_to_file(g, &w, g->m, g->n);
-    download_to_file(g, &w, g->v, g->n);
-    checkpoint_commit(&w);
-    model_file_begin(&w, model_path, &g->cfg);
-    download_to_file(g, &w, master_weights(g), g->n);
-    checkpoint_commit(&w);
+    int sharded = g->stage > 0 && g->num_ranks > 1;
+    if (sharded || g->rank == 0) {
+        StateShard part = {0, g->n, 0, 1};
+        if (sharded) {
+            part.first = g->shard_begin < g->n ? g->shard_begin : g->n;
+            part.count = g->shard_n;
+            part.index = g->rank;
+            part.files = g->num_ranks;
+        }
+        char path[4300];
+        state_shard_path(path, sizeof(path), state_path, part.index);
+        CheckpointWriter w;
+        state_file_begin_shard(&w, path, &g->cfg, st, &oc, g->n, &part);
+        download_to_file(g, &w, g->m, g->opt_n);
+        download_to_file(g, &w, g->v, g->opt_n);
+        checkpoint_commit(&w);
+    }
+    ranks_barrier();
+    write_model_file(g, model_path);
+    ranks_barrier();
 }
 
+static void upload_state_piece(void* ctx, int which, size_t offset, const float* data, size_t count) {
+    GPUEngine* g = (GPUEngine*)ctx;
+    float* dst = (which == 0 ? g->m : g->v) + offset;
+    cudaCheck(cudaMemcpy(dst, data, count * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+// Every rank reads the whole model file and, from however many state files the checkpoint has,
+// the part of m and v it keeps: a run resumes on any number of ranks and any ZeRO stage.
 static void gpu_checkpoint_load(Engine* e, const char* model_path, const char* state_path, TrainState* st) {
     GPUEngine* g = (GPUEngine*)e->self;
-    require_one_rank(g, "checkpoint_load");
     cudaCheck(cudaStreamSynchronize(g->stream));
     CheckpointReader r;
     model_file_open_read(&r, model_path, &g->cfg);
@@ -664,10 +709,8 @@ static void gpu_checkpoint_load(Engine* e, const char* model_path, const char* s
     }
     checkpoint_close(&r);
     OptimizerCounters oc;
-    state_file_open_read(&r, state_path, &g->cfg, st, &oc, g->n);
-    upload_from_file(g, &r, g->m, g->n);
-    upload_from_file(g, &r, g->v, g->n);
-    checkpoint_close(&r);
+    state_read_range(state_path, &g->cfg, st, &oc, g->n, g->opt_begin, g->opt_n, upload_state_piece, g, g->h_stage,
+                     STAGE_FLOATS);
     g->adam_steps = oc.adam_steps;
     // A file from a run without loss scaling (the C engine, BF16, FP32) leaves the scale at its start.
     if (USE_LOSS_SCALING && oc.loss_scale > 0) {
@@ -752,7 +795,7 @@ static void gpu_memory_report(Engine* e, MemoryReport* r) {
     memory_report_add(r, "AdamW m", g->opt_n * sizeof(float));
     memory_report_add(r, "AdamW v", g->opt_n * sizeof(float));
     memory_report_add(r, "activations", g->acts.bytes);
-    memory_report_add(r, "scratch", g->scratch.bytes);
+    memory_report_add(r, "scratch", g->scratch.bytes + (g->dev_stage ? STAGE_FLOATS * sizeof(float) : 0));
     memory_report_add(r, "cuBLASLt workspace", MATMUL_WORKSPACE_BYTES);
 }
 
@@ -764,8 +807,8 @@ static void gpu_destroy(Engine* e) {
 #if defined(USE_NCCL)
     if (g->comm) ncclCheck(ncclCommDestroy(g->comm));
 #endif
-    void* device[] = {g->params, g->grads, g->shard_grads, g->grad_acc, g->opt_state, g->acts_base, g->scratch_base,
-                      g->workspace};
+    void* device[] = {g->params, g->grads, g->shard_grads, g->grad_acc, g->dev_stage, g->opt_state, g->acts_base,
+                      g->scratch_base, g->workspace};
     for (size_t i = 0; i < sizeof(device) / sizeof(device[0]); i++)
         if (device[i]) cudaCheck(cudaFree(device[i]));
     cudaEvent_t events[] = {g->bucket_ready[0], g->bucket_ready[1], g->bucket_free[0], g->bucket_free[1], g->edge_ready,
@@ -908,6 +951,8 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
         g->grad_acc = (float*)device_alloc_or_die(g->shard * sizeof(float), "gradient shard accumulator");
         cudaCheck(cudaMemset(g->grad_acc, 0, g->shard * sizeof(float)));
     }
+    if (g->stage >= 1 && R > 1 && X != sizeof(float))
+        g->dev_stage = (float*)device_alloc_or_die(STAGE_FLOATS * sizeof(float), "checkpoint staging");
     size_t opt_alloc = g->opt_n ? g->opt_n : 1;
     g->opt_state = (float*)device_alloc_or_die(nopt * opt_alloc * sizeof(float), "optimizer state (master weights, m, v)");
     g->master = nopt == 3 ? g->opt_state : NULL;

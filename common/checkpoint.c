@@ -141,6 +141,7 @@ typedef struct {
     char record[RUN_RECORD_MAX];
     GPT2Config cfg;
     size_t n;        // parameters
+    StateShard shard;  // the part of m and v this file holds (words 16-19; the whole when absent)
     Checksum sum;    // of the bytes read so far
 } StateHead;
 
@@ -172,12 +173,7 @@ static int state_header_check(const int32_t* h, long long size, const char* path
         snprintf(why, cap, "state file %s (version %d) has no checksum tag", path, h[1]);
         return 0;
     }
-    long long expect = HEADER_BYTES + WORDS_BYTES + pad4(record) + 8LL * (long long)s->n;
-    if (size != expect) {
-        snprintf(why, cap, "state file %s is %lld bytes, expected %lld for its header (L=%d C=%d Vp=%d maxT=%d)", path, size,
-                 expect, s->cfg.num_layers, s->cfg.channels, s->cfg.padded_vocab_size, s->cfg.max_seq_len);
-        return 0;
-    }
+    (void)size;  // checked once the words say how much of m and v the file holds
     return 1;
 }
 
@@ -204,6 +200,9 @@ static int state_words_check(const StateHead* s, const char* path, char* why, si
     else if (s->h[1] >= 2 && !(word_double(w[9]) >= 0 && isfinite(word_double(w[9]))))
         bad = "loss scale (word 9) is negative or not finite";
     else if (s->h[1] >= 2 && w[10] < 0) bad = "loss-scale step count (word 10) is negative";
+    else if (w[19] != 0 && (w[19] < 1 || w[19] > 1 << 20 || w[18] < 0 || w[18] >= w[19] || w[16] < 0 || w[17] < 0 ||
+                            w[16] + w[17] > (int64_t)s->n))
+        bad = "shard (words 16-19: first entry, entries, index, files) is not a part of the parameters";
     else if (s->h[1] >= 3) {
         if (w[11] < 0 || w[11] > w[0]) bad = "outlier-guard step count (word 11) is outside 0..step";
         for (int i = 12; i <= 15 && !bad; i++)
@@ -234,6 +233,27 @@ static FILE* state_open_try(const char* path, StateHead* s, char* why, size_t ca
     sum_header(&s->sum, h);
     checksum_update(&s->sum, s->w, WORDS_BYTES);
     long long rec = h[1] >= 3 ? h[11] : 0;
+    // Words 16-19 say which part of m and v the file holds; zeros (files of one process, and every
+    // file before sharding) mean all of it.
+    int sharded = s->w[19] != 0;
+    s->shard.first = sharded && s->w[16] >= 0 ? (size_t)s->w[16] : 0;
+    s->shard.count = sharded && s->w[17] >= 0 ? (size_t)s->w[17] : s->n;
+    s->shard.index = sharded ? (int)s->w[18] : 0;
+    s->shard.files = sharded ? (int)s->w[19] : 1;
+    if (s->shard.count > s->n || s->shard.first > s->n - s->shard.count) {
+        snprintf(why, cap, "state file %s: its shard (words 16-17: entries %zu..+%zu) lies outside its %zu parameters",
+                 path, s->shard.first, s->shard.count, s->n);
+        fclose(f);
+        return NULL;
+    }
+    long long expect = HEADER_BYTES + WORDS_BYTES + pad4(rec) + 8LL * (long long)s->shard.count;
+    if (size != expect) {
+        snprintf(why, cap, "state file %s is %lld bytes, expected %lld for its header (L=%d C=%d Vp=%d maxT=%d, %zu "
+                 "entries of m and v)", path, size, expect, s->cfg.num_layers, s->cfg.channels,
+                 s->cfg.padded_vocab_size, s->cfg.max_seq_len, s->shard.count);
+        fclose(f);
+        return NULL;
+    }
     memset(s->record, 0, sizeof(s->record));
     if (rec > 0) {
         if (!read_exact(f, s->record, (size_t)pad4(rec), path, why, cap)) {
@@ -313,6 +333,15 @@ void model_file_begin(CheckpointWriter* w, const char* path, const GPT2Config* c
 
 void state_file_begin(CheckpointWriter* w, const char* path, const GPT2Config* cfg, const TrainState* st,
                       const OptimizerCounters* oc, size_t n) {
+    StateShard whole = {0, n, 0, 1};
+    state_file_begin_shard(w, path, cfg, st, oc, n, &whole);
+}
+
+void state_file_begin_shard(CheckpointWriter* w, const char* path, const GPT2Config* cfg, const TrainState* st,
+                            const OptimizerCounters* oc, size_t n, const StateShard* shard) {
+    if (shard->files < 1 || shard->index < 0 || shard->index >= shard->files || shard->first + shard->count > n)
+        fatal("writing %s: shard %d of %d (entries %zu..+%zu) is not a part of %zu parameters", path, shard->index,
+              shard->files, shard->first, shard->count, n);
     size_t record = strnlen(st->record, RUN_RECORD_MAX);
     if (record >= RUN_RECORD_MAX) fatal("writing %s: the run record is not a string of under %d bytes", path, RUN_RECORD_MAX);
     int32_t h[HEADER_INTS] = {0};
@@ -332,7 +361,11 @@ void state_file_begin(CheckpointWriter* w, const char* path, const GPT2Config* c
     words[11] = st->stats_count;
     words[12] = double_word(st->loss_mean); words[13] = double_word(st->loss_var);
     words[14] = double_word(st->norm_mean); words[15] = double_word(st->norm_var);
-    writer_begin(w, path, h, 2 * n);
+    if (shard->files > 1 || shard->count != n) {
+        words[16] = (int64_t)shard->first; words[17] = (int64_t)shard->count;
+        words[18] = shard->index; words[19] = shard->files;
+    }
+    writer_begin(w, path, h, 2 * shard->count);
     writer_write(w, words, WORDS_BYTES);
     char padded[RUN_RECORD_MAX + 4] = {0};
     memcpy(padded, st->record, record);
@@ -403,8 +436,8 @@ void model_file_open_read(CheckpointReader* r, const char* path, const GPT2Confi
     sum_header(&r->sum, h);
 }
 
-void state_file_open_read(CheckpointReader* r, const char* path, const GPT2Config* cfg, TrainState* st,
-                          OptimizerCounters* oc, size_t n) {
+void state_file_open_read_shard(CheckpointReader* r, const char* path, const GPT2Config* cfg, TrainState* st,
+                                OptimizerCounters* oc, size_t n, StateShard* shard) {
     static StateHead s;  // 8 KiB of record: not on an engine's stack
     char why[4600];
     FILE* f = state_open_try(path, &s, why, sizeof(why));
@@ -417,14 +450,71 @@ void state_file_open_read(CheckpointReader* r, const char* path, const GPT2Confi
     if (s.n != n) fatal("state file %s holds %zu parameters, expected %zu", path, s.n, n);
     if (!state_words_check(&s, path, why, sizeof(why))) fatal("%s", why);
     state_head_fill(&s, st, oc);
+    *shard = s.shard;
     r->f = f;
     snprintf(r->path, sizeof(r->path), "%s", path);
-    r->expect = 2 * n;
+    r->expect = 2 * s.shard.count;
     r->done = 0;
     r->bf16 = 0;
     r->has_sum = s.h[1] >= 3;
     r->want = header_sum(s.h);
     r->sum = s.sum;
+}
+
+void state_file_open_read(CheckpointReader* r, const char* path, const GPT2Config* cfg, TrainState* st,
+                          OptimizerCounters* oc, size_t n) {
+    StateShard shard;
+    state_file_open_read_shard(r, path, cfg, st, oc, n, &shard);
+    if (shard.files != 1)
+        fatal("state file %s is shard %d of %d of a sharded checkpoint; expected a whole one", path, shard.index,
+              shard.files);
+}
+
+void state_shard_path(char* out, size_t cap, const char* state_path, int index) {
+    size_t len = strlen(state_path);
+    if (index == 0) {
+        snprintf(out, cap, "%s", state_path);
+    } else if (len > 4 && strcmp(state_path + len - 4, ".bin") == 0) {
+        snprintf(out, cap, "%.*s.rank%03d.bin", (int)(len - 4), state_path, index);
+    } else {
+        snprintf(out, cap, "%s.rank%03d", state_path, index);
+    }
+}
+
+void state_read_range(const char* state_path, const GPT2Config* cfg, TrainState* st, OptimizerCounters* oc, size_t n,
+                      size_t first, size_t count, StateSink sink, void* ctx, float* buf, size_t buf_floats) {
+    CheckpointReader r;
+    StateShard shard;
+    state_file_open_read_shard(&r, state_path, cfg, st, oc, n, &shard);
+    int files = shard.files;
+    for (int k = 0; k < files; k++) {
+        if (k > 0) {
+            char path[4300];
+            TrainState other;
+            OptimizerCounters other_oc;
+            state_shard_path(path, sizeof(path), state_path, k);
+            state_file_open_read_shard(&r, path, cfg, &other, &other_oc, n, &shard);
+            if (shard.files != files || shard.index != k || other.step != st->step ||
+                other_oc.adam_steps != oc->adam_steps)
+                fatal("state file %s does not belong with %s (shard %d of %d at step %lld, expected shard %d of %d at "
+                      "step %lld)", path, state_path, shard.index, shard.files, (long long)other.step, k, files,
+                      (long long)st->step);
+        } else if (shard.index != 0) {
+            fatal("state file %s is shard %d of a checkpoint, expected its first", state_path, shard.index);
+        }
+        // m, then v, read through (their checksum covers the whole file); the overlap goes to sink.
+        for (int which = 0; which < 2; which++) {
+            for (size_t done = 0; done < shard.count;) {
+                size_t k2 = shard.count - done < buf_floats ? shard.count - done : buf_floats;
+                checkpoint_get(&r, buf, k2);
+                size_t a = shard.first + done, b = a + k2;  // entries of this piece
+                size_t lo = a > first ? a : first, hi = b < first + count ? b : first + count;
+                if (lo < hi) sink(ctx, which, lo - first, buf + (lo - a), hi - lo);
+                done += k2;
+            }
+        }
+        checkpoint_close(&r);
+    }
 }
 
 void checkpoint_get(CheckpointReader* r, float* data, size_t count) {
@@ -534,10 +624,40 @@ CheckpointStatus checkpoint_verify(const char* model_path, const char* state_pat
     // The state file first: it says whether its model file must carry a checksum.
     FILE* f = state_open_try(state_path, &s, why, cap);
     if (!f) return CHECKPOINT_DAMAGED;
-    int ok = verify_payload(f, &s.sum, 2 * s.n, 4, s.n, 1, state_path, why, cap) &&
+    int ok = verify_payload(f, &s.sum, 2 * s.shard.count, 4, s.shard.count, 1, state_path, why, cap) &&
              (s.h[1] < 3 || sum_matches(&s.sum, header_sum(s.h), "state", state_path, why, cap)) &&
              state_words_check(&s, state_path, why, cap);
     fclose(f);
+    if (!ok) return CHECKPOINT_DAMAGED;
+    if (s.shard.index != 0) {
+        snprintf(why, cap, "state file %s is shard %d of a checkpoint, expected its first", state_path, s.shard.index);
+        return CHECKPOINT_DAMAGED;
+    }
+    // A sharded checkpoint is whole only with every rank's file: each intact, of this step, and
+    // together covering every parameter once, in order.
+    static StateHead o;
+    size_t covered = s.shard.first + s.shard.count;
+    for (int k = 1; k < s.shard.files && ok; k++) {
+        char path[4300];
+        state_shard_path(path, sizeof(path), state_path, k);
+        FILE* g = state_open_try(path, &o, why, cap);
+        if (!g) return CHECKPOINT_DAMAGED;
+        ok = verify_payload(g, &o.sum, 2 * o.shard.count, 4, o.shard.count, 1, path, why, cap) &&
+             sum_matches(&o.sum, header_sum(o.h), "state", path, why, cap) && state_words_check(&o, path, why, cap);
+        fclose(g);
+        if (ok && (o.shard.index != k || o.shard.files != s.shard.files || o.w[0] != s.w[0] || o.shard.first != covered)) {
+            snprintf(why, cap, "state file %s is not shard %d of %d at step %lld following entry %zu (it says shard %d "
+                     "of %d at step %lld from entry %zu)", path, k, s.shard.files, (long long)s.w[0], covered,
+                     o.shard.index, o.shard.files, (long long)o.w[0], o.shard.first);
+            ok = 0;
+        }
+        covered = o.shard.first + o.shard.count;
+    }
+    if (ok && covered != s.n) {
+        snprintf(why, cap, "state file %s: its %d shard files cover %zu of %zu parameters", state_path, s.shard.files,
+                 covered, s.n);
+        ok = 0;
+    }
     if (!ok) return CHECKPOINT_DAMAGED;
 
     f = model_open_try(model_path, h, &mcfg, &elem, why, cap);

@@ -8,11 +8,12 @@
 // State file (version 3): 256 int32 header {20241130, 3, maxT, V, L, NH, C, Vp, B, T, ranks,
 // record_bytes, tag, sum_lo, sum_hi, 0...}; 32 int64 words: the driver's TrainState (0: step,
 // 1: RNG, 2-4: data position, 5: parameter count, 11: outlier-guard steps seen, 12-15: the guard's
-// loss mean and variance and gradient-norm mean and variance, as the bits of doubles) and the
+// loss mean and variance and gradient-norm mean and variance, as the bits of doubles), the
 // engine's OptimizerCounters (8: AdamW updates applied, 9: loss scale as the bits of a double,
-// 10: finite steps since the scale changed); then the run record: record_bytes of text, zero-padded
-// to a multiple of 4 (what made the run's trajectory, "name value" per line, see train_loop.c);
-// then AdamW m and v as fp32. With the model file of the same step it holds everything a resumed
+// 10: finite steps since the scale changed) and the shard (16-19: first entry, entries, index,
+// files; 0s = the whole of m and v, see StateShard); then the run record: record_bytes of text,
+// zero-padded to a multiple of 4 (what made the run's trajectory, "name value" per line, see
+// train_loop.c); then AdamW m and v (the file's entries) as fp32. With the model file of the same step it holds everything a resumed
 // run needs to continue bit for bit. Versions 1 (no counters) and 2 (no checksum, no record) still
 // load.
 //
@@ -64,6 +65,15 @@ typedef struct {
     char record[RUN_RECORD_MAX];
 } TrainState;
 
+// The part of AdamW's m and v one state file holds. A run of several ranks that shards its
+// optimizer state writes one file per rank: state_STEP.bin (index 0, which also says how many
+// files there are) and state_STEP.rankNNN.bin for index NNN (state_shard_path). Their int64 words
+// 16-19 hold first, count, index and files; files of one process leave them 0 (the whole).
+typedef struct {
+    size_t first, count;  // entries [first, first + count) of the parameters
+    int index, files;
+} StateShard;
+
 // What an engine counts beside m and v; resume needs them to continue bit for bit.
 typedef struct {
     int64_t adam_steps;        // AdamW updates applied: the bias correction's t (skipped steps don't count)
@@ -94,6 +104,9 @@ void model_file_begin(CheckpointWriter* w, const char* path, const GPT2Config* c
 // n: parameters; the payload is m (n floats) then v (n floats).
 void state_file_begin(CheckpointWriter* w, const char* path, const GPT2Config* cfg, const TrainState* st,
                       const OptimizerCounters* oc, size_t n);
+// One rank's part of a sharded checkpoint; the payload is m then v of shard->count entries each.
+void state_file_begin_shard(CheckpointWriter* w, const char* path, const GPT2Config* cfg, const TrainState* st,
+                            const OptimizerCounters* oc, size_t n, const StateShard* shard);
 void checkpoint_put(CheckpointWriter* w, const float* data, size_t count);
 // Fatal if the payload is incomplete; else the file appears under its name.
 void checkpoint_commit(CheckpointWriter* w);
@@ -103,8 +116,21 @@ void checkpoint_commit(CheckpointWriter* w);
 void model_file_open_read(CheckpointReader* r, const char* path, const GPT2Config* cfg);
 void state_file_open_read(CheckpointReader* r, const char* path, const GPT2Config* cfg, TrainState* st,
                           OptimizerCounters* oc, size_t n);
+// Any file of a checkpoint, whole or one shard (said in *shard); the payload is m then v of shard->count.
+void state_file_open_read_shard(CheckpointReader* r, const char* path, const GPT2Config* cfg, TrainState* st,
+                                OptimizerCounters* oc, size_t n, StateShard* shard);
 void checkpoint_get(CheckpointReader* r, float* data, size_t count);
 void checkpoint_close(CheckpointReader* r);
+
+// The path of shard `index` of the checkpoint whose first state file is state_path.
+void state_shard_path(char* out, size_t cap, const char* state_path, int index);
+// Reads entries [first, first + count) of m and v from a checkpoint however it was sharded (every
+// file of it read through and checked), handing each piece to sink: which = 0 for m, 1 for v,
+// offset from `first`. st and oc come from its first file. buf: buf_floats of scratch. This is how
+// a run resumes on another number of ranks, or one process resumes a sharded run.
+typedef void (*StateSink)(void* ctx, int which, size_t offset, const float* data, size_t count);
+void state_read_range(const char* state_path, const GPT2Config* cfg, TrainState* st, OptimizerCounters* oc, size_t n,
+                      size_t first, size_t count, StateSink sink, void* ctx, float* buf, size_t buf_floats);
 
 // ---- whole buffers ----
 void model_file_write(const char* path, const GPT2Config* cfg, const float* params);

@@ -34,6 +34,7 @@ typedef struct {
     int resume;
     long seed;
     int shuffle;
+    int zero_stage;            // ZeRO: 0 data parallel, 1 optimizer state sharded, 2 gradients too
     int overfit;               // train on the first batch over and over
     int log_every;             // print a step line every N steps (the log file gets every step)
     const char* engine;        // auto | gpu | cpu

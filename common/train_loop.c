@@ -19,6 +19,7 @@
 
 #include "checkpoint.h"
 #include "logger.h"
+#include "ranks.h"
 #include "rng.h"
 #include "sampler.h"
 #include "schedule.h"
@@ -62,7 +63,8 @@ static void options_validate(const TrainOptions* o) {
     if (o->top_k < 0) fatal("flag -k (top-k) must be non-negative, got %d", o->top_k);
     if (o->checkpoint_every < 0) fatal("flag -n (checkpoint every) must be non-negative, got %d", o->checkpoint_every);
     if (o->resume != 0 && o->resume != 1) fatal("flag -y (resume) must be 0 or 1, got %d", o->resume);
-    if (o->shuffle != 0 && o->shuffle != 1) fatal("flag -z (shuffle) must be 0 or 1, got %d", o->shuffle);
+    if (o->shuffle != 0 && o->shuffle != 1) fatal("flag -sf (shuffle) must be 0 or 1, got %d", o->shuffle);
+    if (o->zero_stage < 0 || o->zero_stage > 2) fatal("flag -z (ZeRO stage) must be 0, 1 or 2, got %d", o->zero_stage);
     if (o->overfit != 0 && o->overfit != 1) fatal("flag -a (overfit) must be 0 or 1, got %d", o->overfit);
     if (o->log_every <= 0) fatal("flag -p (print every) must be positive, got %d", o->log_every);
     if ((o->resume || o->checkpoint_every) && o->output_dir[0] == '\0')
@@ -236,6 +238,11 @@ static void checkpoint_set_aside(const char* mp, const char* sp) {
 // The run record: the flags that shape the trajectory, then what the train data was.
 static void run_record_make(TrainSetup* s) {
     size_t n = cli_record(&s->opts, s->record, sizeof(s->record));
+    // B is not recorded itself: a run may resume on other ranks with B*ranks unchanged.
+    int k0 = snprintf(s->record + n, sizeof(s->record) - n, "sequences-per-micro-step %ld\n",
+                      (long)s->opts.B * s->num_ranks);
+    if (k0 < 0 || (size_t)k0 >= sizeof(s->record) - n) fatal("run record: more than %zu bytes", sizeof(s->record));
+    n += (size_t)k0;
     char fp[256];
     dataloader_fingerprint(&s->train, fp, sizeof(fp));
     int k = snprintf(s->record + n, sizeof(s->record) - n, "train-data %s\n", fp);
@@ -281,9 +288,11 @@ static void resume_choose(TrainSetup* s) {
         }
         if (status == CHECKPOINT_OK) {
             resume_check_record(s, sp, &st);
-            if (st.B != o->B || st.T != o->T || st.num_processes != s->num_ranks)
-                fatal("state file %s was written with B=%d T=%d ranks=%d; this run has B=%d T=%d ranks=%d", sp, st.B,
-                      st.T, st.num_processes, o->B, o->T, s->num_ranks);
+            // Another number of ranks resumes the run as long as every step still reads the same
+            // tokens: T, and B*ranks (the sequences a micro-step takes over all ranks), unchanged.
+            if (st.T != o->T || (long)st.B * st.num_processes != (long)o->B * s->num_ranks)
+                fatal("state file %s was written with B=%d T=%d ranks=%d; this run has B=%d T=%d ranks=%d (T and "
+                      "B*ranks must stay)", sp, st.B, st.T, st.num_processes, o->B, o->T, s->num_ranks);
             if (st.step > s->max_steps)
                 fatal("flag -x (steps) is %d but the checkpoint %s is at step %lld", s->max_steps, sp, (long long)st.step);
             // Where the data loader stood must be where this step's batches lead (one batch, overfitting).
@@ -324,11 +333,17 @@ void train_setup(TrainSetup* s, int argc, char** argv) {
     // signal or an error, shows every step it made.
     setvbuf(stdout, NULL, _IOLBF, 0);
     memset(s, 0, sizeof(*s));
+    // The ranks first: under mpirun an error on any rank then names it and ends every rank. Rank 0
+    // alone prints; the others' stdout goes nowhere (their errors still reach stderr).
+    Ranks ranks;
+    ranks_init(&ranks);
+    s->rank = ranks.rank;
+    s->num_ranks = ranks.num_ranks;
+    s->local_rank = ranks.local_rank;
+    if (s->rank != 0 && !freopen("/dev/null", "w", stdout)) fatal("cannot silence the output of rank %d", s->rank);
     TrainOptions* o = &s->opts;
     cli_parse(o, argc, argv);
     options_validate(o);
-    s->rank = 0;  // multi-process runs arrive with the MPI issue
-    s->num_ranks = 1;
     s->resume_step = -1;
 
     model_config_from_flag(o->model, &s->config, &s->model_from_file);
@@ -348,13 +363,19 @@ void train_setup(TrainSetup* s, int argc, char** argv) {
     s->accum = (int)(s->total_batch / tokens_per_micro);
 
     // The output dir before the data: a second run on it stops at once, not after a long data check.
-    if (o->output_dir[0]) output_dir_claim(s);
+    // Rank 0 owns the dir (its lock, its clean-up); the others write their state shards into it.
+    if (o->output_dir[0] && s->rank == 0) output_dir_claim(s);
+    if (o->output_dir[0]) make_dirs(o->output_dir);
+    ranks_barrier();
 
     // Data: given shards, or the built-in corpus made on first use. Every token is checked here.
     s->train_pattern = o->train_data;
     s->val_pattern = o->val_data;
     if (s->train_pattern[0] == '\0') {
-        corpus_prepare(&s->corpus, o->tokenizer);
+        // Rank 0 writes the built-in corpus on first use; the others then find it made.
+        if (s->rank == 0) corpus_prepare(&s->corpus, o->tokenizer);
+        ranks_barrier();
+        if (s->rank != 0) corpus_prepare(&s->corpus, o->tokenizer);
         s->train_pattern = s->corpus.train_pattern;
         if (s->val_pattern[0] == '\0') s->val_pattern = s->corpus.val_pattern;
     }
@@ -378,13 +399,17 @@ void train_setup(TrainSetup* s, int argc, char** argv) {
         s->max_steps = (int)epoch_steps;
     }
     run_record_make(s);
-    if (o->resume) resume_choose(s);
+    // Rank 0 checks the checkpoints and chooses (setting damaged ones aside); every rank loads it.
+    if (o->resume && s->rank == 0) resume_choose(s);
+    ranks_broadcast(&s->resume_step, sizeof(s->resume_step), 0);
 
     EngineOptions* eo = &s->engine_options;
     eo->B = o->B;
     eo->T = o->T;
     eo->rank = s->rank;
     eo->num_ranks = s->num_ranks;
+    eo->local_rank = s->local_rank;
+    eo->zero_stage = o->zero_stage;
     eo->loss_scale_init = o->loss_scale;
     eo->loss_scale_interval = o->loss_scale_interval;
     eo->gelu_fusion = o->gelu_fusion;
@@ -395,7 +420,8 @@ void train_setup(TrainSetup* s, int argc, char** argv) {
 // ---------------------------------------------------------------------------------------------
 // Validation and sampling
 
-static float evaluate(Engine* e, DataLoader* val, int steps) {
+// The mean val loss over every rank's slice of the val data.
+static float evaluate(Engine* e, DataLoader* val, int steps, int num_ranks) {
     dataloader_reset(val);
     int n = steps < 0 || steps > val->total_windows ? (int)val->total_windows : steps;
     double sum = 0.0;
@@ -403,7 +429,8 @@ static float evaluate(Engine* e, DataLoader* val, int steps) {
         dataloader_next_batch(val);
         sum += e->forward(e, val->inputs, val->targets, val->B, val->T);
     }
-    return (float)(sum / n);
+    ranks_sum(&sum, 1);
+    return (float)(sum / n / num_ranks);
 }
 
 // Generates from <|endoftext|> (token 0 when the model's vocabulary is too small to hold it); the
@@ -510,7 +537,8 @@ int train_run(TrainSetup* s, Engine* e) {
     memset(&st, 0, sizeof(st));
     st.rng_state = rng_seed((uint64_t)o->seed ^ 0x5A4D504C45ull);  // the sampler's own stream
     st.B = o->B; st.T = o->T; st.num_processes = s->num_ranks;
-    if (s->overwrite_pending) output_dir_clear(o->output_dir);
+    if (s->overwrite_pending && s->rank == 0) output_dir_clear(o->output_dir);
+    ranks_barrier();
     if (o->resume) {
         char mp[4200], sp[4200];
         checkpoint_paths(o->output_dir, s->resume_step, mp, sp, sizeof(mp));
@@ -527,7 +555,7 @@ int train_run(TrainSetup* s, Engine* e) {
 
     Tokenizer* tok = file_exists(o->tokenizer) ? tokenizer_load(o->tokenizer) : tokenizer_bytes_only();
     Logger log;
-    logger_open(&log, o->output_dir, o->resume ? (long)st.step : -1);
+    logger_open(&log, s->rank == 0 ? o->output_dir : "", o->resume ? (long)st.step : -1);  // rank 0 logs
 
     printf("model: %s | L=%d C=%d NH=%d maxT=%d V=%d (padded %d) | %.2fM parameters\n", o->model, cfg->num_layers,
            cfg->channels, cfg->num_heads, cfg->max_seq_len, cfg->vocab_size, cfg->padded_vocab_size, n / 1e6);
@@ -558,15 +586,17 @@ int train_run(TrainSetup* s, Engine* e) {
         // A resumed run's first step was evaluated and sampled before its checkpoint was written.
         int resumed_here = o->resume && step == start_step;
         if (s->have_val && (step % o->val_every == 0 || last) && !resumed_here) {
-            float vl = evaluate(e, &s->val, o->val_steps);
+            float vl = evaluate(e, &s->val, o->val_steps, s->num_ranks);
             printf("val loss %.6f\n", vl);
             logger_val(&log, step, vl);
         }
         if (o->sample_every > 0 && o->gen_tokens > 0 && (step % o->sample_every == 0 || last) && step > 0 &&
-            !resumed_here)
+            !resumed_here && s->rank == 0)
             sample_and_print(e, o, tok, &st.rng_state, gen, logits, scratch);
         // A stop request writes the checkpoint here, where an unbroken run would stand at this step.
-        int stopping = g_stop_signal && !last;
+        int signal_seen = g_stop_signal;  // every rank stops at the same step, or a collective would hang
+        ranks_max(&signal_seen, 1);
+        int stopping = signal_seen && !last;
         int due = o->checkpoint_every > 0 && (step % o->checkpoint_every == 0 || last);
         char mp[4200], sp[4200];
         checkpoint_paths(o->output_dir, step, mp, sp, sizeof(mp));
@@ -577,11 +607,11 @@ int train_run(TrainSetup* s, Engine* e) {
             printf("checkpoint: wrote %s and %s\n", mp, sp);
         }
         if (stopping) {
-            const char* name = g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM";
+            const char* name = signal_seen == SIGINT ? "SIGINT" : "SIGTERM";
             if (!o->output_dir[0]) printf("stopped by %s after step %d: no output dir (-o), nothing saved\n", name, step);
             else if (step == 0) printf("stopped by %s before the first step: nothing to save\n", name);
             else printf("stopped by %s after step %d: checkpoint %s; resume with the same flags and -y 1\n", name, step, mp);
-            status = 128 + g_stop_signal;
+            status = 128 + signal_seen;
             break;
         }
         if (last) break;
@@ -637,5 +667,6 @@ int train_run(TrainSetup* s, Engine* e) {
     if (s->have_val) dataloader_free(&s->val);
     e->destroy(e);
     fflush(stdout);
+    ranks_finalize();
     return status;
 }

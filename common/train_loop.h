@@ -24,6 +24,7 @@ typedef struct {
     int model_from_file;          // -e named a model file (else a descriptor: fresh weights)
     EngineOptions engine_options;
     int rank, num_ranks;
+    int local_rank;               // the rank's place on its machine: the GPU it binds
     long total_batch;             // tokens per optimizer step
     int accum;                    // micro-steps per optimizer step
     int max_steps;

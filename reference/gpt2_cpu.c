@@ -281,11 +281,21 @@ static void cpu_checkpoint_save(Engine* e, const char* model_path, const char* s
     state_file_write(state_path, &m->config, st, &oc, m->m, m->v, m->layout.num_parameters);
     model_file_write(model_path, &m->config, m->params);
 }
+static void copy_state_piece(void* ctx, int which, size_t offset, const float* data, size_t count) {
+    GPT2CPU* m = (GPT2CPU*)ctx;
+    memcpy((which == 0 ? m->m : m->v) + offset, data, count * sizeof(float));
+}
+
+// Whole or sharded (a GPU run's ZeRO checkpoint over ranks): m and v assembled from every file.
 static void cpu_checkpoint_load(Engine* e, const char* model_path, const char* state_path, TrainState* st) {
     GPT2CPU* m = self_of(e);
     OptimizerCounters oc;
+    size_t n = m->layout.num_parameters;
     model_file_read_params(model_path, &m->config, m->params);
-    state_file_read(state_path, &m->config, st, &oc, m->m, m->v, m->layout.num_parameters);
+    size_t chunk = (size_t)1 << 20;
+    float* buf = (float*)malloc_check(chunk * sizeof(float), "checkpoint read buffer");
+    state_read_range(state_path, &m->config, st, &oc, n, 0, n, copy_state_piece, m, buf, chunk);
+    free(buf);
     m->adam_steps = oc.adam_steps;
 }
 static void cpu_memory_report(Engine* e, MemoryReport* r) {

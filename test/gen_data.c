@@ -2,6 +2,9 @@
 //   gen_data model PATH L C NH V MAXT SEED   a freshly initialized model file of any shape
 //   gen_data shard PATH N V SEED             N tokens below V: a cycle over 50 ids with 5% noise,
 //                                            something a model can learn in a few steps
+//   gen_data diff A B                        prints the relative L2 difference of two model files'
+//                                            parameters (they must hold the same model)
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +53,24 @@ int main(int argc, char** argv) {
         free(toks);
         return 0;
     }
-    fprintf(stderr, "usage: gen_data model PATH L C NH V MAXT SEED | gen_data shard PATH N V SEED\n");
+    if (argc == 4 && strcmp(argv[1], "diff") == 0) {
+        GPT2Config cfg;
+        model_file_read_config(argv[2], &cfg);
+        size_t n = gpt2_param_layout(&cfg).num_parameters;
+        float* a = (float*)malloc_check(n * sizeof(float), "parameters");
+        float* b = (float*)malloc_check(n * sizeof(float), "parameters");
+        model_file_read_params(argv[2], &cfg, a);
+        model_file_read_params(argv[3], &cfg, b);
+        double d = 0, s2 = 0;
+        for (size_t i = 0; i < n; i++) {
+            d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+            s2 += (double)b[i] * b[i];
+        }
+        printf("%.3g\n", sqrt(d) / (s2 > 0 ? sqrt(s2) : 1.0));
+        free(a);
+        free(b);
+        return 0;
+    }
+    fprintf(stderr, "usage: gen_data model PATH L C NH V MAXT SEED | gen_data shard PATH N V SEED | gen_data diff A B\n");
     return 1;
 }

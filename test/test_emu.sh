@@ -51,7 +51,7 @@ grep -q '"loss_scale": 65536, "skipped": 0' "$dir/fp16/log.jsonl" && pass "emu f
 grep -q '| scale' "$dir/bf16.out" && fail "emu bf16: no loss scale" "bf16 printed a scale" || pass "emu bf16: no loss scaling"
 
 # --- resume of the GPU engine, bit for bit, in each precision ------------------------------------
-rs=("${common[@]}" -x 6 -n 3 -z 1 -s 3 -g 6 -v 0)
+rs=("${common[@]}" -x 6 -n 3 -sf 1 -s 3 -g 6 -v 0)
 tail3() { tail -n 3 "$1" | sed 's/, "ms".*//'; }
 last_sample() { grep -A2 '^generating' "$1" | tail -n 1; }
 for p in fp32 fp16 bf16; do

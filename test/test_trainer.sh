@@ -60,7 +60,7 @@ fi
 # Straight: 10 steps. Interrupted: the same run killed after its step-5 checkpoint (its later
 # files removed), then a new process resumes and finishes. Shuffling, sampling and a cosine
 # schedule are on so that the data position, the RNG and the step count all matter.
-rs=("${common[@]}" -x 10 -n 5 -z 1 -s 3 -g 8 -u 2 -l 1e-3 -q 0.1 -d 256)
+rs=("${common[@]}" -x 10 -n 5 -sf 1 -s 3 -g 8 -u 2 -l 1e-3 -q 0.1 -d 256)
 ./train_gpt2 "${rs[@]}" -o "$dir/straight" > "$dir/straight.out" 2>&1 || fail "resume: straight run" "$(tail -2 "$dir/straight.out")"
 ./train_gpt2 "${rs[@]}" -o "$dir/resumed" > "$dir/first.out" 2>&1 || fail "resume: first half" "$(tail -2 "$dir/first.out")"
 rm -f "$dir/resumed/model_00000010.bin" "$dir/resumed/state_00000010.bin"

@@ -3,7 +3,8 @@
 // process that takes the same global batch by accumulation (every step's loss and gradient norm,
 // and the model's loss on a held-out batch afterwards); shards need no divisibility (the model's
 // parameter count is odd); a planted overflow on one rank only makes every rank skip the same
-// step; the optimizer state each rank keeps shrinks with the stage.
+// step; the optimizer state each rank keeps shrinks with the stage; checkpoints of a sharded run
+// resume bit for bit on as many ranks, and in one process (the shards assembled) within rounding.
 // Every rank prints its checks; test/test_zero.sh runs it with 2 and 3 ranks.
 #define TRAIN_GPT2_NO_MAIN
 #include "train_gpt2.cu"
@@ -116,6 +117,91 @@ static void test_stage(int stage, int accum) {
     ref->destroy(ref);
 }
 
+static std::vector<char> read_all(const char* path) {
+    std::vector<char> data;
+    FILE* f = fopen(path, "rb");
+    if (!f) return data;
+    char buf[65536];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof(buf), f)) > 0) data.insert(data.end(), buf, buf + k);
+    fclose(f);
+    return data;
+}
+
+// Steps [first, first + count) of the sharded run (each rank its micro-batch) or, with one rank,
+// of the same global batches by accumulation.
+static void run_steps(Engine* e, int ranks, int first, int count, StepResult* out) {
+    std::vector<int> in, tg;
+    int R = g_ranks.num_ranks;
+    for (int step = first; step < first + count; step++) {
+        if (ranks > 1) {
+            batch(step * R + g_ranks.rank, in, tg);
+            e->micro_step(e, in.data(), tg.data(), B, T, 1.0f, 1);
+        } else {
+            for (int k = 0; k < R; k++) {
+                batch(step * R + k, in, tg);
+                e->micro_step(e, in.data(), tg.data(), B, T, 1.0f / R, k == R - 1);
+            }
+        }
+        out[step - first] = e->optimizer_step(e, &OPT, 2e-3f, 1.0f);
+    }
+}
+
+// Checkpoints of a sharded run: each rank writes its part, rank 0 the model file; resuming on as
+// many ranks continues bit for bit, and one process resumes it (assembling the shards) to the
+// same steps within rounding.
+static void test_checkpoint(int stage, const char* dir) {
+    int R = g_ranks.num_ranks;
+    std::vector<float> p(gpt2_param_layout(&CFG).num_parameters);
+    gpt2_init_params(&CFG, p.data(), 23);
+    Engine* e = make(options(R, stage), p);
+    StepResult first[2], cont[2], again[2], single[2];
+    run_steps(e, R, 0, 2, first);
+    char mp[256], sp[256];
+    snprintf(mp, sizeof(mp), "%s/model_z%d.bin", dir, stage);
+    snprintf(sp, sizeof(sp), "%s/state_z%d.bin", dir, stage);
+    TrainState st, back;
+    memset(&st, 0, sizeof(st));
+    st.B = B; st.T = T; st.num_processes = R; st.step = 2;
+    e->checkpoint_save(e, mp, sp, &st);
+    run_steps(e, R, 2, 2, cont);
+    char mp2[256], sp2[256];
+    snprintf(mp2, sizeof(mp2), "%s/model_z%d_end.bin", dir, stage);
+    snprintf(sp2, sizeof(sp2), "%s/state_z%d_end.bin", dir, stage);
+    e->checkpoint_save(e, mp2, sp2, &st);
+    e->destroy(e);
+
+    std::vector<float> other(p.size());
+    gpt2_init_params(&CFG, other.data(), 99);  // the checkpoint must replace these
+    Engine* resumed = make(options(R, stage), other);
+    resumed->checkpoint_load(resumed, mp, sp, &back);
+    run_steps(resumed, R, 2, 2, again);
+    char name[160];
+    snprintf(name, sizeof(name), "ZeRO %d, %d ranks: resumed on %d ranks, the next steps are bit-identical", stage, R, R);
+    report(memcmp(again, cont, sizeof(cont)) == 0 && back.step == 2, name, "losses or norms differ");
+    char mp3[256], sp3[256];
+    snprintf(mp3, sizeof(mp3), "%s/model_z%d_again.bin", dir, stage);
+    snprintf(sp3, sizeof(sp3), "%s/state_z%d_again.bin", dir, stage);
+    resumed->checkpoint_save(resumed, mp3, sp3, &st);
+    if (g_ranks.rank == 0) {
+        snprintf(name, sizeof(name), "ZeRO %d, %d ranks: and writes the same model file", stage, R);
+        report(read_all(mp3) == read_all(mp2) && !read_all(mp2).empty(), name, "model files differ");
+    }
+    resumed->destroy(resumed);
+
+    Engine* one = make(options(1, 0), other);
+    one->checkpoint_load(one, mp, sp, &back);
+    run_steps(one, 1, 2, 2, single);
+    double worst = 0;
+    for (int i = 0; i < 2; i++) worst = fmax(worst, fabs(single[i].loss - cont[i].loss) / cont[i].loss);
+    char why[128];
+    snprintf(why, sizeof(why), "worst relative loss difference %.3g > %.3g", worst, tolerance(1));
+    snprintf(name, sizeof(name), "ZeRO %d, %d ranks: one process resumes the sharded checkpoint to the same steps", stage, R);
+    report(worst <= tolerance(1), name, why);
+    one->destroy(one);
+    ranks_barrier();
+}
+
 // NaN in the padding rows of wte on one rank only: its gradients are NaN, the sums over ranks are
 // too, and every rank skips the update (and with FP16 loss scaling halves the scale).
 static void test_overflow_on_one_rank(int stage) {
@@ -140,10 +226,19 @@ static void test_overflow_on_one_rank(int stage) {
 int main() {
     ranks_init(&g_ranks);
     if (g_ranks.rank == 0) printf("precision %s, %d ranks\n", PRECISION_NAME, g_ranks.num_ranks);
+    char dir[64] = "/tmp/test_zero_XXXXXX";
+    if (g_ranks.rank == 0 && !mkdtemp(dir)) fatal("cannot make a temporary directory");
+    ranks_broadcast(dir, sizeof(dir), 0);
     for (int stage = 0; stage <= 2; stage++) {
         test_stage(stage, 1);
         test_stage(stage, 2);
         test_overflow_on_one_rank(stage);
+        test_checkpoint(stage, dir);
+    }
+    if (g_ranks.rank == 0) {
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        if (system(cmd) != 0) printf("(could not remove %s)\n", dir);
     }
     int failures[1] = {test_failures_};
     ranks_max(failures, 1);

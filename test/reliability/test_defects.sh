@@ -41,7 +41,7 @@ same_files() { cmp -s "$1/model_$3.bin" "$2/model_$3.bin" && cmp -s "$1/state_$3
 losses() { grep '"train_loss"' "$1" | sed 's/, "ms".*//'; }
 
 # An uninterrupted reference run: 8 steps, a checkpoint every 2.
-ref=(-x 8 -n 2 -z 1)
+ref=(-x 8 -n 2 -sf 1)
 run "${base[@]}" "${ref[@]}" -o "$dir/ref" > "$dir/ref.out" 2>&1 || fail "reference run" "$(tail -n 2 "$dir/ref.out")"
 # fresh_copy NAME KEEP_STEP: the reference run's dir with the checkpoints after KEEP_STEP removed.
 fresh_copy() {
@@ -138,7 +138,7 @@ rc=$?
     pass "state: a negative step (checksum intact) is refused" || fail "state: negative step" "exit $rc: $(grep -E 'resume|error' "$dir/negstep.out" | head -n 3)"
 # Every flag that shapes the trajectory is recorded; a resume that changes one is refused, naming it.
 fresh_copy flags 4
-for case in "-S 7|flag -S \(--seed\) is 7 in this run but was 1337" "-z 0|flag -z \(--shuffle\) is 0 in this run but was 1" \
+for case in "-S 7|flag -S \(--seed\) is 7 in this run but was 1337" "-sf 0|flag -sf \(--shuffle\) is 0 in this run but was 1" \
             "-d 256|flag -d \(--total-batch\) is 256 in this run but was -1" "-l 1e-3|flag -l \(--lr\) is 0.001 in this run but was 0.003" \
             "-c 0.1|flag -c \(--weight-decay\)" "-G 0.5|flag -G \(--grad-clip\)" "-u 3|flag -u \(--warmup\)" "-q 0.5|flag -q" \
             "-B1 0.8|flag -B1" "-B2 0.99|flag -B2" "-E 1e-6|flag -E" "-x 9|flag -x" "--loss-scale 1024|flag --loss-scale" \

@@ -18,7 +18,7 @@ gen=build/test/gen_data
 # A model of 0.67M parameters: its checkpoints (8 MB a step) take about as long as its steps.
 $gen model "$dir/model.bin" 2 128 2 2048 64 1 && $gen shard "$dir/train.bin" 60000 2048 2 &&
     $gen shard "$dir/val.bin" 4000 2048 3 || { echo "FAIL kill: gen_data"; exit 1; }
-flags=(-e "$dir/model.bin" -i "$dir/train.bin" -j "$dir/val.bin" -b 4 -t 32 -x 30 -n 1 -z 1 -v 10 -m 2 -s 10 -g 4)
+flags=(-e "$dir/model.bin" -i "$dir/train.bin" -j "$dir/val.bin" -b 4 -t 32 -x 30 -n 1 -sf 1 -v 10 -m 2 -s 10 -g 4)
 losses() { grep '"train_loss"' "$1" | sed 's/, "ms".*//'; }
 start=$(date +%s%N)
 timeout 300 ./train_gpt2 "${flags[@]}" -o "$dir/ref" > "$dir/ref.out" 2>&1 || { echo "FAIL kill: reference run: $(tail -n 2 "$dir/ref.out")"; exit 1; }
