@@ -49,7 +49,7 @@ COMMON_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard common/*.c))
 REF_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard reference/*.c))
 # All host code in one archive: programs link only the objects they use.
 HOST_LIB = $(BUILD)/libgpt2host.a
-KERNEL_HEADERS = $(wildcard kernels/*.cuh)
+KERNEL_HEADERS = $(wildcard kernels/*.cuh) kernels/sizes.h
 TESTS :=
 BENCHES :=
 
@@ -58,7 +58,7 @@ all: train
 
 train: train_gpt2
 
-$(BUILD)/%.o: %.c $(wildcard common/*.h reference/*.h test/*.h)
+$(BUILD)/%.o: %.c $(wildcard common/*.h reference/*.h test/*.h) kernels/sizes.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 

@@ -43,6 +43,7 @@
 #include "engine.h"
 #include "gpt2_config.h"
 #include "gpt2_cpu.h"
+#include "memory_plan.h"
 #include "ranks.h"
 #include "tensor_layout.h"
 #include "train_loop.h"
@@ -52,23 +53,7 @@
 // 1. The engine's state
 // ============================================================================================
 
-#define STAGE_FLOATS ((size_t)1 << 22)  // host staging for weights and checkpoints: 16 MiB
-
-// Scratch: buffers that live within one pass (activation gradients, partial sums). The table is
-// built beside the activations' (common/tensor_layout.h), sized by the kernels' own functions.
-enum {
-    SCR_PROJ,       // (B,T,C) floatX: a projection's output before the residual add; in backward, the
-                    // gradient of a LayerNorm's output / the attention output
-    SCR_DRESIDUAL,  // (B,T,C) floatX: the residual stream's gradient, accumulated layer by layer
-    SCR_DBIG,       // (B,T,4C) floatX: the MLP hidden gradient, then the qkv gradient
-    SCR_LN,         // fp32 partial sums of LayerNorm's weight and bias gradients
-    SCR_DBIAS,      // fp32 partial sums of the bias gradients
-    SCR_ATT,        // fp32 attention backward's per-row terms
-    SCR_NORM,       // fp32 partial sums of the gradient norm
-    SCR_STATS,      // fp32 [0] the step's loss, [1] an evaluation's loss, [2] sum of squared grads, [3] non-finite count
-    SCR_PLAN,       // int32 the encoder backward's grouping of positions by token
-    SCR_COUNT
-};
+#define STAGE_FLOATS MEM_STAGE_FLOATS  // host staging for weights and checkpoints: 16 MiB
 
 typedef struct {
     GPT2Config cfg;
@@ -99,17 +84,34 @@ typedef struct {
     floatX* lnf_bucket;     // stage 2: the final LayerNorm's
     size_t bucket_offset[GPT2_NUM_PARAM_TENSORS];  // a layer tensor's slice within a layer bucket
     size_t layer_bucket_n;
-    floatX* shard_grads;    // stages 1, 2: this rank's reduced gradients (shard entries)
+    floatX* shard_grads;    // this rank's reduced gradients (shard entries): stage 1 a view of grads
+                            // (reduce-scattered in place), stage 2 its own buffer
     float* grad_acc;        // stage 2: their fp32 sum over the step's micro-steps
     float* dev_stage;       // stages 1, 2 in FP16/BF16 over ranks: STAGE_FLOATS to gather the master copy
-    float* opt_state;       // master (opt_n, absent in FP32), m (opt_n), v (opt_n)
-    float* master;          // fp32 master weights of [opt_begin, +opt_n); NULL in FP32 (params are the master)
+    float* master;          // fp32 master weights of [opt_begin, +opt_n); NULL in FP32 on the device
+                            // (params are the master)
     float* m;
     float* v;
+    int offload;            // master, m, v live in pinned host memory; AdamW runs on CPU threads
+    int offload_grads;      // --offload grads: the buckets' reduced gradients go down as backward makes
+                            // them, summed in fp32 on the host (no full-size gradient buffer on the device)
+    int bucketed;           // gradients in per-layer buckets: stage 2 or offload_grads
+    floatX* h_offload;      // offload: opt_n floatX, pinned: the gradients down, the weights back up
+    floatX* h_landing;      // offload_grads: where the buckets land, in the buckets' layout (pinned)
+    float* h_grad_acc;      // offload_grads: the step's fp32 gradient sums of the optimizer range
+    int landing_layer[2];   // offload_grads: the layer whose copy into landing bucket b awaits its sum (-1 none)
+    cudaEvent_t landed[2], edge_landed;
     void* acts_base;
     void* scratch_base;
     void* workspace;
     TensorGroup acts, scratch;
+
+    // The memory plan the groups above were allocated by (common/memory_plan.h), and what each
+    // component's allocation took from the device's free memory (cudaMemGetInfo before and after).
+    MemoryPlan plan;
+    size_t allocated[MEM_COUNT];
+    long long measured[MEM_COUNT];
+    size_t device_bytes, used_before, used_after, used_peak;
 
     // Host buffers made once: no allocation inside the step loop.
     float* h_stage;         // STAGE_FLOATS fp32
@@ -161,44 +163,51 @@ static int is_layer_tensor(int tensor) { return tensor >= PT_LN1W && tensor <= P
 // the bucket that holds it until its reduction (one of two layer buckets, taken in turn by layer).
 static floatX* grad_ptr(GPUEngine* g, int tensor, int layer = 0) {
     size_t global = param_ptr(g, tensor, layer) - g->params;
-    if (g->stage < 2) return g->grads + global;
+    if (!g->bucketed) return g->grads + global;
     if (is_layer_tensor(tensor)) return g->layer_bucket[layer % 2] + g->bucket_offset[tensor];
     if (tensor == PT_WTE || tensor == PT_WPE) return g->embed_bucket + global;  // wte, wpe lead the parameters
     return g->lnf_bucket + (global - g->layout.tensors[PT_LNFW].offset);
 }
 
-static void scratch_layout(TensorGroup* s, const GPT2Config* cfg, int B, int T) {
-    size_t C = cfg->channels, BT = (size_t)B * T;
-    size_t dbias = 0;
-    size_t widths[3] = {C, 3 * C, 4 * C};
-    for (int i = 0; i < 3; i++) {
-        size_t f = matmul_dbias_scratch_floats((int)BT, (int)widths[i]);
-        if (f > dbias) dbias = f;
-    }
-    tensor_group_init(s, "scratch", sizeof(floatX));
-    tensor_group_add(s, "proj", DT_FLOATX, 1, BT * C);                                            // SCR_PROJ
-    tensor_group_add(s, "dresidual", DT_FLOATX, 1, BT * C);                                       // SCR_DRESIDUAL
-    tensor_group_add(s, "dbig", DT_FLOATX, 1, BT * 4 * C);                                        // SCR_DBIG
-    tensor_group_add(s, "layernorm_partials", DT_FP32, 1, layernorm_backward_scratch_floats((int)BT, (int)C));  // SCR_LN
-    tensor_group_add(s, "bias_partials", DT_FP32, 1, dbias);                                      // SCR_DBIAS
-    tensor_group_add(s, "attention_rows", DT_FP32, 1, attention_backward_scratch_floats(B, T, cfg->num_heads));  // SCR_ATT
-    tensor_group_add(s, "norm_partials", DT_FP32, 1, 2 * GLOBAL_NORM_BLOCKS);                     // SCR_NORM
-    tensor_group_add(s, "stats", DT_FP32, 1, 4);                                                  // SCR_STATS
-    tensor_group_add(s, "encoder_plan", DT_INT32, 1, encoder_plan_ints((int)BT));                 // SCR_PLAN
-    if (s->count != SCR_COUNT) fatal("scratch layout: %d slots, the enum has %d", s->count, SCR_COUNT);
+// Out of device memory: the plan and the cheapest change that fits what the device had for this
+// engine, then one line naming the component (never a bare CUDA error).
+static void out_of_memory(GPUEngine* g, int k, size_t bytes, size_t free_b, size_t total_b) {
+    // What the engine could have: the device's memory less what was in use before it allocated,
+    // with the context back in (the plan counts it among its estimates).
+    size_t budget = total_b - g->used_before + g->plan.items[MEM_CUDA_CONTEXT].bytes;
+    memory_plan_print(&g->plan, stdout);
+    MemoryFit fit = memory_plan_fit(&g->cfg, &g->opts, 1, budget);
+    memory_fit_print(&fit, &g->opts, budget, stdout);
+    fflush(stdout);
+    fatal("out of GPU memory allocating the %s: %.1f MiB asked, %.1f MiB free of %.1f MiB; the plan above needs "
+          "%.1f MiB with its estimates", g->plan.items[k].name, bytes / 1048576.0, free_b / 1048576.0,
+          total_b / 1048576.0, g->plan.device_total / 1048576.0);
 }
 
-// Device memory or one clear line: which component, how much, and what the device has left.
-static void* device_alloc_or_die(size_t bytes, const char* what) {
+// Component k of the plan: exactly its bytes, from the device (counted as the device sees them:
+// its free memory before and after) or from pinned host memory. NULL for a component of 0 bytes.
+static void* component_alloc(GPUEngine* g, int k) {
+    const MemItem* it = &g->plan.items[k];
+    g->allocated[k] = it->bytes;
+    g->measured[k] = it->where == MEM_ON_HOST ? -1 : 0;
+    if (it->bytes == 0) return NULL;
     void* p = NULL;
-    cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
-    if (err != cudaSuccess) {
-        cudaGetLastError();
-        size_t free_b = 0, total_b = 0;
-        cudaMemGetInfo(&free_b, &total_b);
-        fatal("out of GPU memory allocating the %s: %.1f MiB asked, %.1f MiB free of %.1f MiB (try a smaller -b)",
-              what, bytes / 1048576.0, free_b / 1048576.0, total_b / 1048576.0);
+    if (it->where == MEM_ON_HOST) {
+        if (cudaMallocHost(&p, it->bytes) != cudaSuccess) {
+            cudaGetLastError();
+            fatal("out of pinned host memory allocating the %s: %.1f MiB (the plan's host memory: %.1f MiB in all)",
+                  it->name, it->bytes / 1048576.0, g->plan.host_bytes / 1048576.0);
+        }
+        return p;
     }
+    size_t free0 = 0, free1 = 0, total = 0;
+    cudaCheck(cudaMemGetInfo(&free0, &total));
+    if (cudaMalloc(&p, it->bytes) != cudaSuccess) {
+        cudaGetLastError();
+        out_of_memory(g, k, it->bytes, free0, total);
+    }
+    cudaCheck(cudaMemGetInfo(&free1, &total));
+    g->measured[k] = (long long)free0 - (long long)free1;
     return p;
 }
 
@@ -346,25 +355,88 @@ static void reduce_to_owners(GPUEngine* g, const floatX* bucket, size_t base, si
     }
 }
 
+// --offload grads: the gradients of count parameters from `global` on, held in the bucket at src,
+// summed over ranks in place (every rank's copy at stage 0, each owner's piece at stages 1, 2),
+// then the part in this rank's optimizer range copied down to the same place in the landing area.
+static void offload_reduce_piece(GPUEngine* g, floatX* src, size_t global, size_t count, cudaStream_t st) {
+    if (g->num_ranks > 1) {
+#if defined(USE_NCCL)
+        if (g->stage == 0) {
+            ncclCheck(ncclAllReduce(src, src, count, nccl_floatx(), ncclSum, g->comm, st));
+        } else {
+            for (int owner = 0; owner < g->num_ranks; owner++) {
+                size_t lo = owner * g->shard, hi = lo + g->shard;
+                size_t a = global > lo ? global : lo, b = global + count < hi ? global + count : hi;
+                if (a < b) ncclCheck(ncclReduce(src + (a - global), src + (a - global), b - a, nccl_floatx(), ncclSum,
+                                                owner, g->comm, st));
+            }
+        }
+#else
+        collectives_missing(g);
+#endif
+    }
+    size_t lo = g->opt_begin, hi = g->opt_begin + g->opt_n;
+    size_t a = global > lo ? global : lo, b = global + count < hi ? global + count : hi;
+    if (a < b)
+        cudaCheck(cudaMemcpyAsync(g->h_landing + (src - g->grads) + (a - global), src + (a - global),
+                                  (b - a) * sizeof(floatX), cudaMemcpyDeviceToHost, st));
+}
+
+// The landed part of that piece added to the host's fp32 sums (on CPU threads).
+static void offload_accumulate_piece(GPUEngine* g, const floatX* src, size_t global, size_t count) {
+    size_t lo = g->opt_begin, hi = g->opt_begin + g->opt_n;
+    size_t a = global > lo ? global : lo, b = global + count < hi ? global + count : hi;
+    if (a >= b) return;
+    const floatX* land = g->h_landing + (src - g->grads) + (a - global);
+    float* acc = g->h_grad_acc + (a - lo);
+    size_t n = b - a;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) acc[i] += (float)land[i];
+}
+
+// The pieces of layer l's bucket b, one per layer tensor: fn(g, bucket slice, first parameter, count).
+template <class Fn>
+static void for_each_layer_piece(GPUEngine* g, int l, Fn fn) {
+    for (int k = PT_LN1W; k <= PT_FCPROJB; k++) {
+        const ParamTensor* t = &g->layout.tensors[k];
+        size_t per_layer = t->numel / g->cfg.num_layers;
+        fn(g->layer_bucket[l % 2] + g->bucket_offset[k], t->offset + (size_t)l * per_layer, per_layer);
+    }
+}
+
+// offload_grads: the host waits for the copy into landing bucket b (a layer two steps later in
+// backward, long since enqueued) and adds it to its sums, before that landing space is reused.
+static void offload_settle_layer(GPUEngine* g, int b) {
+    int l = g->landing_layer[b];
+    if (l < 0) return;
+    cudaCheck(cudaEventSynchronize(g->landed[b]));
+    for_each_layer_piece(g, l, [&](floatX* src, size_t global, size_t count) { offload_accumulate_piece(g, src, global, count); });
+    g->landing_layer[b] = -1;
+}
+
 // Stage 2: after backward filled a bucket on the compute stream, its reduction runs on the comm
-// stream; the compute stream waits for it only before it writes that bucket again.
+// stream; the compute stream waits for it only before it writes that bucket again. With offload
+// grads the reduction ends in a copy to the host instead of the device's shard.
 static void bucket_reduce_layer(GPUEngine* g, int l) {
     int b = l % 2;
+    if (g->offload_grads) offload_settle_layer(g, b);
     cudaCheck(cudaEventRecord(g->bucket_ready[b], g->stream));
     cudaCheck(cudaStreamWaitEvent(g->comm_stream, g->bucket_ready[b], 0));
 #if defined(USE_NCCL)
     if (g->num_ranks > 1) ncclCheck(ncclGroupStart());
 #endif
-    for (int k = PT_LN1W; k <= PT_FCPROJB; k++) {
-        const ParamTensor* t = &g->layout.tensors[k];
-        size_t per_layer = t->numel / g->cfg.num_layers;
-        size_t global = t->offset + (size_t)l * per_layer;
-        reduce_to_owners(g, g->layer_bucket[b] + g->bucket_offset[k], global, global, per_layer, g->comm_stream);
-    }
+    for_each_layer_piece(g, l, [&](floatX* src, size_t global, size_t count) {
+        if (g->offload_grads) offload_reduce_piece(g, src, global, count, g->comm_stream);
+        else reduce_to_owners(g, src, global, global, count, g->comm_stream);
+    });
 #if defined(USE_NCCL)
     if (g->num_ranks > 1) ncclCheck(ncclGroupEnd());
 #endif
     cudaCheck(cudaEventRecord(g->bucket_free[b], g->comm_stream));
+    if (g->offload_grads) {
+        cudaCheck(cudaEventRecord(g->landed[b], g->comm_stream));
+        g->landing_layer[b] = l;
+    }
 }
 
 static void bucket_begin_layer(GPUEngine* g, int l) {
@@ -391,12 +463,26 @@ static void bucket_reduce_edges(GPUEngine* g) {
 #if defined(USE_NCCL)
     if (g->num_ranks > 1) ncclCheck(ncclGroupStart());
 #endif
-    reduce_to_owners(g, g->embed_bucket, 0, 0, wpe->offset + wpe->numel, g->comm_stream);
-    reduce_to_owners(g, g->lnf_bucket, lnf->offset, lnf->offset, 2 * lnf->numel, g->comm_stream);
+    if (g->offload_grads) {
+        offload_reduce_piece(g, g->embed_bucket, 0, wpe->offset + wpe->numel, g->comm_stream);
+        offload_reduce_piece(g, g->lnf_bucket, lnf->offset, 2 * lnf->numel, g->comm_stream);
+    } else {
+        reduce_to_owners(g, g->embed_bucket, 0, 0, wpe->offset + wpe->numel, g->comm_stream);
+        reduce_to_owners(g, g->lnf_bucket, lnf->offset, lnf->offset, 2 * lnf->numel, g->comm_stream);
+    }
 #if defined(USE_NCCL)
     if (g->num_ranks > 1) ncclCheck(ncclGroupEnd());
 #endif
     cudaCheck(cudaEventRecord(g->edge_free, g->comm_stream));
+    if (g->offload_grads) {  // the micro-step's last copies: every landed gradient into the host's sums
+        cudaCheck(cudaEventRecord(g->edge_landed, g->comm_stream));
+        offload_settle_layer(g, 0);
+        offload_settle_layer(g, 1);
+        cudaCheck(cudaEventSynchronize(g->edge_landed));
+        offload_accumulate_piece(g, g->embed_bucket, 0, wpe->offset + wpe->numel);
+        offload_accumulate_piece(g, g->lnf_bucket, lnf->offset, 2 * lnf->numel);
+        return;
+    }
     // Every entry of the shard was received once this micro-step: add them to the step's sum.
     shard_accumulate(g->grad_acc, g->shard_grads, g->shard_n, g->comm_stream);
     cudaCheck(cudaEventRecord(g->comm_done, g->comm_stream));
@@ -411,6 +497,8 @@ static const floatX* reduce_step_gradients(GPUEngine* g) {
     }
     if (g->num_ranks > 1) {
 #if defined(USE_NCCL)
+        // Stage 1 in place: rank r's sum lands in its own slice of the gradients (NCCL's in-place
+        // form, recvbuff = sendbuff + r * recvcount), so the shard needs no buffer of its own.
         if (g->stage == 0)
             ncclCheck(ncclAllReduce(g->grads, g->grads, g->n, nccl_floatx(), ncclSum, g->comm, g->stream));
         else
@@ -418,11 +506,8 @@ static const floatX* reduce_step_gradients(GPUEngine* g) {
 #else
         collectives_missing(g);
 #endif
-    } else if (g->stage == 1) {
-        cudaCheck(cudaMemcpyAsync(g->shard_grads, g->grads, g->shard_n * sizeof(floatX), cudaMemcpyDeviceToDevice,
-                                  g->stream));
     }
-    return g->stage == 0 ? g->grads + g->shard_begin : g->shard_grads;
+    return g->grads + g->shard_begin;
 }
 
 // The loss, squared norm and non-finite count summed over ranks (each rank measured its shard).
@@ -477,7 +562,7 @@ static void gpu_backward_pass(GPUEngine* g, int B, int T, float dloss_scale, int
     // the loss scale in FP16 so small gradients stay representable; optimizer_step divides it out.
     // With several ranks each carries 1/num_ranks, so the sum over ranks is the global mean.
     float dloss = (float)(g->loss_scale * dloss_scale / ((double)BT * g->num_ranks));
-    if (g->stage == 2) bucket_begin_edges(g);
+    if (g->bucketed) bucket_begin_edges(g);
     fused_classifier(logits, act_ptr<float>(g, ACT_LOSSES), act_ptr<int>(g, ACT_TARGETS), dloss, BT, V, Vp, 1, st);
     loss_accumulate(scratch_ptr<float>(g, SCR_STATS), act_ptr<float>(g, ACT_LOSSES), BT, dloss_scale, st);
     matmul_backward(&g->mm, dln, grad_ptr(g, PT_WTE), NULL, bias_scratch, logits, act_ptr<floatX>(g, ACT_LNF),
@@ -489,7 +574,7 @@ static void gpu_backward_pass(GPUEngine* g, int B, int T, float dloss_scale, int
     // dresidual now holds d(residual3) of the last layer; each layer turns it into d(its input).
     for (int l = L - 1; l >= 0; l--) {
         if (level == 3 && (l == L - 1 || (l + 1) % g->recompute_every == 0)) recompute_segment(g, l, B, T);
-        if (g->stage == 2) bucket_begin_layer(g, l);
+        if (g->bucketed) bucket_begin_layer(g, l);
         LayerActs a = layer_acts(g, l);
         // MLP: d(fcproj out) = dresidual; the residual branch passes dresidual through unchanged.
         if (level == 1 || level == 2) gelu_forward(a.fch_gelu, a.fch, (size_t)BT * 4 * C, st);  // rebuild
@@ -515,19 +600,56 @@ static void gpu_backward_pass(GPUEngine* g, int B, int T, float dloss_scale, int
                         param_ptr(g, PT_QKVW, l), NULL, BT, C, 3 * C, st);
         layernorm_backward(dresidual, grad_ptr(g, PT_LN1W, l), grad_ptr(g, PT_LN1B, l), ln_scratch, dln, a.residual,
                            param_ptr(g, PT_LN1W, l), a.ln1_mean, a.ln1_rstd, BT, C, st);
-        if (g->stage == 2) bucket_reduce_layer(g, l);
+        if (g->bucketed) bucket_reduce_layer(g, l);
     }
     encoder_backward(grad_ptr(g, PT_WTE), grad_ptr(g, PT_WPE), dresidual, scratch_ptr<int>(g, SCR_PLAN), plan_blocks, B,
                      T, C, st);
-    if (g->stage == 2) bucket_reduce_edges(g);
+    if (g->bucketed) bucket_reduce_edges(g);
 }
 
 // ============================================================================================
 // 5. The optimizer step
 // ============================================================================================
 
+// The device's memory in use now (every process on it), kept as the peak; over --max-memory it
+// ends the run: the budget is checked against what the device really holds, not only the plan.
+static void device_usage_sample(GPUEngine* g) {
+    size_t free_b = 0, total_b = 0;
+    cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+    size_t used = total_b - free_b;
+    if (used > g->used_peak) g->used_peak = used;
+    if (g->opts.memory_budget && used > g->opts.memory_budget)
+        fatal("flag --max-memory is %.2f GiB, and the device has %.2f GiB in use (planned for this rank: %.2f GiB, "
+              "with estimates)", g->opts.memory_budget / 1073741824.0, used / 1073741824.0,
+              g->plan.device_total / 1073741824.0);
+}
+
+// --offload grads, before the update: the host's fp32 sums rounded to floatX (as stage 2 rounds its
+// shard) into the buffer AdamW reads, and this rank's shard's squared norm and non-finite count
+// into the device's stats, where the ranks sum them as usual.
+static void offload_step_gradients(GPUEngine* g, float* stats) {
+    size_t n = g->opt_n;
+    size_t a = g->shard_begin - g->opt_begin, b = a + g->shard_n;  // this rank's shard within the range
+    double sum = 0.0, bad = 0.0;
+#pragma omp parallel for schedule(static) reduction(+ : sum, bad)
+    for (size_t i = 0; i < n; i++) {
+        floatX x = (floatX)g->h_grad_acc[i];
+        g->h_offload[i] = x;
+        float f = (float)x;
+        if (i >= a && i < b) {
+            sum += (double)f * f;
+            bad += isfinite(f) ? 0.0 : 1.0;
+        }
+    }
+    g->h_stats[2] = (float)sum;
+    g->h_stats[3] = (float)bad;
+    cudaCheck(cudaMemcpyAsync(stats + 2, g->h_stats + 2, 2 * sizeof(float), cudaMemcpyHostToDevice, g->stream));
+    cudaCheck(cudaStreamSynchronize(g->stream));  // h_stats is read again below
+}
+
 static void zero_step_state(GPUEngine* g) {
-    if (g->stage < 2) cudaCheck(cudaMemsetAsync(g->grads, 0, g->padded * sizeof(floatX), g->stream));
+    if (g->offload_grads) memset(g->h_grad_acc, 0, g->opt_n * sizeof(float));  // the host is past the step's last use
+    else if (g->stage < 2) cudaCheck(cudaMemsetAsync(g->grads, 0, g->padded * sizeof(floatX), g->stream));
     else cudaCheck(cudaMemsetAsync(g->grad_acc, 0, g->shard_n * sizeof(float), g->stream));
     cudaCheck(cudaMemsetAsync(scratch_ptr<float>(g, SCR_STATS), 0, sizeof(float), g->stream));  // the step's loss
 }
@@ -535,8 +657,12 @@ static void zero_step_state(GPUEngine* g) {
 static StepResult gpu_optimizer_step(Engine* e, const AdamWConfig* opt, float lr, float clip) {
     GPUEngine* g = (GPUEngine*)e->self;
     float* stats = scratch_ptr<float>(g, SCR_STATS);
-    const floatX* shard_grads = reduce_step_gradients(g);  // this rank's shard of the summed gradients
-    global_norm_squared(stats + 2, scratch_ptr<float>(g, SCR_NORM), shard_grads, g->shard_n, g->stream);
+    const floatX* shard_grads = NULL;
+    if (g->offload_grads) offload_step_gradients(g, stats);  // the sums are on the host already
+    else {
+        shard_grads = reduce_step_gradients(g);  // this rank's shard of the summed gradients
+        global_norm_squared(stats + 2, scratch_ptr<float>(g, SCR_NORM), shard_grads, g->shard_n, g->stream);
+    }
     reduce_step_stats(g, stats);
     // The one device-to-host copy of a training step: loss, squared norm, non-finite count.
     cudaCheck(cudaMemcpyAsync(g->h_stats, stats, 4 * sizeof(float), cudaMemcpyDeviceToHost, g->stream));
@@ -557,6 +683,13 @@ static StepResult gpu_optimizer_step(Engine* e, const AdamWConfig* opt, float lr
         g->adam_steps++;
         float bc1 = 1.0f - powf(opt->beta1, (float)g->adam_steps);
         float bc2 = 1.0f - powf(opt->beta2, (float)g->adam_steps);
+        // The gradient of the optimizer range's first entry (stage 0: the whole model's).
+        const floatX* opt_grads = g->stage == 0 ? g->grads : shard_grads;
+        if (g->offload && !g->offload_grads) {  // the range's gradients down; the CPU's update below; the weights back up
+            cudaCheck(cudaMemcpyAsync(g->h_offload, opt_grads, g->opt_n * sizeof(floatX), cudaMemcpyDeviceToHost,
+                                      g->stream));
+            cudaCheck(cudaStreamSynchronize(g->stream));
+        }
         // Each tensor's part of this rank's optimizer range, with its own weight decay.
         for (int k = 0; k < GPT2_NUM_PARAM_TENSORS; k++) {
             const ParamTensor* t = &g->layout.tensors[k];
@@ -564,11 +697,17 @@ static StepResult gpu_optimizer_step(Engine* e, const AdamWConfig* opt, float lr
             size_t b = t->offset + t->numel < g->opt_begin + g->opt_n ? t->offset + t->numel : g->opt_begin + g->opt_n;
             if (a >= b) continue;
             size_t o = a - g->opt_begin;
-            const floatX* grad = g->stage == 0 ? g->grads + a : g->shard_grads + (a - g->shard_begin);
             float wd = t->weight_decay ? opt->weight_decay : 0.0f;
-            adamw_update(g->params + a, g->master ? g->master + o : NULL, grad, g->m + o, g->v + o, b - a, lr,
-                         opt->beta1, opt->beta2, bc1, bc2, opt->eps, wd, grad_scale, g->stream);
+            if (g->offload)
+                adamw_update_host(g->h_offload + o, g->master + o, g->m + o, g->v + o, b - a, lr, opt->beta1,
+                                  opt->beta2, bc1, bc2, opt->eps, wd, grad_scale);
+            else
+                adamw_update(g->params + a, g->master ? g->master + o : NULL, opt_grads + o, g->m + o, g->v + o, b - a,
+                             lr, opt->beta1, opt->beta2, bc1, bc2, opt->eps, wd, grad_scale, g->stream);
         }
+        if (g->offload)
+            cudaCheck(cudaMemcpyAsync(g->params + g->opt_begin, g->h_offload, g->opt_n * sizeof(floatX),
+                                      cudaMemcpyHostToDevice, g->stream));
         gather_parameters(g);
     }
     // PyTorch GradScaler's rule: halve on an overflow, double after `interval` finite steps in a row.
@@ -582,6 +721,7 @@ static StepResult gpu_optimizer_step(Engine* e, const AdamWConfig* opt, float lr
         }
     }
     zero_step_state(g);
+    device_usage_sample(g);
     return r;
 }
 
@@ -594,18 +734,24 @@ static StepResult gpu_optimizer_step(Engine* e, const AdamWConfig* opt, float lr
 static void upload_weights(GPUEngine* g, size_t offset, const float* src, size_t count) {
     size_t a = offset > g->opt_begin ? offset : g->opt_begin;  // the part this rank's master copy holds
     size_t b = offset + count < g->opt_begin + g->opt_n ? offset + count : g->opt_begin + g->opt_n;
-    if (g->master && a < b)
-        cudaCheck(cudaMemcpy(g->master + (a - g->opt_begin), src + (a - offset), (b - a) * sizeof(float),
-                             cudaMemcpyHostToDevice));
+    if (g->master && a < b) {
+        if (g->offload) memcpy(g->master + (a - g->opt_begin), src + (a - offset), (b - a) * sizeof(float));
+        else cudaCheck(cudaMemcpy(g->master + (a - g->opt_begin), src + (a - offset), (b - a) * sizeof(float),
+                                  cudaMemcpyHostToDevice));
+    }
 #pragma omp parallel for
     for (size_t i = 0; i < count; i++) g->h_stage_x[i] = (floatX)src[i];
     cudaCheck(cudaMemcpy(g->params + offset, g->h_stage_x, count * sizeof(floatX), cudaMemcpyHostToDevice));
 }
 
-static const float* master_weights(GPUEngine* g) {
+// The fp32 weights a model file is written from: the master copy, or in FP32 the parameters
+// themselves (equal to an offloaded master copy). *on_host: they are in host memory.
+static const float* master_weights(GPUEngine* g, int* on_host) {
 #if defined(ENABLE_FP32)
-    return g->params;  // the parameters are fp32 themselves
+    *on_host = 0;
+    return g->params;
 #else
+    *on_host = g->offload;
     return g->master;
 #endif
 }
@@ -618,10 +764,16 @@ static void gpu_set_params(Engine* e, const float* params) {
     }
 }
 
-static void download_to_file(GPUEngine* g, CheckpointWriter* w, const float* dev, size_t n) {
+// n fp32 values into the file: from the device through the staging buffer, or (on_host: offloaded
+// optimizer state) straight from host memory.
+static void download_to_file(GPUEngine* g, CheckpointWriter* w, const float* src, size_t n, int on_host) {
+    if (on_host) {
+        checkpoint_put(w, src, n);
+        return;
+    }
     for (size_t i = 0; i < n; i += STAGE_FLOATS) {
         size_t count = n - i < STAGE_FLOATS ? n - i : STAGE_FLOATS;
-        cudaCheck(cudaMemcpy(g->h_stage, dev + i, count * sizeof(float), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(g->h_stage, src + i, count * sizeof(float), cudaMemcpyDeviceToHost));
         checkpoint_put(w, g->h_stage, count);
     }
 }
@@ -632,8 +784,10 @@ static void download_to_file(GPUEngine* g, CheckpointWriter* w, const float* dev
 static void write_model_file(GPUEngine* g, const char* model_path) {
     CheckpointWriter w;
     if (g->rank == 0) model_file_begin(&w, model_path, &g->cfg);
-    if (!g->master || g->stage == 0 || g->num_ranks == 1) {
-        if (g->rank == 0) download_to_file(g, &w, master_weights(g), g->n);
+    int on_host = 0;
+    const float* weights = master_weights(g, &on_host);
+    if (!g->master || g->stage == 0 || g->num_ranks == 1 || sizeof(floatX) == sizeof(float)) {
+        if (g->rank == 0) download_to_file(g, &w, weights, g->n, on_host);
     } else {
 #if defined(USE_NCCL)
         for (int owner = 0; owner < g->num_ranks; owner++) {
@@ -641,8 +795,8 @@ static void write_model_file(GPUEngine* g, const char* model_path) {
             for (size_t i = 0; i < count; i += STAGE_FLOATS) {
                 size_t k = count - i < STAGE_FLOATS ? count - i : STAGE_FLOATS;
                 if (g->rank == owner)
-                    cudaCheck(cudaMemcpyAsync(g->dev_stage, g->master + i, k * sizeof(float), cudaMemcpyDeviceToDevice,
-                                              g->stream));
+                    cudaCheck(cudaMemcpyAsync(g->dev_stage, g->master + i, k * sizeof(float),
+                                              on_host ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice, g->stream));
                 ncclCheck(ncclBroadcast(g->dev_stage, g->dev_stage, k, ncclFloat32, owner, g->comm, g->stream));
                 if (g->rank == 0) {
                     cudaCheck(cudaMemcpyAsync(g->h_stage, g->dev_stage, k * sizeof(float), cudaMemcpyDeviceToHost, g->stream));
@@ -680,8 +834,8 @@ static void gpu_checkpoint_save(Engine* e, const char* model_path, const char* s
         state_shard_path(path, sizeof(path), state_path, part.index);
         CheckpointWriter w;
         state_file_begin_shard(&w, path, &g->cfg, st, &oc, g->n, &part);
-        download_to_file(g, &w, g->m, g->opt_n);
-        download_to_file(g, &w, g->v, g->opt_n);
+        download_to_file(g, &w, g->m, g->opt_n, g->offload);
+        download_to_file(g, &w, g->v, g->opt_n, g->offload);
         checkpoint_commit(&w);
     }
     ranks_barrier();
@@ -692,7 +846,8 @@ static void gpu_checkpoint_save(Engine* e, const char* model_path, const char* s
 static void upload_state_piece(void* ctx, int which, size_t offset, const float* data, size_t count) {
     GPUEngine* g = (GPUEngine*)ctx;
     float* dst = (which == 0 ? g->m : g->v) + offset;
-    cudaCheck(cudaMemcpy(dst, data, count * sizeof(float), cudaMemcpyHostToDevice));
+    if (g->offload) memcpy(dst, data, count * sizeof(float));
+    else cudaCheck(cudaMemcpy(dst, data, count * sizeof(float), cudaMemcpyHostToDevice));
 }
 
 // Every rank reads the whole model file and, from however many state files the checkpoint has,
@@ -784,19 +939,21 @@ static void gpu_logits_at(Engine* e, int b, int t, float* out) {
     for (int v = 0; v < V; v++) out[v] = (float)g->h_stage_x[v];
 }
 
+// Each component of the plan: planned, allocated, measured (the estimates are the planner's alone).
 static void gpu_memory_report(Engine* e, MemoryReport* r) {
     GPUEngine* g = self_of(e);
-    size_t X = sizeof(floatX);
-    memory_report_add(r, "parameters", g->padded * X);
-    memory_report_add(r, "gradients", g->stage < 2 ? g->padded * X : (2 * g->layer_bucket_n + g->layout.tensors[PT_WPE].offset +
-                      g->layout.tensors[PT_WPE].numel + 2 * g->layout.tensors[PT_LNFW].numel) * X);
-    memory_report_add(r, "gradient shard", g->stage == 0 ? 0 : g->shard * (X + (g->stage == 2 ? sizeof(float) : 0)));
-    memory_report_add(r, "master weights", g->master ? g->opt_n * sizeof(float) : 0);
-    memory_report_add(r, "AdamW m", g->opt_n * sizeof(float));
-    memory_report_add(r, "AdamW v", g->opt_n * sizeof(float));
-    memory_report_add(r, "activations", g->acts.bytes);
-    memory_report_add(r, "scratch", g->scratch.bytes + (g->dev_stage ? STAGE_FLOATS * sizeof(float) : 0));
-    memory_report_add(r, "cuBLASLt workspace", MATMUL_WORKSPACE_BYTES);
+    for (int k = 0; k < MEM_COUNT; k++) {
+        const MemItem* it = &g->plan.items[k];
+        if (it->estimate) continue;
+        memory_report_add(r, it->name, g->allocated[k]);
+        r->items[r->count - 1].planned = it->bytes;
+        r->items[r->count - 1].measured = g->measured[k];
+        r->items[r->count - 1].host = it->where == MEM_ON_HOST;
+    }
+    r->device_bytes = g->device_bytes;
+    r->used_before = g->used_before;
+    r->used_after = g->used_after;
+    r->used_peak = g->used_peak;
 }
 
 static void gpu_destroy(Engine* e) {
@@ -807,15 +964,28 @@ static void gpu_destroy(Engine* e) {
 #if defined(USE_NCCL)
     if (g->comm) ncclCheck(ncclCommDestroy(g->comm));
 #endif
-    void* device[] = {g->params, g->grads, g->shard_grads, g->grad_acc, g->dev_stage, g->opt_state, g->acts_base,
-                      g->scratch_base, g->workspace};
-    for (size_t i = 0; i < sizeof(device) / sizeof(device[0]); i++)
-        if (device[i]) cudaCheck(cudaFree(device[i]));
+    void* parts[MEM_COUNT] = {0};
+    parts[MEM_PARAMS] = g->params;
+    parts[MEM_GRADS] = g->grads;
+    parts[MEM_GRAD_SHARD] = g->bucketed ? g->shard_grads : NULL;  // else a view of grads
+    parts[MEM_GRAD_ACC] = g->offload_grads ? (void*)g->h_grad_acc : (void*)g->grad_acc;
+    parts[MEM_MASTER] = g->master;
+    parts[MEM_ADAM_M] = g->m;
+    parts[MEM_ADAM_V] = g->v;
+    parts[MEM_ACTIVATIONS] = g->acts_base;
+    parts[MEM_SCRATCH] = g->scratch_base;
+    parts[MEM_WORKSPACE] = g->workspace;
+    parts[MEM_DEVICE_STAGE] = g->dev_stage;
+    parts[MEM_OFFLOAD_BUFFER] = g->h_offload;
+    parts[MEM_HOST_STAGE] = g->h_stage;
+    for (int k = 0; k < MEM_COUNT; k++) {
+        if (!parts[k]) continue;
+        if (g->plan.items[k].where == MEM_ON_HOST) cudaCheck(cudaFreeHost(parts[k]));
+        else cudaCheck(cudaFree(parts[k]));
+    }
     cudaEvent_t events[] = {g->bucket_ready[0], g->bucket_ready[1], g->bucket_free[0], g->bucket_free[1], g->edge_ready,
-                            g->edge_free, g->comm_done};
+                            g->edge_free, g->comm_done, g->landed[0], g->landed[1], g->edge_landed};
     for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++) cudaCheck(cudaEventDestroy(events[i]));
-    cudaCheck(cudaFreeHost(g->h_stage));
-    cudaCheck(cudaFreeHost(g->h_stage_x));
     cudaCheck(cudaStreamDestroy(g->comm_stream));
     cudaCheck(cudaStreamDestroy(g->stream));
     free(g->h_plan);
@@ -901,21 +1071,45 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     cudaCheck(cudaStreamCreate(&g->stream));
     cudaCheck(cudaStreamCreate(&g->comm_stream));
     cudaEvent_t* events[] = {&g->bucket_ready[0], &g->bucket_ready[1], &g->bucket_free[0], &g->bucket_free[1],
-                             &g->edge_ready, &g->edge_free, &g->comm_done};
+                             &g->edge_ready, &g->edge_free, &g->comm_done, &g->landed[0], &g->landed[1],
+                             &g->edge_landed};
     for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++)
         cudaCheck(cudaEventCreateWithFlags(events[i], cudaEventDisableTiming));
 
-    // Ranks and shards: any parameter count splits over any rank count (the last shard padded).
-    size_t n = g->n, R = opts->num_ranks > 0 ? opts->num_ranks : 1;
+    // The plan (common/memory_plan.h): the shards, buckets and tables everything below is carved by.
+    // Any parameter count splits over any rank count (the last shard padded).
+    memory_plan_make(&g->plan, cfg, opts);
+    if (g->plan.floatx_bytes != sizeof(floatX)) fatal("memory plan: %zu-byte elements, this build's are %zu",
+                                                      g->plan.floatx_bytes, sizeof(floatX));
+    size_t R = opts->num_ranks > 0 ? opts->num_ranks : 1;
     g->rank = opts->rank;
     g->num_ranks = (int)R;
     g->stage = opts->zero_stage;
-    g->shard = (n + R - 1) / R;
-    g->padded = g->shard * R;
-    g->shard_begin = g->rank * g->shard;
-    g->shard_n = g->shard_begin >= n ? 0 : (n - g->shard_begin < g->shard ? n - g->shard_begin : g->shard);
-    g->opt_begin = g->stage == 0 ? 0 : g->shard_begin;
-    g->opt_n = g->stage == 0 ? n : g->shard_n;
+    g->offload = opts->offload != OFFLOAD_NONE;
+    g->offload_grads = opts->offload == OFFLOAD_GRADS;
+    g->bucketed = g->stage == 2 || g->offload_grads;
+    g->landing_layer[0] = g->landing_layer[1] = -1;
+    g->shard = g->plan.shard;
+    g->padded = g->plan.padded;
+    g->shard_begin = g->plan.shard_begin;
+    g->shard_n = g->plan.shard_n;
+    g->opt_begin = g->plan.opt_begin;
+    g->opt_n = g->plan.opt_n;
+    g->layer_bucket_n = g->plan.layer_bucket_n;
+    memcpy(g->bucket_offset, g->plan.bucket_offset, sizeof(g->bucket_offset));
+    g->recompute_every = g->plan.recompute_every;
+    g->acts = g->plan.acts;
+    g->scratch = g->plan.scratch;
+    // A budget the plan already exceeds is refused before anything is allocated.
+    if (opts->memory_budget && g->plan.device_total > opts->memory_budget) {
+        if (g->rank == 0) {
+            memory_plan_print(&g->plan, stdout);
+            MemoryFit fit = memory_plan_fit(cfg, opts, 1, opts->memory_budget);
+            memory_fit_print(&fit, opts, opts->memory_budget, stdout);
+        }
+        fatal("flag --max-memory is %.2f GiB per rank; the plan above needs %.2f GiB (with estimates)",
+              opts->memory_budget / 1073741824.0, g->plan.device_total / 1073741824.0);
+    }
 #if defined(USE_NCCL)
     if (R > 1) {  // one communicator over every rank; rank 0 makes its id, MPI carries it to the others
         ncclUniqueId id;
@@ -925,55 +1119,66 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     }
 #endif
 
-    // The tensor groups, each one allocation.
+    // The tensor groups, each one allocation of the plan's size, measured as the device counts it.
     size_t X = sizeof(floatX);
-    int nopt = X == sizeof(float) ? 2 : 3;  // FP32 keeps no separate master copy
-    g->params = (floatX*)device_alloc_or_die(g->padded * X, "parameters");
+    cudaCheck(cudaFree(0));  // the context first: it is not the engine's to count
+    {
+        size_t free_b = 0, total_b = 0;
+        cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+        g->device_bytes = total_b;
+        g->used_before = total_b - free_b;
+    }
+    g->params = (floatX*)component_alloc(g, MEM_PARAMS);
     cudaCheck(cudaMemset(g->params, 0, g->padded * X));  // the padding stays zero
-    if (g->stage < 2) {
-        g->grads = (floatX*)device_alloc_or_die(g->padded * X, "gradients");
-        cudaCheck(cudaMemset(g->grads, 0, g->padded * X));
-    } else {  // two layer buckets, the embeddings', the final LayerNorm's: one allocation
-        for (int k = PT_LN1W; k <= PT_FCPROJB; k++) {
-            g->bucket_offset[k] = g->layer_bucket_n;
-            g->layer_bucket_n += g->layout.tensors[k].numel / cfg->num_layers;
-        }
-        size_t embed_n = g->layout.tensors[PT_WPE].offset + g->layout.tensors[PT_WPE].numel;
-        size_t lnf_n = 2 * g->layout.tensors[PT_LNFW].numel;
-        g->grads = (floatX*)device_alloc_or_die((2 * g->layer_bucket_n + embed_n + lnf_n) * X, "gradient buckets");
+    g->grads = (floatX*)component_alloc(g, MEM_GRADS);
+    cudaCheck(cudaMemset(g->grads, 0, g->plan.items[MEM_GRADS].bytes));
+    if (g->bucketed) {  // two layer buckets, the embeddings', the final LayerNorm's
         g->layer_bucket[0] = g->grads;
         g->layer_bucket[1] = g->grads + g->layer_bucket_n;
         g->embed_bucket = g->grads + 2 * g->layer_bucket_n;
-        g->lnf_bucket = g->embed_bucket + embed_n;
+        g->lnf_bucket = g->embed_bucket + g->plan.embed_n;
     }
-    if (g->stage >= 1) g->shard_grads = (floatX*)device_alloc_or_die(g->shard * X, "gradient shard");
-    if (g->stage == 2) {
-        g->grad_acc = (float*)device_alloc_or_die(g->shard * sizeof(float), "gradient shard accumulator");
-        cudaCheck(cudaMemset(g->grad_acc, 0, g->shard * sizeof(float)));
+    if (g->bucketed) g->shard_grads = (floatX*)component_alloc(g, MEM_GRAD_SHARD);  // NULL with offload grads
+    else g->shard_grads = g->grads + g->shard_begin;  // stage 1 reduce-scatters in place
+    if (g->offload_grads) {
+        g->h_grad_acc = (float*)component_alloc(g, MEM_GRAD_ACC);
+        if (g->h_grad_acc) memset(g->h_grad_acc, 0, g->plan.items[MEM_GRAD_ACC].bytes);
+    } else {
+        g->grad_acc = (float*)component_alloc(g, MEM_GRAD_ACC);
+        if (g->grad_acc) cudaCheck(cudaMemset(g->grad_acc, 0, g->plan.items[MEM_GRAD_ACC].bytes));
     }
-    if (g->stage >= 1 && R > 1 && X != sizeof(float))
-        g->dev_stage = (float*)device_alloc_or_die(STAGE_FLOATS * sizeof(float), "checkpoint staging");
-    size_t opt_alloc = g->opt_n ? g->opt_n : 1;
-    g->opt_state = (float*)device_alloc_or_die(nopt * opt_alloc * sizeof(float), "optimizer state (master weights, m, v)");
-    g->master = nopt == 3 ? g->opt_state : NULL;
-    g->m = g->opt_state + (size_t)(nopt - 2) * opt_alloc;
-    g->v = g->m + opt_alloc;
-    cudaCheck(cudaMemset(g->opt_state, 0, nopt * opt_alloc * sizeof(float)));
-    g->recompute_every = gpt2_recompute_every(cfg->num_layers, opts->recompute_every);
-    gpt2_activation_layout(&g->acts, cfg, opts->B, opts->T, X, opts->recompute, opts->recompute_every);
+    g->dev_stage = (float*)component_alloc(g, MEM_DEVICE_STAGE);
+    g->master = (float*)component_alloc(g, MEM_MASTER);
+    g->m = (float*)component_alloc(g, MEM_ADAM_M);
+    g->v = (float*)component_alloc(g, MEM_ADAM_V);
+    if (g->offload) {
+        memset(g->m, 0, g->plan.items[MEM_ADAM_M].bytes);
+        memset(g->v, 0, g->plan.items[MEM_ADAM_V].bytes);
+    } else {
+        cudaCheck(cudaMemset(g->m, 0, g->plan.items[MEM_ADAM_M].bytes));
+        cudaCheck(cudaMemset(g->v, 0, g->plan.items[MEM_ADAM_V].bytes));
+    }
     if (g->rank == 0) print_recompute_levels(cfg, opts, g->recompute_every);
-    scratch_layout(&g->scratch, cfg, opts->B, opts->T);
-    g->acts_base = device_alloc_or_die(g->acts.bytes, "activations");
-    g->scratch_base = device_alloc_or_die(g->scratch.bytes, "scratch buffers");
-    g->workspace = device_alloc_or_die(MATMUL_WORKSPACE_BYTES, "cuBLASLt workspace");
+    g->acts_base = component_alloc(g, MEM_ACTIVATIONS);
+    g->scratch_base = component_alloc(g, MEM_SCRATCH);
+    g->workspace = component_alloc(g, MEM_WORKSPACE);
     matmul_context_init(&g->mm, g->workspace, MATMUL_WORKSPACE_BYTES);
     cudaCheck(cudaMemset(g->scratch_base, 0, g->scratch.bytes));
+    g->h_offload = (floatX*)component_alloc(g, MEM_OFFLOAD_BUFFER);
+    if (g->offload_grads) g->h_landing = g->h_offload + g->opt_n;  // then the buckets' landing area
+    g->h_stage = (float*)component_alloc(g, MEM_HOST_STAGE);
+    g->h_stage_x = (floatX*)(g->h_stage + STAGE_FLOATS);
+    {
+        size_t free_b = 0, total_b = 0;
+        cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+        g->used_after = g->used_peak = total_b - free_b;
+    }
 
     int BT = opts->B * opts->T;
-    cudaCheck(cudaMallocHost((void**)&g->h_stage, STAGE_FLOATS * sizeof(float)));
-    cudaCheck(cudaMallocHost((void**)&g->h_stage_x, STAGE_FLOATS * sizeof(floatX)));
     g->h_plan = (int*)malloc_check(encoder_plan_ints(BT) * sizeof(int), "encoder plan");
     g->h_keys = (int64_t*)malloc_check((size_t)BT * sizeof(int64_t), "encoder plan keys");
+    g->allocated[MEM_HOST_PLAN] = encoder_plan_ints(BT) * sizeof(int) + (size_t)BT * sizeof(int64_t);
+    g->measured[MEM_HOST_PLAN] = -1;
 
     Engine* e = (Engine*)calloc_check(1, sizeof(Engine), "engine");
     e->self = g;
@@ -986,7 +1191,7 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     memset(&mr, 0, sizeof(mr));
     gpu_memory_report(e, &mr);
     size_t total = 0;
-    for (int i = 0; i < mr.count; i++) total += mr.items[i].bytes;
+    for (int i = 0; i < mr.count; i++) total += mr.items[i].host ? 0 : mr.items[i].bytes;
     char scaling[64] = "", zero[64] = "";
     if (USE_LOSS_SCALING) snprintf(scaling, sizeof(scaling), ", loss scale from %g", g->loss_scale);
     if (R > 1 || g->stage > 0) snprintf(zero, sizeof(zero), ", ZeRO stage %d over %d ranks", g->stage, (int)R);
@@ -1009,8 +1214,7 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
 #ifndef TRAIN_GPT2_NO_MAIN
 int main(int argc, char** argv) {
     TrainSetup s;
-    train_setup(&s, argc, argv);
-    s.engine_options.precision = BUILD_PRECISION;
+    train_setup(&s, argc, argv, BUILD_PRECISION);
     Engine* e = engine_select(s.opts.engine, gpu_engine_create, gpt2_cpu_engine_create, &s.config, &s.engine_options);
     return train_run(&s, e);
 }

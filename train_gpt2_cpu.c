@@ -5,7 +5,7 @@
 
 int main(int argc, char** argv) {
     TrainSetup s;
-    train_setup(&s, argc, argv);
+    train_setup(&s, argc, argv, PRECISION_FP16);  // --plan plans the GPU engine in its default precision
     Engine* e = engine_select(s.opts.engine, NULL, gpt2_cpu_engine_create, &s.config, &s.engine_options);
     return train_run(&s, e);
 }

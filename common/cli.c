@@ -67,6 +67,13 @@ static const Flag FLAGS[] = {
     {NULL, "--loss-scale-interval", FLAG_INT | RECORDED, OPT(loss_scale_interval), "2000", "FP16: finite steps before the loss scale doubles"},
     {NULL, "--skip-outliers", FLAG_FLOAT | RECORDED, OPT(skip_outliers), "0", "skip an update whose loss or grad norm is more than Z standard deviations above its running mean (0 = off)"},
     {NULL, "--overwrite", FLAG_SWITCH, OPT(overwrite), "0", "start afresh in an output dir that holds another run's checkpoints (they are deleted)"},
+    {NULL, "--precision", FLAG_STRING, OPT(precision), "", "the GPU engine's precision: fp16, bf16 or fp32 (\"\" = this build's; --plan plans any)"},
+    {NULL, "--offload", FLAG_STRING, OPT(offload), "none", "optimizer (alone: --offload): fp32 master weights, m and v in pinned host memory, AdamW on CPU threads; grads: the gradients too; none"},
+    {NULL, "--max-memory", FLAG_STRING, OPT(max_memory), "", "keep the GPU engine within SIZE of device memory per rank (e.g. 48GiB): refuse a plan over it, stop if the device's use passes it"},
+    {NULL, "--plan", FLAG_SWITCH, OPT(plan), "0", "print the GPU engine's memory plan for these flags (any machine, no GPU needed) and exit"},
+    {NULL, "--json", FLAG_SWITCH, OPT(json), "0", "with --plan: as one JSON object"},
+    {NULL, "--memory-budget", FLAG_STRING, OPT(memory_budget), "", "with --plan: SIZE per rank (e.g. 48GiB): does it fit, the largest -b that does, the cheapest change that makes it fit"},
+    {NULL, "--ranks", FLAG_INT, OPT(plan_ranks), "0", "with --plan: the number of ranks to plan for (0 = the ranks running)"},
 };
 #define NUM_FLAGS ((int)(sizeof(FLAGS) / sizeof(FLAGS[0])))
 
@@ -237,6 +244,11 @@ void cli_parse(TrainOptions* opts, int argc, char** argv) {
         if (!f) fatal("unknown flag '%s' (see %s -h)", arg, argv[0]);
         if (FLAG_TYPE(f) == FLAG_SWITCH) {
             flag_set(opts, f, "1");
+            continue;
+        }
+        // --offload alone (as DeepSpeed users type it) means the optimizer.
+        if (strcmp(f->long_name, "--offload") == 0 && (a + 1 >= argc || argv[a + 1][0] == '-')) {
+            flag_set(opts, f, "optimizer");
             continue;
         }
         if (a + 1 >= argc) fatal("flag %s needs a value", flag_names(f));

@@ -45,6 +45,13 @@ typedef struct {
     int loss_scale_interval;   // FP16: finite steps before the loss scale doubles
     float skip_outliers;       // Z: skip an update whose loss or grad norm is a z-score outlier; 0 = off
     int overwrite;             // a fresh run may replace another run's checkpoints in the output dir
+    int plan;                  // print the GPU engine's memory plan for these flags and exit
+    int json;                  // --plan as JSON
+    const char* memory_budget; // --plan: device bytes per rank to fit ("" = none), e.g. 48GiB
+    int plan_ranks;            // --plan: ranks to plan for (0 = the ranks running)
+    const char* precision;     // fp16 | bf16 | fp32; "" = the GPU build's
+    const char* max_memory;    // the GPU engine's device bytes per rank at most ("" = no limit)
+    const char* offload;       // none | optimizer | grads
 } TrainOptions;
 
 // Fills opts from the table's defaults, then argv. Prints usage and exits 0 on -h/--help;

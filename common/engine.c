@@ -14,6 +14,9 @@ void memory_report_add(MemoryReport* r, const char* name, size_t bytes) {
     if (r->count >= MEMORY_REPORT_MAX) fatal("memory report: more than %d components", MEMORY_REPORT_MAX);
     r->items[r->count].name = name;
     r->items[r->count].bytes = bytes;
+    r->items[r->count].planned = bytes;
+    r->items[r->count].measured = -1;
+    r->items[r->count].host = 0;
     r->count++;
 }
 

@@ -41,6 +41,11 @@ typedef struct {
 typedef enum { PRECISION_FP32, PRECISION_FP16, PRECISION_BF16 } Precision;
 const char* precision_name(Precision p);
 
+// Where the optimizer lives (--offload): on the device, or its fp32 master weights, m and v in
+// pinned host memory with AdamW on CPU threads; GRADS also sends the gradients down layer by layer
+// as backward produces them, keeping no full-size gradient buffer on the device.
+typedef enum { OFFLOAD_NONE, OFFLOAD_OPTIMIZER, OFFLOAD_GRADS } Offload;
+
 // What an engine is made for; main() fills it from the flags (train_setup).
 typedef struct {
     Precision precision;      // asked for: the GPU build's (make PRECISION=...); the C engine is fp32 always
@@ -49,7 +54,8 @@ typedef struct {
                               // 2 also the LayerNorms, 3 whole blocks from kept block inputs
     int recompute_every;      // level 3: keep every K-th block's input; 0 = the engine's choice (~sqrt(L))
     int zero_stage;           // ZeRO stage; 0 = every rank holds all state
-    size_t memory_budget;     // bytes a rank may allocate, 0 = no limit
+    size_t memory_budget;     // device bytes a rank may use (--max-memory), 0 = no limit
+    int offload;              // an Offload
     int rank, num_ranks;      // this process among the ranks (rank 0 of 1 without MPI)
     int local_rank;           // its place on its machine: the GPU it binds
     float loss_scale_init;    // FP16 dynamic loss scaling: the first scale (PyTorch: 65536)
@@ -66,12 +72,24 @@ typedef struct {
     float loss_scale;  // the loss scale this step's backward used (1 without FP16 loss scaling)
 } StepResult;
 
-// Named byte counts of what the engine allocated, for the start-up report (and the planner).
-#define MEMORY_REPORT_MAX 16
+// Named byte counts of what the engine allocated, for the start-up report: each component as the
+// planner predicted it (common/memory_plan.h), as allocated, and as the device counted it (the drop
+// in cudaMemGetInfo's free memory across its allocation; -1 where not measured).
+#define MEMORY_REPORT_MAX 24
 typedef struct {
     int count;
-    struct { const char* name; size_t bytes; } items[MEMORY_REPORT_MAX];
+    struct {
+        const char* name;
+        size_t bytes;        // allocated
+        size_t planned;      // the plan's figure
+        long long measured;  // the device's count, -1 = not measured (host memory, the C engine)
+        int host;            // 1: host memory
+    } items[MEMORY_REPORT_MAX];
+    // The device as a whole (0 = no device): its memory, and what was in use (by every process on
+    // it) before the engine allocated, after, and at most since (sampled after each optimizer step).
+    size_t device_bytes, used_before, used_after, used_peak;
 } MemoryReport;
+// Adds a component with planned = bytes, measured = -1, in device memory.
 void memory_report_add(MemoryReport* r, const char* name, size_t bytes);
 
 typedef struct Engine Engine;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "../kernels/sizes.h"
 
 size_t dtype_bytes(DType dtype, size_t floatx_bytes) { return dtype == DT_FLOATX ? floatx_bytes : 4; }
 
@@ -67,4 +68,24 @@ void gpt2_activation_layout(TensorGroup* g, const GPT2Config* cfg, int B, int T,
     tensor_group_add(g, "targets", DT_INT32, 1, BT);                      // ACT_TARGETS
     tensor_group_add(g, "block_inputs", DT_FLOATX, recompute == 3 ? segments - 1 : 0, BT * C);  // ACT_BLOCK_INPUTS
     if (g->count != ACT_COUNT) fatal("activation layout: %d slots, the enum has %d", g->count, ACT_COUNT);
+}
+
+void gpt2_scratch_layout(TensorGroup* g, const GPT2Config* cfg, int B, int T, size_t floatx_bytes) {
+    size_t C = cfg->channels, BT = (size_t)B * T;
+    size_t dbias = 0, widths[3] = {C, 3 * C, 4 * C};  // the bias gradients' widths
+    for (int i = 0; i < 3; i++) {
+        size_t f = matmul_dbias_scratch_floats((int)BT, (int)widths[i]);
+        if (f > dbias) dbias = f;
+    }
+    tensor_group_init(g, "scratch", floatx_bytes);
+    tensor_group_add(g, "proj", DT_FLOATX, 1, BT * C);                                                        // SCR_PROJ
+    tensor_group_add(g, "dresidual", DT_FLOATX, 1, BT * C);                                                   // SCR_DRESIDUAL
+    tensor_group_add(g, "dbig", DT_FLOATX, 1, BT * 4 * C);                                                    // SCR_DBIG
+    tensor_group_add(g, "layernorm_partials", DT_FP32, 1, layernorm_backward_scratch_floats_for((int)BT, (int)C, floatx_bytes));  // SCR_LN
+    tensor_group_add(g, "bias_partials", DT_FP32, 1, dbias);                                                  // SCR_DBIAS
+    tensor_group_add(g, "attention_rows", DT_FP32, 1, attention_backward_scratch_floats(B, T, cfg->num_heads));  // SCR_ATT
+    tensor_group_add(g, "norm_partials", DT_FP32, 1, 2 * GLOBAL_NORM_BLOCKS);                                 // SCR_NORM
+    tensor_group_add(g, "stats", DT_FP32, 1, 4);                                                              // SCR_STATS
+    tensor_group_add(g, "encoder_plan", DT_INT32, 1, encoder_plan_ints((int)BT));                             // SCR_PLAN
+    if (g->count != SCR_COUNT) fatal("scratch layout: %d slots, the enum has %d", g->count, SCR_COUNT);
 }

@@ -78,6 +78,24 @@ enum {
     ACT_BLOCK_INPUTS,  // level 3: (segments - 1) x (B,T,C) floatX, the kept inputs of segments 1..
     ACT_COUNT
 };
+// Scratch: buffers that live within one pass (activation gradients, partial sums). The table is
+// built beside the activations', sized by the kernels' own formulas (kernels/sizes.h).
+enum {
+    SCR_PROJ,       // (B,T,C) floatX: a projection's output before the residual add; in backward, the
+                    // gradient of a LayerNorm's output / the attention output
+    SCR_DRESIDUAL,  // (B,T,C) floatX: the residual stream's gradient, accumulated layer by layer
+    SCR_DBIG,       // (B,T,4C) floatX: the MLP hidden gradient, then the qkv gradient
+    SCR_LN,         // fp32 partial sums of LayerNorm's weight and bias gradients
+    SCR_DBIAS,      // fp32 partial sums of the bias gradients
+    SCR_ATT,        // fp32 attention backward's per-row terms
+    SCR_NORM,       // fp32 partial sums of the gradient norm
+    SCR_STATS,      // fp32 [0] the step's loss, [1] an evaluation's loss, [2] sum of squared grads, [3] non-finite count
+    SCR_PLAN,       // int32 the encoder backward's grouping of positions by token
+    SCR_COUNT
+};
+
+void gpt2_scratch_layout(TensorGroup* g, const GPT2Config* cfg, int B, int T, size_t floatx_bytes);
+
 // K for level 3: the request if positive (at most L), else the nearest integer to sqrt(L).
 int gpt2_recompute_every(int num_layers, int requested);
 void gpt2_activation_layout(TensorGroup* g, const GPT2Config* cfg, int B, int T, size_t floatx_bytes, int recompute,

@@ -19,6 +19,7 @@
 
 #include "checkpoint.h"
 #include "logger.h"
+#include "memory_plan.h"
 #include "ranks.h"
 #include "rng.h"
 #include "sampler.h"
@@ -31,6 +32,7 @@
 #define MAX_TOKENS_PER_MICRO_STEP (1L << 24)  // B*T*ranks
 #define MAX_MICRO_STEPS (1L << 20)            // gradient accumulation steps per optimizer step
 #define MAX_GEN_TOKENS (1 << 20)
+#define MAX_PLAN_RANKS (1 << 20)              // --ranks: far above any cluster
 #define MAX_THREADS 1024                      // libgomp itself overflows its stack near 70000
 // The outlier guard (--skip-outliers): an exponential moving mean and variance with this weight
 // (about the last 50 steps), active once this many finite steps were seen.
@@ -79,6 +81,17 @@ static void options_validate(const TrainOptions* o) {
     if (o->loss_scale_interval <= 0)
         fatal("flag --loss-scale-interval must be positive, got %d", o->loss_scale_interval);
     if (o->skip_outliers < 0) fatal("flag --skip-outliers must be 0 (off) or a positive z-score, got %g", o->skip_outliers);
+    if (strcmp(o->offload, "none") != 0 && strcmp(o->offload, "optimizer") != 0 && strcmp(o->offload, "grads") != 0)
+        fatal("flag --offload expects optimizer, grads or none, got '%s'", o->offload);
+    if (o->precision[0] && strcmp(o->precision, "fp16") != 0 && strcmp(o->precision, "bf16") != 0 &&
+        strcmp(o->precision, "fp32") != 0)
+        fatal("flag --precision expects fp16, bf16 or fp32, got '%s'", o->precision);
+    if (o->plan_ranks < 0 || o->plan_ranks > MAX_PLAN_RANKS)
+        fatal("flag --ranks must be 0 to %d, got %d", MAX_PLAN_RANKS, o->plan_ranks);
+    if (!o->plan && (o->json || o->memory_budget[0] || o->plan_ranks))
+        fatal("flags --json, --memory-budget and --ranks go with --plan");
+    if (o->max_memory[0]) memory_size_parse(o->max_memory, "--max-memory");
+    if (o->memory_budget[0]) memory_size_parse(o->memory_budget, "--memory-budget");
     // libgomp sizes per-thread arrays on its own stack: a huge count crashes inside it.
     if (omp_get_max_threads() > MAX_THREADS)
         fatal("OMP_NUM_THREADS asks for %d threads, more than the limit of %d (this machine has %ld CPUs)",
@@ -328,7 +341,58 @@ static void resume_choose(TrainSetup* s) {
 // ---------------------------------------------------------------------------------------------
 // Setup
 
-void train_setup(TrainSetup* s, int argc, char** argv) {
+static Precision precision_from_flag(const char* name, Precision build) {
+    if (!name[0]) return build;
+    return strcmp(name, "fp32") == 0 ? PRECISION_FP32 : strcmp(name, "bf16") == 0 ? PRECISION_BF16 : PRECISION_FP16;
+}
+
+static int offload_from_flag(const char* name) {
+    return strcmp(name, "optimizer") == 0 ? OFFLOAD_OPTIMIZER : strcmp(name, "grads") == 0 ? OFFLOAD_GRADS : OFFLOAD_NONE;
+}
+
+// --plan: the GPU engine's memory for these flags, rank 0 of --ranks (or the ranks running), and
+// with --memory-budget whether it fits, the largest -b that does and the cheapest change that
+// makes it fit. No data, no output dir, no device.
+static void plan_and_exit(TrainSetup* s, Precision gpu_precision) {
+    const TrainOptions* o = &s->opts;
+    EngineOptions eo;
+    memset(&eo, 0, sizeof(eo));
+    eo.precision = precision_from_flag(o->precision, gpu_precision);
+    eo.B = o->B;
+    eo.T = o->T;
+    eo.recompute = o->recompute;
+    eo.recompute_every = o->recompute_every;
+    eo.zero_stage = o->zero_stage;
+    eo.num_ranks = o->plan_ranks > 0 ? o->plan_ranks : s->num_ranks;
+    eo.offload = offload_from_flag(o->offload);
+    long tokens = (long)o->B * o->T * eo.num_ranks;  // B, T < 2^31, ranks <= 2^20: exact in 64 bits
+    if (o->total_batch > 0 && o->total_batch % tokens != 0)
+        fatal("flag -d (total batch) is %ld tokens, expected a positive multiple of B*T*ranks = %ld", o->total_batch,
+              tokens);
+    long accum = o->total_batch > 0 ? o->total_batch / tokens : 1;
+    if (accum > MAX_MICRO_STEPS)
+        fatal("flag -d (total batch) is %ld tokens = %ld micro-steps of B*T*ranks = %ld; at most %ld are allowed",
+              o->total_batch, accum, tokens, MAX_MICRO_STEPS);
+    size_t budget = o->memory_budget[0] ? memory_size_parse(o->memory_budget, "--memory-budget") : 0;
+    MemoryPlan p;
+    memory_plan_make(&p, &s->config, &eo);
+    if (s->rank == 0) {
+        if (o->json) {
+            memory_plan_print_json(&p, budget, (int)accum, stdout);
+        } else {
+            memory_plan_print(&p, stdout);
+            if (budget) {
+                MemoryFit fit = memory_plan_fit(&s->config, &eo, (int)accum, budget);
+                memory_fit_print(&fit, &eo, budget, stdout);
+            }
+        }
+    }
+    fflush(stdout);
+    ranks_finalize();
+    exit(0);
+}
+
+void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) {
     // A line at a time even into a file or a pipe: a log being followed, or a run stopped by a
     // signal or an error, shows every step it made.
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -349,6 +413,7 @@ void train_setup(TrainSetup* s, int argc, char** argv) {
     model_config_from_flag(o->model, &s->config, &s->model_from_file);
     if (o->T > s->config.max_seq_len)
         fatal("flag -t (sequence length) is %d, the model's maximum is %d", o->T, s->config.max_seq_len);
+    if (o->plan) plan_and_exit(s, gpu_precision);
     long tokens_per_micro = (long)o->B * o->T * s->num_ranks;  // B, T < 2^31 and few ranks: exact in 64 bits
     if (tokens_per_micro > MAX_TOKENS_PER_MICRO_STEP)
         fatal("flags -b and -t: B*T*ranks = %ld tokens per micro-step, more than the limit of %ld", tokens_per_micro,
@@ -415,6 +480,9 @@ void train_setup(TrainSetup* s, int argc, char** argv) {
     eo->gelu_fusion = o->gelu_fusion;
     eo->recompute = o->recompute;
     eo->recompute_every = o->recompute_every;
+    eo->precision = precision_from_flag(o->precision, gpu_precision);
+    eo->offload = offload_from_flag(o->offload);
+    eo->memory_budget = o->max_memory[0] ? memory_size_parse(o->max_memory, "--max-memory") : 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -459,17 +527,40 @@ static void sample_and_print(Engine* e, const TrainOptions* o, const Tokenizer* 
     fflush(stdout);
 }
 
+// One summary line (device components), then, for an engine that measures (the GPU engine), each
+// component planned, allocated and as the device counted it, and the device's use before and after.
 static void memory_report_print(Engine* e) {
-    MemoryReport r = {0};
+    MemoryReport r;
+    memset(&r, 0, sizeof(r));
     e->memory_report(e, &r);
-    size_t total = 0;
+    size_t total = 0, host = 0;
+    int measured = 0;
     printf("memory:");
     for (int i = 0; i < r.count; i++) {
+        if (r.items[i].measured >= 0) measured = 1;
         if (r.items[i].bytes == 0) continue;
+        if (r.items[i].host) {
+            host += r.items[i].bytes;
+            continue;
+        }
         printf(" %s %.1f MiB |", r.items[i].name, r.items[i].bytes / 1048576.0);
         total += r.items[i].bytes;
     }
-    printf(" total %.1f MiB\n", total / 1048576.0);
+    printf(" total %.1f MiB", total / 1048576.0);
+    if (host) printf(" (and %.1f MiB of host memory)", host / 1048576.0);
+    printf("\n");
+    if (!measured) return;
+    printf("memory by component (bytes): planned | allocated | measured by the device\n");
+    for (int i = 0; i < r.count; i++) {
+        if (r.items[i].bytes == 0 && r.items[i].planned == 0) continue;
+        char m[32] = "-";
+        if (r.items[i].measured >= 0) snprintf(m, sizeof(m), "%lld", r.items[i].measured);
+        printf("  %-34s %-6s %15zu | %15zu | %15s\n", r.items[i].name, r.items[i].host ? "host" : "device", r.items[i].planned,
+               r.items[i].bytes, m);
+    }
+    if (r.device_bytes)
+        printf("device memory in use (every process): %.1f MiB before the engine allocated, %.1f MiB after, of %.1f MiB\n",
+               r.used_before / 1048576.0, r.used_after / 1048576.0, r.device_bytes / 1048576.0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -659,6 +750,14 @@ int train_run(TrainSetup* s, Engine* e) {
     if (timed_steps > 0 && status == 0)
         printf("done: %d steps, mean %.1f ms/step, %.0f tok/s (after the first step)\n", s->max_steps - start_step,
                total_ms / timed_steps, s->total_batch / (total_ms / timed_steps / 1e3));
+    {
+        MemoryReport mr;
+        memset(&mr, 0, sizeof(mr));
+        e->memory_report(e, &mr);
+        if (mr.device_bytes)
+            printf("device memory: at most %.1f MiB in use (every process; sampled after allocation and after each "
+                   "optimizer step)\n", mr.used_peak / 1048576.0);
+    }
 
     logger_close(&log);
     tokenizer_free(tok);

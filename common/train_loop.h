@@ -3,7 +3,7 @@
 // chooses it between train_setup and train_run:
 //
 //   TrainSetup s;
-//   train_setup(&s, argc, argv);
+//   train_setup(&s, argc, argv, PRECISION_FP16);  // the GPU engine's precision, for --plan
 //   Engine* e = engine_select(s.opts.engine, gpu_create, cpu_create, &s.config, &s.engine_options);
 //   return train_run(&s, e);
 #ifndef COMMON_TRAIN_LOOP_H
@@ -40,8 +40,10 @@ typedef struct {
 
 // Flags, the model's shape, the output dir (locked for this run), the data (every token checked),
 // the checkpoint to resume from and the engine options; fatal (one line naming the flag or file)
-// on anything wrong, before an engine is made.
-void train_setup(TrainSetup* s, int argc, char** argv);
+// on anything wrong, before an engine is made. gpu_precision: the GPU build's (FP16 where there is
+// none), what --plan plans and the engine options ask for unless --precision says otherwise. With
+// --plan, prints the memory plan and exits.
+void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision);
 // The run: weights (fresh, from -e, or resumed), then the step loop. Destroys e; returns the
 // exit status: 0, or 128 + the signal when SIGINT or SIGTERM stopped it (after a checkpoint).
 int train_run(TrainSetup* s, Engine* e);

@@ -45,12 +45,18 @@ void fatal(const char* fmt, ...) {
     for (int i = 0; i < g_ntemps; i++) unlink(g_temps[i]);
     g_ntemps = 0;
     fflush(stdout);
-    if (g_fatal_rank >= 0) fprintf(stderr, "error: rank %d: ", g_fatal_rank);
-    else fprintf(stderr, "error: ");
+    // One write of the whole line: under mpirun a line in pieces can be forwarded around mpirun's
+    // own abort banner.
+    char line[8192];
+    int n = g_fatal_rank >= 0 ? snprintf(line, sizeof(line), "error: rank %d: ", g_fatal_rank)
+                              : snprintf(line, sizeof(line), "error: ");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\n");
+    size_t len = strlen(line);
+    line[len++] = '\n';
+    fwrite(line, 1, len, stderr);
+    fflush(stderr);
     exit(1);
 }
 

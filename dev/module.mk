@@ -12,5 +12,7 @@ ifneq ($(CUDA_CPU_HAVE_CUDA),)
 $(eval $(call cuda_cpu_program,$(BUILD)/dev/bench_kernels_emu,dev/cuda/bench_kernels.cu,kernels dev/cuda common,\
 	$(HOST_LIB),-DENABLE_FP16))
 BENCHES += dev/bench_emu.sh
+# what recompute, accumulation and ZeRO save and cost per step (ZeRO under mpirun when it is there)
+BENCHES += dev/bench_memory.sh
 bench: $(BUILD)/emu/train_gpt2_emu_fp16 $(BUILD)/test/gen_data
 endif

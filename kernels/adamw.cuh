@@ -21,6 +21,7 @@
 // (correctly rounded) on both sides as long as -use_fast_math is off.
 #pragma once
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -139,5 +140,33 @@ static inline void adamw_update(floatX* params, float* master, const floatX* gra
         adamw_update_scalar_kernel<<<(unsigned)ceil_div_size(n, ADAMW_BLOCK), ADAMW_BLOCK, 0, stream>>>(
             params, master, grads, m, v, n, lr, beta1, beta2, bc1, bc2, eps, weight_decay, grad_scale);
         cudaCheckLaunch("adamw_update_scalar_kernel");
+    }
+}
+
+// ---- the same update on CPU threads: the optimizer offloaded to pinned host memory ----
+// Element for element adamw_element's arithmetic (fmaf, division and sqrtf are correctly rounded
+// on both sides), so an offloaded run takes the same steps as one on the device. grads_and_params
+// holds the floatX gradients on entry and the updated floatX weights on return (one pinned buffer
+// for both directions of the copy); master, m, v are fp32 host arrays of n entries.
+static inline float adamw_element_host(float p, float grad, float* m, float* v, float lr, float beta1, float beta2,
+                                       float bc1, float bc2, float eps, float weight_decay, float grad_scale) {
+    float g = grad * grad_scale;
+    float mi = fmaf(beta1, *m, (1.0f - beta1) * g);
+    float vi = fmaf(beta2, *v, ((1.0f - beta2) * g) * g);
+    *m = mi;
+    *v = vi;
+    float update = (mi / bc1) / (sqrtf(vi / bc2) + eps);
+    return fmaf(-lr, fmaf(weight_decay, p, update), p);
+}
+
+static inline void adamw_update_host(floatX* grads_and_params, float* master, float* m, float* v, size_t n, float lr,
+                                     float beta1, float beta2, float bc1, float bc2, float eps, float weight_decay,
+                                     float grad_scale) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float p = adamw_element_host(master[i], (float)grads_and_params[i], &m[i], &v[i], lr, beta1, beta2, bc1, bc2,
+                                     eps, weight_decay, grad_scale);
+        master[i] = p;
+        grads_and_params[i] = (floatX)p;
     }
 }

@@ -65,6 +65,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "sizes.h"
 #if !defined(ENABLE_FP32)
 #include <mma.h>
 #endif
@@ -682,8 +683,8 @@ static inline void attention_forward(floatX* out, float* lse, const floatX* qkv,
     }
 }
 
-// fp32 floats of scratch attention_backward needs: D = rowsum(dout * out), one per (b, h, t).
-static inline size_t attention_backward_scratch_floats(int B, int T, int NH) { return (size_t)B * NH * T; }
+// fp32 floats of scratch attention_backward needs: attention_backward_scratch_floats(B, T, NH)
+// (kernels/sizes.h), D = rowsum(dout * out), one per (b, h, t).
 
 // dqkv (B, T, 3C) floatX is OVERWRITTEN (dq, dk, dv in the qkv layout). dout (B,T,C), out and lse are
 // those of the forward. scratch: fp32, attention_backward_scratch_floats(B, T, NH) floats, OVERWRITTEN

@@ -21,6 +21,7 @@
 #include <algorithm>
 
 #include "common.cuh"
+#include "sizes.h"
 
 // ---- forward ----
 
@@ -74,13 +75,9 @@ static inline void encoder_forward(floatX* out, const int* inp, const floatX* wt
 // for empty slots (count 0). Blocks of split runs come first, longest first: they take longest,
 // so they should start first. Each token appears in one group only, so no two warps write a row.
 // The dwpe rows need no plan: the launch adds ceil(T / 16) blocks, one warp per t.
-#define ENCODER_BWD_WARPS 16  // warps (slots) per block
+// ENCODER_BWD_WARPS (warps, slots, per block) and encoder_plan_ints: kernels/sizes.h
 #define ENCODER_SPLIT_MIN 64  // runs with more positions are split over all the block's warps
 
-// Ints the plan array (host and device) must hold for BT = B*T positions. Slots: a short run takes
-// one, a split run ENCODER_BWD_WARPS but has more than ENCODER_SPLIT_MIN > ENCODER_BWD_WARPS
-// positions, and padding only fills the last block, so slots < BT + ENCODER_BWD_WARPS.
-static inline size_t encoder_plan_ints(int BT) { return (size_t)BT + 4 * ((size_t)BT + ENCODER_BWD_WARPS); }
 // Of those, the ints a plan of plan_blocks blocks uses: enough to copy to the device.
 static inline size_t encoder_plan_used_ints(int BT, int plan_blocks) {
     return (size_t)BT + 4 * (size_t)ENCODER_BWD_WARPS * plan_blocks;

@@ -23,11 +23,12 @@
 #include <string.h>
 
 #include "common.cuh"
+#include "sizes.h"
 
 // 1024 blocks of 256 threads: one to two waves on an H100 (132 SMs of 2048 threads, depending on
 // registers), each thread with up to 4 independent 128-bit loads in flight (several MiB over the
 // GPU: what HBM needs to stream at full rate); more blocks would only lengthen the final sum.
-#define GLOBAL_NORM_BLOCKS 1024
+// GLOBAL_NORM_BLOCKS (1024): kernels/sizes.h
 #define GLOBAL_NORM_THREADS 256
 #define GLOBAL_NORM_VEC (16 / (int)sizeof(floatX))  // floatX elements in 16 bytes
 #define GLOBAL_NORM_UNROLL 4                        // packs loaded before they are summed

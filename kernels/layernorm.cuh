@@ -20,12 +20,11 @@
 #include <stdint.h>
 
 #include "common.cuh"
+#include "sizes.h"
 
 #define LAYERNORM_EPS 1e-5f
 #define LAYERNORM_FWD_WARPS 4         // rows (warps) per forward block
-#define LAYERNORM_BWD_WARPS 4         // rows in flight per backward block (fewer when C is large)
-#define LAYERNORM_BWD_MAX_BLOCKS 512  // backward grid: at most this many blocks, whatever the device
-#define LAYERNORM_SMEM_LIMIT (48 * 1024)  // stay within the default dynamic shared memory
+// LAYERNORM_BWD_WARPS, LAYERNORM_BWD_MAX_BLOCKS, LAYERNORM_SMEM_LIMIT: kernels/sizes.h
 
 // ---- forward ----
 
@@ -138,27 +137,10 @@ static inline void fused_residual_layernorm_forward(floatX* residual, floatX* ou
 // j-th pack of W channels (channels (j*32 + lane)*W + k) sits at index (j*W + k)*32 + lane, so the
 // 32 lanes of a warp hit 32 consecutive floats (no bank conflicts) and each lane owns exactly the
 // indices equal to its lane mod 32. CP = that padded length per array.
-static inline int layernorm_backward_padded(int C, int W) { return ceil_div(C, 32 * W) * 32 * W; }
-
-// Warps per block for a padded length: as many as keep the warps' accumulators (2*CP floats each)
-// within the default shared memory; 0 means even one does not fit, and the single warp of each
-// block accumulates straight into its scratch partial in global memory.
-static inline int layernorm_backward_warps(int CP) {
-    for (int w = LAYERNORM_BWD_WARPS; w >= 1; w--)
-        if ((size_t)w * 2 * CP * sizeof(float) <= LAYERNORM_SMEM_LIMIT) return w;
-    return 0;
-}
-static inline int layernorm_backward_blocks(int N, int CP) {
-    int w = layernorm_backward_warps(CP);
-    int g = ceil_div(N, w > 0 ? w : 1);
-    return g < LAYERNORM_BWD_MAX_BLOCKS ? g : LAYERNORM_BWD_MAX_BLOCKS;
-}
-
-// fp32 scratch the backward needs: one partial (2*CP floats) per block, at most 512 blocks. Sized
-// for the 128-bit width, whose CP and block count are the larger ones.
+// layernorm_backward_padded(C, W), layernorm_backward_warps(CP), layernorm_backward_blocks(N, CP)
+// and the scratch size live in kernels/sizes.h, where the memory planner reads them too.
 static inline size_t layernorm_backward_scratch_floats(int N, int C) {
-    int CP = layernorm_backward_padded(C, X128);
-    return (size_t)layernorm_backward_blocks(N, CP) * 2 * CP;
+    return layernorm_backward_scratch_floats_for(N, C, sizeof(floatX));
 }
 
 // Grid-stride over rows by a fixed grid: warp `warp` of block g takes rows g*wpb + warp, then

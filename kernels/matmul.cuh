@@ -42,6 +42,7 @@
 #include <stdint.h>
 
 #include "common.cuh"
+#include "sizes.h"
 
 // ---- checked cuBLASLt calls: one line naming the call and where, then exit status 1 ----
 static inline void matmul_check_status(cublasStatus_t status, const char* call, const char* file, int line) {
@@ -60,7 +61,7 @@ typedef struct {
     void* workspace;
     size_t workspace_bytes;
 } MatmulContext;
-#define MATMUL_WORKSPACE_BYTES ((size_t)32 << 20)
+// MATMUL_WORKSPACE_BYTES: kernels/sizes.h
 
 static inline void matmul_context_init(MatmulContext* ctx, void* workspace, size_t workspace_bytes) {
     MATMUL_REQUIRE(workspace != NULL || workspace_bytes == 0, "a workspace of nonzero size needs a pointer");
@@ -168,17 +169,13 @@ static inline void matmul_forward(const MatmulContext* ctx, floatX* out, floatX*
 }
 
 // ---- the bias gradient: deterministic column sums of dout ----
-// Rows of dout per partial sum: the scratch holds one fp32 row of OC partials per chunk.
-#define MATMUL_DBIAS_CHUNK_ROWS 256
+// Rows of dout per partial sum (MATMUL_DBIAS_CHUNK_ROWS, kernels/sizes.h): the scratch holds one
+// fp32 row of OC partials per chunk (matmul_dbias_scratch_floats, there too).
 // A block covers 32 consecutive columns (a warp reads 32 neighbours of a row: whole 32-byte
 // sectors) and 8 row lanes that split the chunk's rows; enough independent loads per SM to
 // stream dout at memory speed.
 #define MATMUL_DBIAS_COLS 32
 #define MATMUL_DBIAS_LANES 8
-
-static inline size_t matmul_dbias_scratch_floats(int N, int OC) {
-    return ceil_div_size((size_t)(N > 0 ? N : 0), MATMUL_DBIAS_CHUNK_ROWS) * (size_t)(OC > 0 ? OC : 0);
-}
 
 // Sum over rows [row_begin, row_end) of column `col` of a row-major [*, OC] matrix, in a fixed
 // order: lane y (threadIdx.y) adds rows row_begin + y, + 8, ... in order, then thread (x, 0) adds

@@ -24,6 +24,8 @@ $(TEST_BIN)/test_host: $(BUILD)/test/test_host.o $(BUILD)/common/sampler.o
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 TESTS += $(TEST_BIN)/test_host
 TESTS += test/test_default_run.sh
+# The memory ladder (planned) and the run recipes' --dry: ./train_gpt2 --plan only (test_ladder.sh).
+TESTS += test/test_ladder.sh
 
 # gen_data: model files of any shape and learnable token shards, without Python (the GPU check
 # script runs it on bare machines too).
@@ -38,6 +40,8 @@ $(foreach p,$(EMU_PRECISIONS),$(eval $(call cuda_cpu_program,$(TEST_BIN)/test_gp
 	. kernels common reference test,$(HOST_LIB),$(call precision_define,$(p)) $(EMU_NCCL))))
 TESTS += $(foreach p,$(EMU_PRECISIONS),$(TEST_BIN)/test_gpu_engine_$(p)) test/test_emu.sh
 TEST_DEPS += $(EMU_BINS)
+# The memory planner against the engine's allocations, --max-memory, out of memory, --offload.
+TESTS += test/test_memory_plan.sh
 endif
 
 # The GPU engine over ranks: mpirun -np 2 and 3 through the runtime's NCCL over MPI (test_zero.sh).
@@ -47,5 +51,8 @@ $(foreach p,fp32 fp16,$(eval $(call cuda_cpu_program,$(TEST_BIN)/test_zero_$(p),
 	. kernels common reference test,$(HOST_LIB),$(call precision_define,$(p)) $(EMU_NCCL))))
 TESTS += test/test_zero.sh
 TEST_DEPS += $(TEST_BIN)/test_zero_fp32 $(TEST_BIN)/test_zero_fp16
+# The communication volume of each ZeRO stage, counted by the runtime's NCCL (NCCL_CPU_TRAFFIC),
+# against its closed form (test_comm_volume.sh; the emulated trainer and gen_data are deps above).
+TESTS += test/test_comm_volume.sh
 endif
 endif

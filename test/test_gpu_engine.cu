@@ -2,7 +2,8 @@
 // the Engine contract, against the C reference engine: one step's loss, gradient norm and
 // logits; bit-identical repeat runs; FP16 loss scaling (a planted overflow is skipped and halves
 // the scale, the scale grows after its interval); planted NaN gradients never reach the weights;
-// checkpoints that cross between the engines in both directions.
+// checkpoints that cross between the engines in both directions; accumulation (1 x B=8 = 2 x B=4 =
+// 4 x B=2); the memory report against the plan and the device's count.
 // Built once per precision (build/test/test_gpu_engine_fp32, _fp16, _bf16).
 #define TRAIN_GPT2_NO_MAIN
 #include "train_gpt2.cu"
@@ -392,6 +393,46 @@ static void test_gelu_fusion() {
     }
 }
 
+// Gradient accumulation: the same 8 sequences as one micro-step of B=8, two of B=4 and four of
+// B=2 (dloss_scale 1/micro-steps) give the same step: loss, gradient norm, and the next steps'
+// losses after the updates. FP32 within fp32 rounding (summation order); FP16/BF16 within STEP_TOL,
+// since their gradients are rounded to floatX once per micro-step as they accumulate.
+static void test_accumulation() {
+    const int BIG = 8;
+    std::vector<float> p = init_params(9);
+    EngineOptions o = options(65536.0f, 2000);
+    o.B = BIG;
+    const int splits[3] = {1, 2, 4};
+    StepResult res[3][3];
+    for (int s = 0; s < 3; s++) {
+        Engine* e = make_gpu(o, p);
+        int mb = BIG / splits[s];
+        for (int step = 0; step < 3; step++) {
+            uint64_t r = rng_seed(500 + step);
+            std::vector<int> toks(BIG * T + 1);
+            for (auto& t : toks) t = (int)rng_below(&r, CFG.vocab_size);
+            for (int k = 0; k < splits[s]; k++) {
+                const int* in = toks.data() + k * mb * T;
+                std::vector<int> tg(in + 1, in + 1 + mb * T);
+                e->micro_step(e, in, tg.data(), mb, T, 1.0f / splits[s], k == splits[s] - 1);
+            }
+            res[s][step] = e->optimizer_step(e, &OPT, 1e-3f, 1.0f);
+        }
+        e->destroy(e);
+    }
+    double tol = sizeof(floatX) == 4 ? 1e-5 : STEP_TOL;
+    for (int s = 1; s < 3; s++)
+        for (int step = 0; step < 3; step++) {
+            char name[128];
+            snprintf(name, sizeof(name), "accumulation: %d x B=%d equals 1 x B=%d, step %d loss", splits[s],
+                     BIG / splits[s], BIG, step + 1);
+            check_close(name, res[s][step].loss, res[0][step].loss, tol);
+            snprintf(name, sizeof(name), "accumulation: %d x B=%d equals 1 x B=%d, step %d gradient norm", splits[s],
+                     BIG / splits[s], BIG, step + 1);
+            check_close(name, res[s][step].grad_norm, res[0][step].grad_norm, tol);
+        }
+}
+
 static void test_memory_report() {
     Engine* e = make_gpu(options(65536.0f, 2000), init_params(1));
     MemoryReport r;
@@ -404,10 +445,17 @@ static void test_memory_report() {
         return -1;
     };
     int ok = bytes_of("parameters") == (long long)(n * sizeof(floatX)) && bytes_of("gradients") > 0 &&
-             bytes_of("master weights") == (long long)(sizeof(floatX) == 4 ? 0 : n * sizeof(float)) &&
-             bytes_of("AdamW m") == (long long)(n * sizeof(float)) && bytes_of("AdamW v") == (long long)(n * sizeof(float)) &&
-             bytes_of("activations") > 0 && bytes_of("scratch") > 0 && bytes_of("cuBLASLt workspace") > 0;
+             bytes_of("master weights (fp32)") == (long long)(sizeof(floatX) == 4 ? 0 : n * sizeof(float)) &&
+             bytes_of("AdamW m (fp32)") == (long long)(n * sizeof(float)) &&
+             bytes_of("AdamW v (fp32)") == (long long)(n * sizeof(float)) && bytes_of("activations") > 0 &&
+             bytes_of("scratch") > 0 && bytes_of("cuBLASLt workspace") > 0;
     CHECK(ok, "memory report names parameters, gradients, master weights, m, v, activations, scratch, workspace");
+    // Every device component as planned, and as the device counted it (the runtime counts bytes).
+    int exact = r.count > 0;
+    for (int i = 0; i < r.count; i++)
+        if (r.items[i].bytes != r.items[i].planned || (!r.items[i].host && r.items[i].measured != (long long)r.items[i].bytes))
+            exact = 0;
+    CHECK(exact, "each component: allocated = planned = the device's count");
     CHECK(e->precision == BUILD_PRECISION, "the engine reports the precision it was built for");
     e->destroy(e);
     // An engine asked for another precision than its build's says so and is not made.
@@ -428,6 +476,7 @@ int main() {
     test_checkpoint_crossing();
     test_recompute();
     test_gelu_fusion();
+    test_accumulation();
     test_memory_report();
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", g_dir);

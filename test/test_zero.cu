@@ -108,7 +108,7 @@ static void test_stage(int stage, int accum) {
     dist->memory_report(dist, &m);
     size_t n = gpt2_param_layout(&CFG).num_parameters, shard = (n + R - 1) / R, mbytes = 0;
     for (int i = 0; i < m.count; i++)
-        if (strcmp(m.items[i].name, "AdamW m") == 0) mbytes = m.items[i].bytes;
+        if (strcmp(m.items[i].name, "AdamW m (fp32)") == 0) mbytes = m.items[i].bytes;
     size_t mine = stage == 0 ? n : (g_ranks.rank * shard >= n ? 0 : (n - g_ranks.rank * shard < shard ? n - g_ranks.rank * shard : shard));
     snprintf(name, sizeof(name), "ZeRO %d, %d ranks: AdamW m is %zu bytes (%s)", stage, R, mbytes,
              stage == 0 ? "all of it" : "this rank's shard");

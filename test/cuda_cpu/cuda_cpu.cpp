@@ -1145,7 +1145,17 @@ static uintptr_t g_bump;
 static std::multimap<size_t, uintptr_t> g_free_spans;  // used only once the region is used up
 static std::map<uintptr_t, DevAlloc*> g_live;           // live allocations by start
 static size_t g_device_bytes;
-static const size_t kDeviceMemory = 80ull << 30;
+// The emulated device's memory: 80 GiB, or CUDA_CPU_DEVICE_MEMORY bytes (a test of running out).
+static size_t device_memory_size() {
+    static size_t size = 0;
+    if (size == 0) {
+        const char* e = getenv("CUDA_CPU_DEVICE_MEMORY");
+        size = e && *e ? (size_t)strtoull(e, nullptr, 10) : 80ull << 30;
+        if (size == 0) size = 80ull << 30;
+    }
+    return size;
+}
+#define kDeviceMemory device_memory_size()
 static std::recursive_mutex g_access_mu;
 static int g_access_depth;
 

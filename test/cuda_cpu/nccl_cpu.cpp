@@ -3,6 +3,17 @@
 // per process, as the trainer runs). Collectives complete before they return; fp16/bf16 reduce in
 // fp32; an all-reduce is a reduce to rank 0 plus a broadcast, so every rank gets the same bits, as
 // with NCCL's rings.
+//
+// Traffic counter: with NCCL_CPU_TRAFFIC=PATH in the environment, each communicator counts, per
+// collective kind, its calls, the bytes of the data each call moves in its element type (all-reduce,
+// reduce, broadcast: count; reduce-scatter: recvcount x ranks; all-gather: sendcount x ranks) and the
+// bytes this rank would send under NCCL's ring algorithm (all-reduce 2(R-1)/R n, this rank's exact
+// share when R does not divide n; reduce-scatter and all-gather (R-1)/R n; reduce: n from every rank
+// but the root; broadcast: n from every rank but the ring's last), and ncclCommDestroy appends one
+// line to PATH (one write with O_APPEND: ranks may share the file):
+//   nccl_traffic rank=0 ranks=2 allreduce_calls=.. allreduce_bytes=.. allreduce_sent=.. reducescatter_...
+//   allgather_... reduce_... broadcast_...
+// What the emulation itself sends over MPI is not what is counted: the ring is what a GPU would move.
 #include "cuda_cpu_internal.h"
 
 #include <mpi.h>
@@ -11,14 +22,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <unistd.h>
 #include <vector>
+
+enum TrafficKind { kAllReduce, kReduceScatter, kAllGather, kReduce, kBroadcast, kTrafficKinds };
+
+struct Traffic {
+    uint64_t calls, bytes, sent;
+};
 
 struct ncclComm {
     uint32_t magic;
     MPI_Comm comm;
     int rank, nranks;
+    Traffic traffic[kTrafficKinds];
 };
 
 namespace {
@@ -55,6 +76,38 @@ ncclComm* comm_of(ncclComm_t c, const char* api) {
 int mpi_count(size_t n, const char* api) {
     if (n > (size_t)INT_MAX) cuda_cpu_fail("%s: %zu elements exceed what one MPI call moves here (%d)", api, n, INT_MAX);
     return (int)n;
+}
+
+const char* const kTrafficNames[kTrafficKinds] = {"allreduce", "reducescatter", "allgather", "reduce", "broadcast"};
+
+void count_traffic(ncclComm* c, TrafficKind kind, uint64_t bytes, uint64_t sent) {
+    Traffic* t = &c->traffic[kind];
+    t->calls++;
+    t->bytes += bytes;
+    t->sent += sent;
+}
+
+// The ring all-reduce splits n elements into R chunks (the first n % R one longer); a rank sends every
+// chunk but its own twice, once reducing and once gathering.
+uint64_t allreduce_ring_sent(const ncclComm* c, uint64_t n) {
+    uint64_t R = (uint64_t)c->nranks, own = n / R + ((uint64_t)c->rank < n % R ? 1 : 0);
+    return 2 * (n - own);
+}
+
+void write_traffic(const ncclComm* c) {
+    const char* path = getenv("NCCL_CPU_TRAFFIC");
+    if (!path || !*path) return;
+    char line[2048];  // at most ~600 characters: 5 kinds x 3 counters of 20 digits
+    int len = snprintf(line, sizeof(line), "nccl_traffic rank=%d ranks=%d", c->rank, c->nranks);
+    for (int k = 0; k < kTrafficKinds; k++)
+        len += snprintf(line + len, sizeof(line) - (size_t)len, " %s_calls=%" PRIu64 " %s_bytes=%" PRIu64 " %s_sent=%" PRIu64,
+                        kTrafficNames[k], c->traffic[k].calls, kTrafficNames[k], c->traffic[k].bytes, kTrafficNames[k],
+                        c->traffic[k].sent);
+    len += snprintf(line + len, sizeof(line) - (size_t)len, "\n");
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0 || write(fd, line, (size_t)len) != (ssize_t)len)
+        fprintf(stderr, "nccl_cpu: NCCL_CPU_TRAFFIC=%s: cannot append the traffic line: %s\n", path, strerror(errno));
+    if (fd >= 0) close(fd);
 }
 
 void check_mpi(int rc, const char* what) {
@@ -212,6 +265,7 @@ ncclResult_t ncclCommFinalize(ncclComm_t c) {
 }
 ncclResult_t ncclCommDestroy(ncclComm_t c) {
     comm_of(c, "ncclCommDestroy");
+    write_traffic(c);
     int fin = 0;
     MPI_Finalized(&fin);
     if (!fin) MPI_Comm_free(&c->comm);
@@ -249,6 +303,7 @@ ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType
     DeviceAccess access;  // the buffers are device memory
     if (root < 0 || root >= c->nranks) return ncclInvalidArgument;
     Wide w = wide_of(type, api);
+    count_traffic(c, kReduce, count * type_size(type), c->rank == root ? 0 : count * type_size(type));
     std::vector<unsigned char> tmp = widen(send, count, type);
     check_mpi(MPI_Reduce(c->rank == root ? MPI_IN_PLACE : tmp.data(), tmp.data(), mpi_count(count, api), w.mpi,
                          mpi_op(op, api), root, c->comm), "MPI_Reduce");
@@ -265,6 +320,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
     ncclComm* c = comm_of(comm, api);
     DeviceAccess access;  // the buffers are device memory
     Wide w = wide_of(type, api);
+    count_traffic(c, kAllReduce, count * type_size(type), allreduce_ring_sent(c, count) * type_size(type));
     std::vector<unsigned char> tmp = widen(send, count, type);
     const size_t chunk = (size_t)1 << 28;
     for (size_t at = 0; at < count; at += chunk) {
@@ -284,6 +340,8 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, n
     ncclComm* c = comm_of(comm, api);
     DeviceAccess access;  // the buffers are device memory
     Wide w = wide_of(type, api);
+    count_traffic(c, kReduceScatter, (uint64_t)recvcount * c->nranks * type_size(type),
+                  (uint64_t)recvcount * (c->nranks - 1) * type_size(type));
     std::vector<unsigned char> in = widen(send, recvcount * c->nranks, type);
     std::vector<unsigned char> out(recvcount * w.size);
     check_mpi(MPI_Reduce_scatter_block(in.data(), out.data(), mpi_count(recvcount, api), w.mpi, mpi_op(op, api), c->comm),
@@ -299,6 +357,7 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclD
     DeviceAccess access;  // the buffers are device memory
     size_t bytes = sendcount * type_size(type);
     if (!type_size(type)) return ncclInvalidArgument;
+    count_traffic(c, kAllGather, (uint64_t)bytes * c->nranks, (uint64_t)bytes * (c->nranks - 1));
     // A copy first: send may be recv's own slice (the in-place form) or overlap it otherwise.
     std::vector<unsigned char> tmp(bytes);
     if (bytes) memcpy(tmp.data(), send, bytes);
@@ -314,6 +373,8 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
     DeviceAccess access;  // the buffers are device memory
     if (root < 0 || root >= c->nranks || !type_size(type)) return ncclInvalidArgument;
     size_t bytes = count * type_size(type);
+    // The ring from the root: every rank passes the data on but the one before the root.
+    count_traffic(c, kBroadcast, bytes, c->rank == (root + c->nranks - 1) % c->nranks ? 0 : bytes);
     if (c->rank == root && send != recv && bytes) memmove(recv, send, bytes);
     check_mpi(MPI_Bcast(recv, mpi_count(bytes, api), MPI_BYTE, root, c->comm), "MPI_Bcast");
     device_written(recv, bytes);

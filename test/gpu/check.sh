@@ -11,6 +11,10 @@
 #   5. measures tokens/s and MFU for d12 (B=16, T=1024) and d48 (T=1024, the largest B that fits),
 #      peak device memory, and per-kernel times (flash attention against the three-kernel
 #      attention), and llm.c's train_gpt2cu on the same model and batch when ./llm.c is there;
+#   6. runs dev/bench_memory.sh for d12 (B=8, T=1024, one rank): activation bytes and step time of
+#      recompute levels 0-3 and of gradient accumulation (ZeRO needs several GPUs: not here);
+#   7. runs the 48 GB recipe (scripts/run_gpt2_1558M_48GB.sh: d48, the planner's -b and -r,
+#      --max-memory 48GiB) for 2 steps: planned and measured memory, tokens/s, MFU;
 # then prints one table and writes it to test/gpu/results/DATE_GPU.md for the README.
 #
 #   bash test/gpu/check.sh          on a GPU machine
@@ -184,6 +188,46 @@ else
         fi
     fi
 fi
+# ---- 6. memory techniques: recompute levels and accumulation, bytes saved and time cost ------------
+if [ $DRY = 1 ]; then mem_case=(-e d1 -b 2 -t 64 -x 2); else mem_case=(-e d12 -b 8 -t 1024 -x 8); fi
+if timeout 300 bash dev/bench_memory.sh --trainer $trainer "${mem_case[@]}" --no-zero -- -i "$work/bench.bin" -l 1e-4 \
+        > "$work/bench_memory.txt" 2>&1; then
+    # "-r 1  26.50 MiB  262144 B (0.9%)  165.25 MiB  1762.4  -0.2%": the bytes saved and the time cost
+    r=$(awk '$1 == "-r" && $2 ~ /^[123]$/ { printf "%s-r %s: %s B %s saved, %s", sep, $2, $5, $7, $NF; sep = "; " }' "$work/bench_memory.txt")
+    row "recompute vs -r 0 (${mem_case[*]:0:6}, one rank)" "$r"
+    r=$(awk '$2 == "x" && $4 == "micro-steps" { printf "%s x 2: %s B %s of activations saved, %s", $1, $7, $9, $NF }' "$work/bench_memory.txt")
+    row "accumulation, the same batch in 2 micro-steps" "$r"
+    pass "bench_memory"
+else
+    row "memory techniques bench" "failed: $(tail -n 1 "$work/bench_memory.txt")"
+    fail "bench_memory" "$(tail -n 3 "$work/bench_memory.txt")"
+fi
+# ---- 7. the 48 GB recipe: d48 held to 48 GiB by --max-memory on this bigger card ------------------
+# The planner's configuration (scripts/run_gpt2_1558M_48GB.sh) for 2 steps of 524,288 tokens:
+# planned vs measured device memory, tokens/s and MFU. On the dry run, its plan only.
+if [ $DRY = 1 ]; then
+    if bash scripts/run_gpt2_1558M_48GB.sh --dry > "$work/recipe48.out" 2>&1 && grep -q '^plan: ' "$work/recipe48.out"; then
+        row "48 GB recipe (dry: the plan)" "$(grep '^plan: ' "$work/recipe48.out" | cut -c7-120)"
+        pass "48 GB recipe --dry"
+    else
+        fail "48 GB recipe --dry" "$(tail -n 2 "$work/recipe48.out")"
+    fi
+elif [ "$(elapsed)" -lt 420 ]; then
+    TRAIN="$work/bench.bin" STEPS=2 peak_mem_during timeout 240 bash scripts/run_gpt2_1558M_48GB.sh -v 0 -s 0 -n 0 -o "" \
+        > "$work/recipe48.out" 2>&1
+    rc=$?
+    planned=$(grep '^plan: ' "$work/recipe48.out" | grep -o '[0-9.]* GiB per rank' | head -n 1)
+    if [ $rc = 0 ]; then
+        row "d48 48 GB recipe ($(grep '^plan: ' "$work/recipe48.out" | cut -d, -f1 | cut -c7-), 2 steps)" \
+            "$(speed_of "$work/recipe48.out"), planned $planned, engine $(grep '^memory:' "$work/recipe48.out" | sed 's/.*total //'), $(grep '^device memory: at most' "$work/recipe48.out" | sed 's/device memory: //'), nvidia-smi peak $(cat "$work/peak") MiB"
+        pass "48 GB recipe"
+    else
+        row "d48 48 GB recipe" "exit $rc: $(grep -m1 '^error' "$work/recipe48.out" || tail -n 1 "$work/recipe48.out")"
+        fail "48 GB recipe" "$(tail -n 2 "$work/recipe48.out")"
+    fi
+else
+    row "d48 48 GB recipe" "skipped: $(elapsed) s already spent"
+fi
 row "total time" "$(elapsed) s"
 
 # ---- the table ----------------------------------------------------------------------------------
@@ -200,12 +244,19 @@ row "total time" "$(elapsed) s"
     echo
     cat "$work/kernels.txt" 2>/dev/null
     if [ -f "$work/kernels48.txt" ]; then echo; cat "$work/kernels48.txt"; fi
+    echo
+    echo "## Memory techniques (dev/bench_memory.sh)"
+    echo
+    echo '```'
+    cat "$work/bench_memory.txt" 2>/dev/null
+    echo '```'
 } > "$results.tmp" && mv "$results.tmp" "$results"
 echo
 cat "$results"
 [ $DRY = 1 ] || echo "(written to $results)"
 if [ $DRY = 1 ]; then
     grep -q '^| kernel tests | ' "$results" && grep -q 'attention_forward (flash)' "$results" \
+        && grep -q 'B=1 x 2 micro-steps' "$results" \
         && pass "dry run writes the table with every section" || fail "dry run" "the table lacks a section"
 fi
 exit $failed

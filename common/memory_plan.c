@@ -1,0 +1,335 @@
+// memory_plan.c: the memory planner (see memory_plan.h).
+#include "memory_plan.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/sizes.h"
+#include "util.h"
+
+const char* offload_name(int offload) {
+    return offload == OFFLOAD_OPTIMIZER ? "optimizer" : offload == OFFLOAD_GRADS ? "grads" : "none";
+}
+
+static void item(MemoryPlan* p, int k, const char* name, size_t bytes, MemWhere where, int estimate) {
+    p->items[k].name = name;
+    p->items[k].bytes = bytes;
+    p->items[k].where = where;
+    p->items[k].estimate = estimate;
+}
+
+void memory_plan_make(MemoryPlan* p, const GPT2Config* cfg, const EngineOptions* opts) {
+    memset(p, 0, sizeof(*p));
+    p->cfg = *cfg;
+    p->opts = *opts;
+    size_t X = opts->precision == PRECISION_FP32 ? 4 : 2;
+    p->floatx_bytes = X;
+    ParamLayout lay = gpt2_param_layout(cfg);
+    size_t L = (size_t)cfg->num_layers;
+
+    // Shards: any parameter count over any rank count, the last shards padded.
+    size_t n = lay.num_parameters, R = opts->num_ranks > 0 ? (size_t)opts->num_ranks : 1;
+    size_t rank = opts->rank > 0 ? (size_t)opts->rank : 0;
+    int stage = opts->zero_stage;
+    p->n = n;
+    p->shard = (n + R - 1) / R;
+    p->padded = p->shard * R;
+    p->shard_begin = rank * p->shard;
+    p->shard_n = p->shard_begin >= n ? 0 : (n - p->shard_begin < p->shard ? n - p->shard_begin : p->shard);
+    p->opt_begin = stage == 0 ? 0 : p->shard_begin;
+    p->opt_n = stage == 0 ? n : p->shard_n;
+
+    // Gradient buckets (stage 2, or gradients offloaded as backward makes them): two layers' worth,
+    // taken in turn, plus the embeddings' and the final LayerNorm's.
+    int bucketed = stage == 2 || opts->offload == OFFLOAD_GRADS;
+    for (int k = PT_LN1W; k <= PT_FCPROJB; k++) {
+        p->bucket_offset[k] = p->layer_bucket_n;
+        p->layer_bucket_n += lay.tensors[k].numel / L;
+    }
+    p->embed_n = lay.tensors[PT_WPE].offset + lay.tensors[PT_WPE].numel;
+    p->lnf_n = 2 * lay.tensors[PT_LNFW].numel;
+    size_t buckets = (2 * p->layer_bucket_n + p->embed_n + p->lnf_n) * X;
+
+    p->recompute_every = gpt2_recompute_every(cfg->num_layers, opts->recompute_every);
+    gpt2_activation_layout(&p->acts, cfg, opts->B, opts->T, X, opts->recompute, opts->recompute_every);
+    gpt2_scratch_layout(&p->scratch, cfg, opts->B, opts->T, X);
+
+    int off = opts->offload != OFFLOAD_NONE;
+    MemWhere opt_where = off ? MEM_ON_HOST : MEM_ON_DEVICE;
+    size_t BT = (size_t)opts->B * opts->T;
+    item(p, MEM_PARAMS, "parameters", p->padded * X, MEM_ON_DEVICE, 0);
+    item(p, MEM_GRADS, bucketed ? "gradient buckets" : "gradients", bucketed ? buckets : p->padded * X, MEM_ON_DEVICE, 0);
+    // Stage 1 reduce-scatters in place: its shard is a view of the gradients. Stage 2 receives
+    // each bucket's reduced slices into the shard, then adds them to the fp32 accumulator.
+    item(p, MEM_GRAD_SHARD, "gradient shard", stage == 2 && opts->offload != OFFLOAD_GRADS ? p->shard * X : 0,
+         MEM_ON_DEVICE, 0);
+    if (opts->offload == OFFLOAD_GRADS)
+        item(p, MEM_GRAD_ACC, "gradient accumulator (fp32)", p->opt_n * 4, MEM_ON_HOST, 0);
+    else
+        item(p, MEM_GRAD_ACC, "gradient accumulator (fp32)", stage == 2 ? p->shard * 4 : 0, MEM_ON_DEVICE, 0);
+    // FP32 on the device keeps no separate master copy: the parameters are the master.
+    item(p, MEM_MASTER, "master weights (fp32)", off || X != 4 ? p->opt_n * 4 : 0, opt_where, 0);
+    item(p, MEM_ADAM_M, "AdamW m (fp32)", p->opt_n * 4, opt_where, 0);
+    item(p, MEM_ADAM_V, "AdamW v (fp32)", p->opt_n * 4, opt_where, 0);
+    item(p, MEM_ACTIVATIONS, "activations", p->acts.bytes, MEM_ON_DEVICE, 0);
+    item(p, MEM_SCRATCH, "scratch", p->scratch.bytes, MEM_ON_DEVICE, 0);
+    item(p, MEM_WORKSPACE, "cuBLASLt workspace", MATMUL_WORKSPACE_BYTES, MEM_ON_DEVICE, 0);
+    // Sharded fp32 master weights reach the model file through a device buffer, one shard at a time.
+    int gather = stage >= 1 && R > 1 && X != 4;
+    item(p, MEM_DEVICE_STAGE, "checkpoint staging", gather ? MEM_STAGE_FLOATS * 4 : 0, MEM_ON_DEVICE, 0);
+    size_t offload_buf = 0;
+    if (off) offload_buf = p->opt_n * X;  // gradients down, then the updated weights up, in place
+    if (opts->offload == OFFLOAD_GRADS) offload_buf += buckets;  // pinned landing for the buckets
+    item(p, MEM_OFFLOAD_BUFFER, "offload buffers (pinned)", offload_buf, MEM_ON_HOST, 0);
+    item(p, MEM_HOST_STAGE, "host staging (pinned)", MEM_STAGE_FLOATS * (4 + X), MEM_ON_HOST, 0);
+    item(p, MEM_HOST_PLAN, "encoder plan (host)", encoder_plan_ints((int)BT) * 4 + BT * 8, MEM_ON_HOST, 0);
+    item(p, MEM_CUDA_CONTEXT, "CUDA context, kernels, cuBLASLt", MEM_CUDA_CONTEXT_ESTIMATE, MEM_ON_DEVICE, 1);
+    item(p, MEM_NCCL, "NCCL buffers", R > 1 ? MEM_NCCL_ESTIMATE : 0, MEM_ON_DEVICE, 1);
+
+    for (int k = 0; k < MEM_COUNT; k++) {
+        const MemItem* it = &p->items[k];
+        if (it->where == MEM_ON_HOST) p->host_bytes += it->bytes;
+        else if (it->estimate) p->device_total += it->bytes;
+        else p->device_bytes += it->bytes;
+    }
+    p->device_total += p->device_bytes;
+}
+
+static double mib(size_t b) { return b / 1048576.0; }
+static double gib(size_t b) { return b / 1073741824.0; }
+
+static const char* recompute_words(int level) {
+    return level == 0 ? "keep all" : level == 1 ? "GELU" : level == 2 ? "GELU + LayerNorms" : "whole blocks";
+}
+
+static void plan_heading(const MemoryPlan* p, FILE* f) {
+    const EngineOptions* o = &p->opts;
+    fprintf(f, "memory plan: L=%d C=%d NH=%d V=%d, %zu parameters, %s, B=%d T=%d, recompute %d (%s", p->cfg.num_layers,
+            p->cfg.channels, p->cfg.num_heads, p->cfg.vocab_size, p->n, precision_name(o->precision), o->B, o->T,
+            o->recompute, recompute_words(o->recompute));
+    if (o->recompute == 3) fprintf(f, ", segments of %d layers", p->recompute_every);
+    fprintf(f, "), ZeRO stage %d over %d rank%s, offload %s; rank %d\n", o->zero_stage, o->num_ranks > 0 ? o->num_ranks : 1,
+            o->num_ranks > 1 ? "s" : "", offload_name(o->offload), o->rank);
+}
+
+void memory_plan_print(const MemoryPlan* p, FILE* f) {
+    plan_heading(p, f);
+    fprintf(f, "| %-44s | %-6s | %17s | %11s |\n", "component", "where", "bytes", "MiB");
+    fprintf(f, "|----------------------------------------------|--------|-------------------|-------------|\n");
+    for (int k = 0; k < MEM_COUNT; k++) {
+        const MemItem* it = &p->items[k];
+        if (it->bytes == 0) continue;
+        char name[64];
+        snprintf(name, sizeof(name), "%s%s", it->name, it->estimate ? " (estimate)" : "");
+        fprintf(f, "| %-44s | %-6s | %17zu | %11.1f |\n", name, it->where == MEM_ON_HOST ? "host" : "device", it->bytes,
+                mib(it->bytes));
+    }
+    fprintf(f, "| %-44s | %-6s | %17zu | %11.1f |\n", "allocated by the engine", "device", p->device_bytes,
+            mib(p->device_bytes));
+    fprintf(f, "| %-44s | %-6s | %17zu | %11.1f |\n", "total with the estimates", "device", p->device_total,
+            mib(p->device_total));
+    fprintf(f, "| %-44s | %-6s | %17zu | %11.1f |\n", "total", "host", p->host_bytes, mib(p->host_bytes));
+    // Model states in units of parameters: the ZeRO paper's 16 psi, 4 + 12/N, 2 + 14/N.
+    size_t states = p->items[MEM_PARAMS].bytes + p->items[MEM_GRADS].bytes + p->items[MEM_GRAD_SHARD].bytes +
+                    p->items[MEM_MASTER].bytes + p->items[MEM_ADAM_M].bytes + p->items[MEM_ADAM_V].bytes;
+    fprintf(f, "model states (parameters, gradients, master, m, v, wherever they live): %zu bytes = %.3f bytes per parameter;"
+               " activations %.1f MiB = %.1f MiB per sequence\n",
+            states, (double)states / p->n, mib(p->acts.bytes), p->opts.B > 0 ? mib(p->acts.bytes) / p->opts.B : 0.0);
+    fprintf(f, "activations by tensor (\"layers\": how many layers' copies the level keeps):\n");
+    fprintf(f, "| %-14s | %6s | %15s | %15s |\n", "tensor", "layers", "bytes per layer", "bytes");
+    for (int s = 0; s < p->acts.count; s++) {
+        const TensorSlot* t = &p->acts.slots[s];
+        if (t->bytes == 0) continue;
+        fprintf(f, "| %-14s | %6zu | %15zu | %15zu |\n", t->name, t->layers, t->bytes / (t->layers ? t->layers : 1),
+                t->bytes);
+    }
+}
+
+static void json_string(FILE* f, const char* s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+void memory_plan_print_json(const MemoryPlan* p, size_t budget, int accum, FILE* f) {
+    const EngineOptions* o = &p->opts;
+    fprintf(f, "{\"model\": {\"layers\": %d, \"channels\": %d, \"heads\": %d, \"vocab\": %d, \"padded_vocab\": %d, "
+               "\"max_seq_len\": %d, \"parameters\": %zu},\n",
+            p->cfg.num_layers, p->cfg.channels, p->cfg.num_heads, p->cfg.vocab_size, p->cfg.padded_vocab_size,
+            p->cfg.max_seq_len, p->n);
+    fprintf(f, " \"options\": {\"precision\": \"%s\", \"B\": %d, \"T\": %d, \"recompute\": %d, \"recompute_every\": %d, "
+               "\"zero_stage\": %d, \"ranks\": %d, \"rank\": %d, \"offload\": \"%s\"},\n",
+            precision_name(o->precision), o->B, o->T, o->recompute, p->recompute_every, o->zero_stage,
+            o->num_ranks > 0 ? o->num_ranks : 1, o->rank, offload_name(o->offload));
+    fprintf(f, " \"components\": [");
+    for (int k = 0; k < MEM_COUNT; k++) {
+        const MemItem* it = &p->items[k];
+        fprintf(f, "%s\n  {\"name\": ", k ? "," : "");
+        json_string(f, it->name);
+        fprintf(f, ", \"where\": \"%s\", \"bytes\": %zu, \"estimate\": %s}", it->where == MEM_ON_HOST ? "host" : "device",
+                it->bytes, it->estimate ? "true" : "false");
+    }
+    fprintf(f, "],\n \"activations\": [");
+    for (int s = 0; s < p->acts.count; s++) {
+        const TensorSlot* t = &p->acts.slots[s];
+        fprintf(f, "%s\n  {\"name\": \"%s\", \"layers\": %zu, \"bytes\": %zu}", s ? "," : "", t->name, t->layers, t->bytes);
+    }
+    fprintf(f, "],\n \"device_bytes\": %zu, \"device_total\": %zu, \"host_bytes\": %zu", p->device_bytes, p->device_total,
+            p->host_bytes);
+    if (budget > 0) {
+        MemoryFit fit = memory_plan_fit(&p->cfg, o, accum, budget);
+        fprintf(f, ",\n \"budget\": {\"bytes\": %zu, \"fits\": %s, \"max_B\": %d", budget, fit.fits ? "true" : "false",
+                fit.max_B);
+        if (!fit.fits && fit.found) {
+            fprintf(f, ", \"advice\": {\"what\": ");
+            json_string(f, fit.what);
+            fprintf(f, ", \"B\": %d, \"recompute\": %d, \"zero_stage\": %d, \"offload\": \"%s\", \"accumulation_factor\": %d, "
+                       "\"device_total\": %zu, \"seconds_lost_per_step\": %.4f, \"step_seconds\": %.4f}",
+                    fit.change.B, fit.change.recompute, fit.change.zero_stage, offload_name(fit.change.offload),
+                    fit.accum_factor, fit.change_bytes, fit.seconds_lost, fit.step_seconds);
+        } else if (!fit.fits) {
+            fprintf(f, ", \"advice\": null");
+        }
+        fprintf(f, "}");
+    }
+    fprintf(f, "}\n");
+}
+
+// ---- fitting a budget ----
+//
+// The cost of a change is estimated in seconds per optimizer step, against a step time from the
+// FLOP count at an assumed 40% of an H100-class GPU's dense peak (989 TFLOP/s in FP16/BF16, 67 in
+// FP32). The relative costs are measured ones where known and this project's goals otherwise:
+//   recompute 1: +1% of the compute (llm.c measured +0.7% for GELU recompute),
+//   recompute 2: +4% (LayerNorms are memory-bound and cheap to redo; the goal is under 5%),
+//   recompute 3: +33% (a second forward of every block; forward is a third of a step),
+//   a micro-batch under 8192 tokens: +5% per halving (matmuls too small to fill the GPU),
+//   ZeRO-2 over ZeRO-1: +2% (per-layer reductions instead of one),
+//   offload: its traffic: gradients down and weights up over PCIe at 25 GB/s, and AdamW on the
+//   CPU at 20 GB/s of host memory traffic (28 bytes per parameter: read grad, master, m, v;
+//   write master, m, v, weight), once per optimizer step; offloaded gradients also go down and
+//   are summed on the host on every micro-step.
+#define FIT_MFU 0.40
+static double step_seconds(const GPT2Config* cfg, const EngineOptions* o, int accum) {
+    double peak = o->precision == PRECISION_FP32 ? 66.9e12 : 989.4e12;
+    double tokens = (double)o->B * o->T * (accum > 0 ? accum : 1);
+    return gpt2_flops_per_token(cfg, o->T) * tokens / (peak * FIT_MFU);
+}
+
+static double change_seconds(const GPT2Config* cfg, const EngineOptions* o, int accum, const MemoryPlan* p) {
+    double compute = step_seconds(cfg, o, accum);
+    static const double recompute_cost[4] = {0.0, 0.01, 0.04, 0.33};
+    double frac = recompute_cost[o->recompute < 0 ? 0 : o->recompute > 3 ? 3 : o->recompute];
+    double tokens = (double)o->B * o->T;
+    if (tokens < 8192) frac += 0.05 * log2(8192.0 / tokens);
+    if (o->zero_stage == 2) frac += 0.02;
+    double s = compute * (1.0 + frac);
+    if (o->offload != OFFLOAD_NONE) s += (double)p->opt_n * 2 * p->floatx_bytes / 25e9 + (double)p->opt_n * 28 / 20e9;
+    // Offloaded gradients go down on every micro-step and the host adds them (read floatX and the
+    // fp32 sum, write the sum); overlapped with backward at best, counted in full here.
+    if (o->offload == OFFLOAD_GRADS)
+        s += (accum > 0 ? accum : 1) * ((double)p->opt_n * p->floatx_bytes / 25e9 + (double)p->opt_n * (p->floatx_bytes + 8) / 20e9);
+    return s;
+}
+
+MemoryFit memory_plan_fit(const GPT2Config* cfg, const EngineOptions* opts, int accum, size_t budget) {
+    MemoryFit fit;
+    memset(&fit, 0, sizeof(fit));
+    MemoryPlan p;
+    memory_plan_make(&p, cfg, opts);
+    fit.fits = p.device_total <= budget;
+    // The largest B: the plan grows with B, so a binary search (up to 2^16 sequences).
+    EngineOptions o = *opts;
+    int lo = 0, hi = 1 << 16;
+    while (lo < hi) {
+        o.B = lo + (hi - lo + 1) / 2;
+        memory_plan_make(&p, cfg, &o);
+        if (p.device_total <= budget) lo = o.B;
+        else hi = o.B - 1;
+    }
+    fit.max_B = lo;
+    if (fit.fits) return fit;
+
+    // The cheapest change that fits: recompute levels, B halved (accumulation doubled, the step's
+    // tokens kept), ZeRO-2 over several ranks, offload; never less than what was asked.
+    MemoryPlan asked;
+    memory_plan_make(&asked, cfg, opts);
+    double base = change_seconds(cfg, opts, accum, &asked);
+    double best = 0;
+    int ranks = opts->num_ranks > 1;
+    for (int r = opts->recompute; r <= 3; r++)
+        for (int div = 1; div <= opts->B; div *= 2) {
+            if (opts->B % div) break;
+            for (int z = opts->zero_stage; z <= (ranks ? 2 : opts->zero_stage); z++)
+                for (int off = opts->offload; off <= OFFLOAD_GRADS; off++) {
+                    EngineOptions c = *opts;
+                    c.recompute = r;
+                    c.B = opts->B / div;
+                    c.zero_stage = z;
+                    c.offload = off;
+                    memory_plan_make(&p, cfg, &c);
+                    if (p.device_total > budget) continue;
+                    double s = change_seconds(cfg, &c, accum * div, &p) - base;
+                    if (fit.found && s >= best) continue;
+                    fit.found = 1;
+                    best = s;
+                    fit.change = c;
+                    fit.accum_factor = div;
+                    fit.change_bytes = p.device_total;
+                }
+        }
+    if (!fit.found) return fit;
+    fit.seconds_lost = best;
+    fit.step_seconds = step_seconds(cfg, opts, accum);
+    const EngineOptions* c = &fit.change;
+    char* w = fit.what;
+    size_t cap = sizeof(fit.what), used = 0;
+#define ADD(...) used += (size_t)snprintf(w + used, used < cap ? cap - used : 0, __VA_ARGS__)
+    if (c->recompute != opts->recompute) ADD("%s-r %d", used ? ", " : "", c->recompute);
+    if (c->B != opts->B) ADD("%s-b %d with %dx the micro-steps (same tokens per step)", used ? ", " : "", c->B, fit.accum_factor);
+    if (c->zero_stage != opts->zero_stage) ADD("%s-z %d", used ? ", " : "", c->zero_stage);
+    if (c->offload != opts->offload) ADD("%s--offload %s", used ? ", " : "", offload_name(c->offload));
+#undef ADD
+    return fit;
+}
+
+void memory_fit_print(const MemoryFit* fit, const EngineOptions* opts, size_t budget, FILE* f) {
+    fprintf(f, "budget %.2f GiB per rank: ", gib(budget));
+    if (fit->fits) {
+        fprintf(f, "fits; the largest micro-batch that fits is -b %d\n", fit->max_B);
+        return;
+    }
+    fprintf(f, "does not fit");
+    if (fit->max_B > 0) fprintf(f, " (it would at -b %d)", fit->max_B);
+    if (!fit->found) {
+        fprintf(f, "; no change of -r, -b, -z or --offload makes it fit\n");
+        return;
+    }
+    fprintf(f, "; the cheapest change that fits: %s -> %.2f GiB, about %.3f s more per optimizer step (%.1f%% of an "
+               "estimated %.3f s)\n",
+            fit->what, gib(fit->change_bytes), fit->seconds_lost,
+            fit->step_seconds > 0 ? 100.0 * fit->seconds_lost / fit->step_seconds : 0.0, fit->step_seconds);
+}
+
+size_t memory_size_parse(const char* text, const char* flag) {
+    char* end = NULL;
+    double x = strtod(text, &end);
+    if (end == text || !(x >= 0) || !isfinite(x)) fatal("flag %s expects a size such as 48GiB or 512MiB, got '%s'", flag, text);
+    static const struct { const char* unit; double bytes; } units[] = {
+        {"", 1}, {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+        {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0},
+    };
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcmp(end, units[i].unit) != 0) continue;
+        double b = x * units[i].bytes;
+        if (b >= 1.8e19) fatal("flag %s: %s is more bytes than this program can count", flag, text);
+        return (size_t)b;
+    }
+    fatal("flag %s expects a size such as 48GiB or 512MiB, got '%s' (units: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", flag, text);
+    return 0;
+}

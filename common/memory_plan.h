@@ -1,0 +1,116 @@
+// memory_plan.h: every byte the GPU engine will allocate, computed before anything is allocated,
+// on any machine (no CUDA needed): the planner behind `--plan`, `--memory-budget`, `--max-memory`
+// and the out-of-memory advice, and the numbers the GPU engine allocates by.
+//
+// One source of truth: the engine calls memory_plan_make() with its options and carves each
+// allocation from the plan's sizes (shards, buckets, the activation and scratch tables of
+// tensor_layout.h, whose kernel scratch sizes come from kernels/sizes.h). What the planner prints
+// is what the engine asks cudaMalloc for, component by component; the start-up report prints
+// both, and the device's own count beside them.
+//
+// Figures that no allocation of the engine's makes (the CUDA context, NCCL's buffers) are marked
+// as estimates; they count toward a budget but are not part of "planned = allocated".
+#ifndef COMMON_MEMORY_PLAN_H
+#define COMMON_MEMORY_PLAN_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "engine.h"
+#include "gpt2_config.h"
+#include "tensor_layout.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// The components, in the order the start-up report and --plan print them.
+enum {
+    MEM_PARAMS,         // floatX parameters, the whole model on every rank (padded to the shards)
+    MEM_GRADS,          // floatX gradients: the whole model (stages 0, 1) or per-layer buckets (stage 2)
+    MEM_GRAD_SHARD,     // floatX: this rank's reduced gradients (stages 1, 2)
+    MEM_GRAD_ACC,       // fp32: their sum over the step's micro-steps (stage 2)
+    MEM_MASTER,         // fp32 master weights of this rank's optimizer range (none in FP32 on the device)
+    MEM_ADAM_M,         // fp32 AdamW m
+    MEM_ADAM_V,         // fp32 AdamW v
+    MEM_ACTIVATIONS,    // the activation table (tensor_layout.h) at the recompute level
+    MEM_SCRATCH,        // the scratch table: activation gradients and kernels' partial sums
+    MEM_WORKSPACE,      // cuBLASLt's workspace
+    MEM_DEVICE_STAGE,   // fp32 staging to gather sharded master weights into a model file
+    MEM_OFFLOAD_BUFFER, // host, pinned: gradients down and weights up, floatX, this rank's range
+    MEM_HOST_STAGE,     // host, pinned: weights and checkpoints in and out (fp32 + floatX)
+    MEM_HOST_PLAN,      // host: the encoder backward's plan and its sort keys
+    MEM_CUDA_CONTEXT,   // estimate: the CUDA context, its kernels and cuBLASLt's handle
+    MEM_NCCL,           // estimate: NCCL's communicator buffers (several ranks)
+    MEM_COUNT
+};
+
+typedef enum { MEM_ON_DEVICE, MEM_ON_HOST } MemWhere;
+
+typedef struct {
+    const char* name;
+    size_t bytes;
+    MemWhere where;
+    int estimate;  // 1: not an allocation of the engine's; a typical figure for the budget
+} MemItem;
+
+// Typical sizes of what the engine does not allocate itself (named as estimates wherever printed).
+#define MEM_CUDA_CONTEXT_ESTIMATE ((size_t)512 << 20)  // CUDA 12/13 context with lazy loading + cuBLASLt
+#define MEM_NCCL_ESTIMATE ((size_t)384 << 20)          // NCCL 2.x buffers and channels, one communicator
+#define MEM_STAGE_FLOATS ((size_t)1 << 22)              // host staging, fp32 elements (16 MiB)
+
+typedef struct {
+    GPT2Config cfg;
+    EngineOptions opts;
+    size_t floatx_bytes;     // 2 (FP16, BF16) or 4 (FP32)
+    // The shapes the engine allocates by.
+    size_t n;                // parameters
+    size_t shard, padded;    // entries per rank's shard (n rounded up to the ranks), shard * ranks
+    size_t shard_begin, shard_n;  // this rank's shard: first entry, real entries (<= shard)
+    size_t opt_begin, opt_n;      // the range this rank's optimizer keeps: all (stage 0) or its shard
+    size_t layer_bucket_n;   // stage 2: one layer's gradients (its 12 tensors' slices)
+    size_t bucket_offset[GPT2_NUM_PARAM_TENSORS];  // a layer tensor's slice within a layer bucket
+    size_t embed_n, lnf_n;   // stage 2: the wte + wpe bucket, the final LayerNorm's
+    int recompute_every;     // K at recompute level 3
+    TensorGroup acts, scratch;
+    MemItem items[MEM_COUNT];
+    size_t device_bytes;     // what the engine allocates on the device (no estimates)
+    size_t device_total;     // with the estimates: what a budget is checked against
+    size_t host_bytes;       // host memory the engine allocates (pinned and not)
+} MemoryPlan;
+
+// The plan of rank opts->rank of opts->num_ranks (rank 0's shard is never smaller than another's:
+// plan rank 0 for the per-rank figure). opts->precision picks the element size.
+void memory_plan_make(MemoryPlan* p, const GPT2Config* cfg, const EngineOptions* opts);
+
+// The table: each component (device or host, estimates marked), the totals, and the activation
+// table tensor by tensor (per layer and in all), under a heading naming the configuration.
+void memory_plan_print(const MemoryPlan* p, FILE* f);
+// The same as one JSON object (for scripts: --plan --json), with the budget's answer when
+// budget > 0 (memory_plan_fit, for a step of accum micro-steps).
+void memory_plan_print_json(const MemoryPlan* p, size_t budget, int accum, FILE* f);
+
+// What fits in a budget of device bytes per rank.
+typedef struct {
+    int fits;              // the plan as asked fits
+    int max_B;             // the largest micro-batch that fits with everything else as asked (0: none)
+    int found;             // a change was found that fits (when !fits)
+    EngineOptions change;  // its options (B, recompute, zero_stage, offload changed)
+    int accum_factor;      // micro-steps per optimizer step multiply by this (B divided by it)
+    double seconds_lost;   // its estimated cost per optimizer step
+    double step_seconds;   // the estimated step time it is measured against
+    size_t change_bytes;   // its device_total
+    char what[256];        // the change in words, e.g. "-r 1 and -b 8 with 2x accumulation"
+} MemoryFit;
+// accum = micro-steps per optimizer step as asked (the step's token count stays fixed).
+MemoryFit memory_plan_fit(const GPT2Config* cfg, const EngineOptions* opts, int accum, size_t budget);
+void memory_fit_print(const MemoryFit* fit, const EngineOptions* opts, size_t budget, FILE* f);
+
+// "48GiB", "48GB", "1.5TiB", "512MiB", "4096" (bytes); 0 when unreadable (fatal naming flag).
+size_t memory_size_parse(const char* text, const char* flag);
+const char* offload_name(int offload);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# test_ladder.sh: the memory ladder and the run recipes (issue 11), planned only (no GPU, no emu):
+#   - scripts/memory_ladder.sh d48 --planned: every row of the table, each "planned", each row's
+#     columns adding up to its total and the total equal to the planner's for the row's flags; the
+#     totals falling where they must (FP16 < FP32, each recompute level <= the one before, ZeRO-1 at
+#     more ranks < fewer, ZeRO-2 < ZeRO-1, half the micro-batch < the full one, offload lowest of
+#     all); the model states of the closed forms (16Ψ, 12Ψ/N of optimizer state under ZeRO-1); FP16
+#     fitting 48 GiB at micro-batch 8 and FP32 not; ladder.json; the PNG (magic bytes) where
+#     matplotlib is installed;
+#   - each recipe with --dry: it prints a command whose flags the trainer accepts (the same command
+#     with --plan) and that the planner says fits its budget; the 48 GB recipe within 48 GiB at
+#     -b >= 8 (the planner allows it) with --max-memory 48GiB and 524,288 tokens per step; the
+#     built-in corpus when no data is given.
+# Needs only ./train_gpt2 (make train) and python3; about 10 s.
+set -u
+cd "$(dirname "$0")/.."
+status=0
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; status=1; }
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+[ -x ./train_gpt2 ] || { echo "FAIL ladder: ./train_gpt2 not built"; exit 1; }
+
+# ---- the ladder -----------------------------------------------------------------------------------
+if scripts/memory_ladder.sh d48 --planned --out "$dir/ladder" > "$dir/ladder.out" 2>&1; then
+    pass "memory_ladder.sh d48 --planned runs"
+else
+    fail "memory_ladder.sh d48 --planned" "$(tail -n 3 "$dir/ladder.out")"
+    exit 1
+fi
+r=$(python3 - "$dir/ladder" <<'EOF'
+import json, os, re, subprocess, sys
+out = sys.argv[1]
+GIB = 2 ** 30
+PSI = 1557686400
+lines = open(os.path.join(out, "ladder.md")).read().splitlines()
+head = next(l for l in lines if l.startswith("| # |"))
+cols = [c.strip() for c in head.strip("|").split("|")]
+rows = []
+for l in lines:
+    if re.match(r"^\| \d+ \|", l):
+        cells = [c.strip() for c in l.strip().strip("|").split("|")]
+        rows.append(dict(zip(cols, cells)))
+bad = []
+want = ["FP32 baseline", "FP16 mixed precision", "recompute 1", "recompute 2", "recompute 3", "ZeRO-1, 2 ranks",
+        "ZeRO-1, 4 ranks", "ZeRO-1, 8 ranks", "ZeRO-2, 8 ranks", "micro-batch 4 x 2", "offload optimizer", "offload gradients"]
+if len(rows) != len(want):
+    print(f"{len(rows)} rows in ladder.md, expected {len(want)}"); sys.exit(1)
+for i, (r, w) in enumerate(zip(rows, want)):
+    if w not in r["step"]: bad.append(f"row {i + 1} is '{r['step']}', expected '{w}'")
+    if r["measured peak"] != "planned" or r["tok/s per GPU"] != "planned": bad.append(f"row {i + 1} not marked planned")
+parts = ["parameters", "gradients", "master", "m", "v", "activations", "other", "estimates"]
+total = [float(r["total per rank"].strip("*")) for r in rows]
+for i, r in enumerate(rows):
+    s = sum(float(r[c]) for c in parts)
+    if abs(s - total[i]) > 0.05: bad.append(f"row {i + 1}: the columns add up to {s:.2f}, the total is {total[i]:.2f}")
+    # The total is the planner's for the row's flags, planned again here.
+    flags = r["flags"].strip("`").split()
+    p = json.loads(subprocess.run(["./train_gpt2", "--plan", "--json", "-e", "d48", "-t", "1024", *flags, "--ranks", r["ranks"]],
+                                  capture_output=True, text=True, check=True).stdout)
+    if f"{p['device_total'] / GIB:.2f}" != f"{total[i]:.2f}":
+        bad.append(f"row {i + 1}: table {total[i]:.2f} GiB, planner {p['device_total'] / GIB:.2f}")
+def less(a, b, strict=True):   # rows numbered from 1
+    ok = total[a - 1] < total[b - 1] if strict else total[a - 1] <= total[b - 1]
+    if not ok: bad.append(f"row {a} ({rows[a - 1]['step']}, {total[a - 1]}) not {'<' if strict else '<='} row {b} ({rows[b - 1]['step']}, {total[b - 1]})")
+less(2, 1); less(3, 2, False); less(4, 3, False); less(5, 4, False); less(5, 2)
+less(6, 5); less(7, 6); less(8, 7); less(8, 6); less(9, 8)
+less(10, 5); less(11, 10); less(12, 11)
+for a in (11, 12):
+    for b in range(1, 11): less(a, b)
+# Model states: 16Ψ in FP16 (2 + 2 + 4 + 4 + 4 bytes), ZeRO-1's optimizer state 12Ψ/N.
+def states(r, names): return sum(float(r[c]) for c in names)
+fp16 = states(rows[1], ["parameters", "gradients", "master", "m", "v"])
+if abs(fp16 - 16 * PSI / GIB) > 0.03: bad.append(f"FP16 model states {fp16:.2f} GiB, 16Ψ = {16 * PSI / GIB:.2f}")
+for i, n in ((5, 2), (6, 4), (7, 8)):
+    opt = states(rows[i], ["master", "m", "v"])
+    if abs(opt - 12 * PSI / n / GIB) > 0.03: bad.append(f"ZeRO-1 at {n}: optimizer state {opt:.2f} GiB, 12Ψ/N = {12 * PSI / n / GIB:.2f}")
+if rows[0]["fits 48GiB"] != "no" or rows[1]["fits 48GiB"] != "yes":
+    bad.append(f"fits 48GiB: FP32 {rows[0]['fits 48GiB']}, FP16 {rows[1]['fits 48GiB']} (expected no, yes)")
+j = json.load(open(os.path.join(out, "ladder.json")))
+if len(j["rows"]) != len(rows) or j["parameters"] != PSI: bad.append("ladder.json: rows or parameters differ from the table")
+if bad: print("; ".join(bad)); sys.exit(1)
+print(f"{len(rows)} rows, {total[0]:.2f} GiB (FP32) -> {total[1]:.2f} (FP16) -> {total[4]:.2f} (-r 3) -> "
+      f"{total[8]:.2f} (ZeRO-2 at 8) | {total[11]:.2f} (offload)")
+EOF
+) && pass "ladder table: $r" || fail "ladder table" "$r"
+
+# The chart: where this machine's matplotlib is, the PNG must be there and be a PNG.
+if /usr/bin/python3 -c 'import matplotlib' 2> /dev/null || python3 -c 'import matplotlib' 2> /dev/null; then
+    magic=$(head -c 8 "$dir/ladder/ladder.png" 2> /dev/null | od -An -tx1 | tr -d ' \n')
+    [ "$magic" = 89504e470d0a1a0a ] && pass "ladder chart: ladder.png is a PNG ($(wc -c < "$dir/ladder/ladder.png") bytes)" \
+        || fail "ladder chart" "ladder.png missing or not a PNG (magic '$magic')"
+else
+    grep -q 'no matplotlib' "$dir/ladder.out" && [ ! -e "$dir/ladder/ladder.png" ] \
+        && echo "SKIP ladder chart: no matplotlib here (python3-matplotlib); the ladder says so and writes the table" \
+        || fail "ladder chart" "no matplotlib, and the ladder did not say so"
+fi
+
+# ---- the recipes, --dry ---------------------------------------------------------------------------
+# check_recipe NAME BUDGET_BYTES [env...]: the command it prints is accepted by the trainer (run with
+# --plan) and fits BUDGET per rank by the planner; prints "B R Z NP" for further checks.
+check_recipe() {
+    local name=$1 budget=$2
+    shift 2
+    env "$@" "scripts/$name" --dry > "$dir/$name.out" 2>&1 || { echo "exit status $? ($(tail -n 1 "$dir/$name.out"))"; return 1; }
+    python3 - "$dir/$name.out" "$budget" <<'EOF'
+import json, shlex, subprocess, sys
+out = open(sys.argv[1]).read()
+budget = int(sys.argv[2])
+line = next((l for l in out.splitlines() if l.startswith("command: ")), None)
+if line is None: print("no 'command:' line"); sys.exit(1)
+if "(--dry: not run)" not in out: print("--dry did not say it ran nothing"); sys.exit(1)
+argv = shlex.split(line[len("command: "):])
+np = 1
+if argv[0] == "mpirun":
+    np = int(argv[argv.index("-np") + 1]); argv = argv[argv.index("-np") + 2:]
+if argv[0] != "./train_gpt2": print(f"the command runs {argv[0]}"); sys.exit(1)
+def flag(f, default=None):
+    return argv[len(argv) - 1 - argv[::-1].index(f) + 1] if f in argv else default   # the last one wins
+p = subprocess.run(argv + ["--plan", "--json", "--ranks", str(np)], capture_output=True, text=True)
+if p.returncode != 0: print(f"the trainer refuses the command: {p.stderr.strip()}"); sys.exit(1)
+plan = json.loads(p.stdout)
+if plan["device_total"] > budget: print(f"plans {plan['device_total']} bytes per rank, over {budget}"); sys.exit(1)
+B, T, d = int(flag("-b")), int(flag("-t")), int(flag("-d"))
+if d % (B * T * np): print(f"-d {d} is not a multiple of B*T*ranks = {B * T * np}"); sys.exit(1)
+if flag("-i") != "": print("no data given, but -i is not the built-in corpus"); sys.exit(1)
+if flag("--precision") != "fp16" or flag("--engine") != "gpu": print("not --precision fp16 --engine gpu"); sys.exit(1)
+print(flag("-e"), B, flag("-r"), flag("-z", "0"), np, d, flag("--max-memory", "-"), plan["device_total"])
+EOF
+}
+G48=$((48 << 30)) G80=$((80 << 30))
+
+if out=$(check_recipe run_gpt2_1558M_48GB.sh $G48); then
+    read -r model B R Z NP D MAXMEM TOTAL <<< "$out"
+    # Does the planner allow -b 8 within 48 GiB at some recompute level? Then the recipe must take >= 8.
+    allows8=$(./train_gpt2 --plan --json -e d48 -t 1024 -b 8 -r 3 --precision fp16 --memory-budget 48GiB |
+              python3 -c 'import json,sys; print(json.load(sys.stdin)["budget"]["fits"])')
+    why=""
+    [ "$model" = d48 ] && [ "$NP" = 1 ] && [ "$D" = 524288 ] || why="model $model, $NP ranks, -d $D"
+    [ "$MAXMEM" = 48GiB ] || why="$why; --max-memory $MAXMEM"
+    [ "$allows8" = True ] && [ "$B" -lt 8 ] && why="$why; -b $B although the planner fits -b 8"
+    [ -z "$why" ] && pass "run_gpt2_1558M_48GB.sh --dry: d48 -b $B -r $R, $TOTAL bytes <= 48 GiB, --max-memory 48GiB, -d 524288" \
+        || fail "run_gpt2_1558M_48GB.sh --dry" "$why"
+else
+    fail "run_gpt2_1558M_48GB.sh --dry" "$out"
+fi
+
+if out=$(check_recipe run_gpt2_124M.sh $G80); then
+    read -r model B R Z NP D MAXMEM TOTAL <<< "$out"
+    [ "$model" = d12 ] && [ "$NP" = 1 ] && [ "$D" = 524288 ] && [ "$B" -le 64 ] \
+        && pass "run_gpt2_124M.sh --dry: d12 -b $B -r $R on 1 GPU, $TOTAL bytes <= 80 GiB" \
+        || fail "run_gpt2_124M.sh --dry" "model $model, -b $B, $NP ranks, -d $D"
+else
+    fail "run_gpt2_124M.sh --dry" "$out"
+fi
+if out=$(check_recipe run_gpt2_124M.sh $G80 NP=4); then
+    read -r model B R Z NP D MAXMEM TOTAL <<< "$out"
+    [ "$NP" = 4 ] && [ "$Z" = 1 ] && pass "run_gpt2_124M.sh --dry, NP=4: mpirun -np 4, -z 1, -b $B, $TOTAL bytes per rank" \
+        || fail "run_gpt2_124M.sh --dry, NP=4" "$NP ranks, -z $Z"
+else
+    fail "run_gpt2_124M.sh --dry, NP=4" "$out"
+fi
+
+if out=$(check_recipe run_gpt2_1558M.sh $G80); then
+    read -r model B R Z NP D MAXMEM TOTAL <<< "$out"
+    [ "$model" = d48 ] && [ "$NP" = 8 ] && [ "$Z" = 1 ] \
+        && pass "run_gpt2_1558M.sh --dry: d48 on 8 ranks, ZeRO-1, -b $B -r $R, $TOTAL bytes per rank <= 80 GiB" \
+        || fail "run_gpt2_1558M.sh --dry" "model $model, $NP ranks, -z $Z"
+else
+    fail "run_gpt2_1558M.sh --dry" "$out"
+fi
+if out=$(check_recipe run_gpt2_1558M.sh $((24 << 30)) NP=2 BUDGET=24GiB); then
+    read -r model B R Z NP D MAXMEM TOTAL <<< "$out"
+    pass "run_gpt2_1558M.sh --dry, NP=2 BUDGET=24GiB: -b $B -r $R -z $Z, $TOTAL bytes per rank <= 24 GiB"
+else
+    fail "run_gpt2_1558M.sh --dry, NP=2 BUDGET=24GiB" "$out"
+fi
+# Nothing fits: one line naming the budget, non-zero exit.
+if BUDGET=2GiB scripts/run_gpt2_1558M_48GB.sh --dry > "$dir/none.out" 2>&1; then
+    fail "a budget nothing fits" "exit status 0"
+else
+    grep -q 'finds nothing that fits 2GiB' "$dir/none.out" && pass "a budget nothing fits (2 GiB): refused with one line" \
+        || fail "a budget nothing fits" "$(tail -n 1 "$dir/none.out")"
+fi
+exit $status
