@@ -332,7 +332,9 @@ def main():
           ("-E", "0"), ("-v", "-1"), ("-m", "0"), ("-s", "-3"), ("-T", "-1"), ("-k", "-1"), ("-n", "-1"),
           ("-y", "2"), ("-z", "7"), ("-sf", "2"), ("-a", "-1"), ("-p", "0"), ("-S", "1e9"), ("-r", "4"), ("-ge", "3"),
           ("--engine", "tpu"), ("--loss-scale", "0"), ("--loss-scale-interval", "0"), ("--skip-outliers", "-1"),
-          ("-x", "99999999999999999999"), ("-b", "4x"), ("-l", ""), ("--recompute-every", "-1")]
+          ("-x", "99999999999999999999"), ("-b", "4x"), ("-l", ""), ("--recompute-every", "-1"),
+          ("--offload", "disk"), ("--max-memory", "48XB"), ("--max-memory", "-1GiB"), ("--max-memory", "1e30TiB"),
+          ("--precision", "fp8"), ("--memory-budget", "48GiB"), ("--ranks", "4")]
     for flag, value in fl:
         run_case("flags", "%s %s" % (flag, value), [TRAIN, "-e", model, "-i", shard] + flags + ["-o", "", flag, value],
                  "error", flag)
