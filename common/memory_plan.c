@@ -243,9 +243,11 @@ MemoryFit memory_plan_fit(const GPT2Config* cfg, const EngineOptions* opts, int 
     MemoryPlan p;
     memory_plan_make(&p, cfg, opts);
     fit.fits = p.device_total <= budget;
-    // The largest B: the plan grows with B, so a binary search (up to 2^16 sequences).
+    // The largest B: the plan grows with B, so a binary search, up to 2^16 sequences and the
+    // trainer's limit of 2^24 tokens per micro-step over the ranks (B*T stays an int).
     EngineOptions o = *opts;
-    int lo = 0, hi = 1 << 16;
+    long long nr = opts->num_ranks > 0 ? opts->num_ranks : 1, per = (long long)(opts->T > 0 ? opts->T : 1) * nr;
+    int lo = 0, hi = (int)((1LL << 24) / per < (1 << 16) ? (1LL << 24) / per : (1 << 16));
     while (lo < hi) {
         o.B = lo + (hi - lo + 1) / 2;
         memory_plan_make(&p, cfg, &o);
