@@ -35,7 +35,10 @@ CUDA_HOME ?= /usr/local/cuda
 NVCC ?= $(CUDA_HOME)/bin/nvcc
 HAVE_NVCC := $(wildcard $(NVCC))
 GPU_ARCH ?= $(or $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '.'),90)
-NVCC_FLAGS = -O3 -std=c++17 -arch=sm_$(GPU_ARCH) -Xcompiler -fopenmp,-Wall,-Wno-unused-parameter \
+# The host side built as the C engine is: -march=native and -fno-math-errno let the offloaded
+# optimizer's AdamW loop vectorize (dev/bench_adamw_host prints what that buys).
+NVCC_HOST_FLAGS ?= -march=native,-fno-math-errno
+NVCC_FLAGS = -O3 -std=c++17 -arch=sm_$(GPU_ARCH) -Xcompiler -fopenmp,-Wall,-Wno-unused-parameter,$(NVCC_HOST_FLAGS) \
 	-Icommon -Ireference -Ikernels -DENABLE_$(PRECISION)
 
 # ---- MPI (ranks; common/ranks.c) and NCCL (the GPU engine's collectives), each when found ----

@@ -54,6 +54,7 @@
 // ============================================================================================
 
 #define STAGE_FLOATS MEM_STAGE_FLOATS  // host staging for weights and checkpoints: 16 MiB
+#define OFFLOAD_PIECES 8  // --offload: the optimizer range's pieces, copied and updated in a pipeline
 
 typedef struct {
     GPT2Config cfg;
@@ -101,6 +102,7 @@ typedef struct {
     float* h_grad_acc;      // offload_grads: the step's fp32 gradient sums of the optimizer range
     int landing_layer[2];   // offload_grads: the layer whose copy into landing bucket b awaits its sum (-1 none)
     cudaEvent_t landed[2], edge_landed;
+    cudaEvent_t offload_down[OFFLOAD_PIECES], offload_up;  // offload: the update's pipeline (offload_adamw)
     void* acts_base;
     void* scratch_base;
     void* workspace;
@@ -633,9 +635,9 @@ static void offload_step_gradients(GPUEngine* g, float* stats) {
     double sum = 0.0, bad = 0.0;
 #pragma omp parallel for schedule(static) reduction(+ : sum, bad)
     for (size_t i = 0; i < n; i++) {
-        floatX x = (floatX)g->h_grad_acc[i];
+        floatX x = host_float_to_floatx(g->h_grad_acc[i]);  // CUDA's rounding, branch-free (common.cuh)
         g->h_offload[i] = x;
-        float f = (float)x;
+        float f = host_floatx_to_float(x);
         if (i >= a && i < b) {
             sum += (double)f * f;
             bad += isfinite(f) ? 0.0 : 1.0;
@@ -652,6 +654,60 @@ static void zero_step_state(GPUEngine* g) {
     else if (g->stage < 2) cudaCheck(cudaMemsetAsync(g->grads, 0, g->padded * sizeof(floatX), g->stream));
     else cudaCheck(cudaMemsetAsync(g->grad_acc, 0, g->shard_n * sizeof(float), g->stream));
     cudaCheck(cudaMemsetAsync(scratch_ptr<float>(g, SCR_STATS), 0, sizeof(float), g->stream));  // the step's loss
+}
+
+// One AdamW update's constants.
+typedef struct {
+    float lr, beta1, beta2, bc1, bc2, eps, weight_decay, grad_scale;
+} AdamWStep;
+
+// fn(a, b, wd) for each parameter tensor's part [a, b) of the global range [lo, hi), with the
+// tensor's weight decay (none for biases and LayerNorm weights).
+template <typename F>
+static void for_each_tensor_part(GPUEngine* g, size_t lo, size_t hi, float weight_decay, F fn) {
+    for (int k = 0; k < GPT2_NUM_PARAM_TENSORS; k++) {
+        const ParamTensor* t = &g->layout.tensors[k];
+        size_t a = t->offset > lo ? t->offset : lo;
+        size_t b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+        if (a < b) fn(a, b, t->weight_decay ? weight_decay : 0.0f);
+    }
+}
+
+// --offload: AdamW for this rank's optimizer range on the CPU threads, in OFFLOAD_PIECES pieces so
+// that the copies hide under the CPU's work. Every piece's gradients are queued down at once on the
+// compute stream (one copy direction); the host updates piece k as soon as its copy has landed,
+// while later pieces are still coming down, and sends piece k's weights up on the comm stream (the
+// other direction) while it updates piece k + 1. The compute stream waits for the last upload
+// before anything reads the weights, and the next step's copies into the same pinned buffer queue
+// behind that wait. The uploads overwrite weights that earlier work on both streams read: the host
+// synchronized with the compute stream (which had waited for the comm stream) for the step's
+// statistics, so none of that work is pending. With --offload grads the gradients are on the host
+// already; only the uploads overlap.
+static void offload_adamw(GPUEngine* g, const floatX* opt_grads, const AdamWStep* u) {
+    size_t piece = ceil_div_size(g->opt_n, OFFLOAD_PIECES);
+    // Piece k is [begin_of(k), begin_of(k + 1)).
+    auto begin_of = [&](int k) { return (size_t)k * piece < g->opt_n ? (size_t)k * piece : g->opt_n; };
+    for (int k = 0; k < OFFLOAD_PIECES && !g->offload_grads; k++) {
+        size_t a = begin_of(k), b = begin_of(k + 1);
+        if (a < b)
+            cudaCheck(cudaMemcpyAsync(g->h_offload + a, opt_grads + a, (b - a) * sizeof(floatX),
+                                      cudaMemcpyDeviceToHost, g->stream));
+        cudaCheck(cudaEventRecord(g->offload_down[k], g->stream));
+    }
+    for (int k = 0; k < OFFLOAD_PIECES; k++) {
+        size_t a = begin_of(k), b = begin_of(k + 1);
+        if (!g->offload_grads) cudaCheck(cudaEventSynchronize(g->offload_down[k]));
+        for_each_tensor_part(g, g->opt_begin + a, g->opt_begin + b, u->weight_decay, [&](size_t x, size_t y, float wd) {
+            size_t o = x - g->opt_begin;
+            adamw_update_host(g->h_offload + o, g->master + o, g->m + o, g->v + o, y - x, u->lr, u->beta1, u->beta2,
+                              u->bc1, u->bc2, u->eps, wd, u->grad_scale);
+        });
+        if (a < b)
+            cudaCheck(cudaMemcpyAsync(g->params + g->opt_begin + a, g->h_offload + a, (b - a) * sizeof(floatX),
+                                      cudaMemcpyHostToDevice, g->comm_stream));
+    }
+    cudaCheck(cudaEventRecord(g->offload_up, g->comm_stream));
+    cudaCheck(cudaStreamWaitEvent(g->stream, g->offload_up, 0));
 }
 
 static StepResult gpu_optimizer_step(Engine* e, const AdamWConfig* opt, float lr, float clip) {
@@ -685,29 +741,16 @@ static StepResult gpu_optimizer_step(Engine* e, const AdamWConfig* opt, float lr
         float bc2 = 1.0f - powf(opt->beta2, (float)g->adam_steps);
         // The gradient of the optimizer range's first entry (stage 0: the whole model's).
         const floatX* opt_grads = g->stage == 0 ? g->grads : shard_grads;
-        if (g->offload && !g->offload_grads) {  // the range's gradients down; the CPU's update below; the weights back up
-            cudaCheck(cudaMemcpyAsync(g->h_offload, opt_grads, g->opt_n * sizeof(floatX), cudaMemcpyDeviceToHost,
-                                      g->stream));
-            cudaCheck(cudaStreamSynchronize(g->stream));
+        AdamWStep u = {lr, opt->beta1, opt->beta2, bc1, bc2, opt->eps, opt->weight_decay, grad_scale};
+        if (g->offload) offload_adamw(g, opt_grads, &u);
+        else {
+            size_t lo = g->opt_begin, hi = g->opt_begin + g->opt_n;
+            for_each_tensor_part(g, lo, hi, u.weight_decay, [&](size_t a, size_t b, float wd) {
+                size_t o = a - g->opt_begin;
+                adamw_update(g->params + a, g->master ? g->master + o : NULL, opt_grads + o, g->m + o, g->v + o,
+                             b - a, u.lr, u.beta1, u.beta2, u.bc1, u.bc2, u.eps, wd, u.grad_scale, g->stream);
+            });
         }
-        // Each tensor's part of this rank's optimizer range, with its own weight decay.
-        for (int k = 0; k < GPT2_NUM_PARAM_TENSORS; k++) {
-            const ParamTensor* t = &g->layout.tensors[k];
-            size_t a = t->offset > g->opt_begin ? t->offset : g->opt_begin;
-            size_t b = t->offset + t->numel < g->opt_begin + g->opt_n ? t->offset + t->numel : g->opt_begin + g->opt_n;
-            if (a >= b) continue;
-            size_t o = a - g->opt_begin;
-            float wd = t->weight_decay ? opt->weight_decay : 0.0f;
-            if (g->offload)
-                adamw_update_host(g->h_offload + o, g->master + o, g->m + o, g->v + o, b - a, lr, opt->beta1,
-                                  opt->beta2, bc1, bc2, opt->eps, wd, grad_scale);
-            else
-                adamw_update(g->params + a, g->master ? g->master + o : NULL, opt_grads + o, g->m + o, g->v + o, b - a,
-                             lr, opt->beta1, opt->beta2, bc1, bc2, opt->eps, wd, grad_scale, g->stream);
-        }
-        if (g->offload)
-            cudaCheck(cudaMemcpyAsync(g->params + g->opt_begin, g->h_offload, g->opt_n * sizeof(floatX),
-                                      cudaMemcpyHostToDevice, g->stream));
         gather_parameters(g);
     }
     // PyTorch GradScaler's rule: halve on an overflow, double after `interval` finite steps in a row.
@@ -984,8 +1027,10 @@ static void gpu_destroy(Engine* e) {
         else cudaCheck(cudaFree(parts[k]));
     }
     cudaEvent_t events[] = {g->bucket_ready[0], g->bucket_ready[1], g->bucket_free[0], g->bucket_free[1], g->edge_ready,
-                            g->edge_free, g->comm_done, g->landed[0], g->landed[1], g->edge_landed};
+                            g->edge_free, g->comm_done, g->landed[0], g->landed[1], g->edge_landed,
+                            g->offload_up};
     for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++) cudaCheck(cudaEventDestroy(events[i]));
+    for (int k = 0; k < OFFLOAD_PIECES; k++) cudaCheck(cudaEventDestroy(g->offload_down[k]));
     cudaCheck(cudaStreamDestroy(g->comm_stream));
     cudaCheck(cudaStreamDestroy(g->stream));
     free(g->h_plan);
@@ -1072,9 +1117,11 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     cudaCheck(cudaStreamCreate(&g->comm_stream));
     cudaEvent_t* events[] = {&g->bucket_ready[0], &g->bucket_ready[1], &g->bucket_free[0], &g->bucket_free[1],
                              &g->edge_ready, &g->edge_free, &g->comm_done, &g->landed[0], &g->landed[1],
-                             &g->edge_landed};
+                             &g->edge_landed, &g->offload_up};
     for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++)
         cudaCheck(cudaEventCreateWithFlags(events[i], cudaEventDisableTiming));
+    for (int k = 0; k < OFFLOAD_PIECES; k++)
+        cudaCheck(cudaEventCreateWithFlags(&g->offload_down[k], cudaEventDisableTiming));
 
     // The plan (common/memory_plan.h): the shards, buckets and tables everything below is carved by.
     // Any parameter count splits over any rank count (the last shard padded).

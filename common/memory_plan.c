@@ -212,8 +212,9 @@ void memory_plan_print_json(const MemoryPlan* p, size_t budget, int accum, FILE*
 //   ZeRO-2 over ZeRO-1: +2% (per-layer reductions instead of one),
 //   offload: its traffic: gradients down and weights up over PCIe at 25 GB/s, and AdamW on the
 //   CPU at 20 GB/s of host memory traffic (28 bytes per parameter: read grad, master, m, v;
-//   write master, m, v, weight), once per optimizer step; offloaded gradients also go down and
-//   are summed on the host on every micro-step.
+//   write master, m, v, weight), once per optimizer step, in the engine's pipeline of 8 pieces
+//   (the longer of the two, plus an eighth of the shorter to fill and drain it); offloaded
+//   gradients also go down and are summed on the host on every micro-step.
 #define FIT_MFU 0.40
 static double step_seconds(const GPT2Config* cfg, const EngineOptions* o, int accum) {
     double peak = o->precision == PRECISION_FP32 ? 66.9e12 : 989.4e12;
@@ -229,7 +230,10 @@ static double change_seconds(const GPT2Config* cfg, const EngineOptions* o, int 
     if (tokens < 8192) frac += 0.05 * log2(8192.0 / tokens);
     if (o->zero_stage == 2) frac += 0.02;
     double s = compute * (1.0 + frac);
-    if (o->offload != OFFLOAD_NONE) s += (double)p->opt_n * 2 * p->floatx_bytes / 25e9 + (double)p->opt_n * 28 / 20e9;
+    if (o->offload != OFFLOAD_NONE) {
+        double pcie = (double)p->opt_n * 2 * p->floatx_bytes / 25e9, host = (double)p->opt_n * 28 / 20e9;
+        s += pcie > host ? pcie + host / 8 : host + pcie / 8;
+    }
     // Offloaded gradients go down on every micro-step and the host adds them (read floatX and the
     // fp32 sum, write the sum); overlapped with backward at best, counted in full here.
     if (o->offload == OFFLOAD_GRADS)

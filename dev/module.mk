@@ -16,3 +16,15 @@ BENCHES += dev/bench_emu.sh
 BENCHES += dev/bench_memory.sh
 bench: $(BUILD)/emu/train_gpt2_emu_fp16 $(BUILD)/test/gen_data
 endif
+
+# The offloaded optimizer's host AdamW per precision, with the trainer's host flags (no GPU needed).
+ifneq ($(HAVE_NVCC),)
+BENCH_ADAMW_HOST := $(foreach p,fp16 bf16 fp32,$(BUILD)/dev/bench_adamw_host_$(p))
+$(BUILD)/dev/bench_adamw_host_%: dev/bench_adamw_host.cu kernels/adamw.cuh kernels/common.cuh
+	@mkdir -p $(dir $@)
+	$(NVCC) $(filter-out -DENABLE_%,$(NVCC_FLAGS)) $(call precision_define,$*) $< -o $@
+BENCHES += $(BENCH_ADAMW_HOST)
+# The GPU check script runs the fp16 one (step 8), and its dry run in make test, so it cannot rot.
+TEST_DEPS += $(BUILD)/dev/bench_adamw_host_fp16
+gpu-checks: $(BUILD)/dev/bench_adamw_host_fp16
+endif

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #if defined(ENABLE_FP32) + defined(ENABLE_FP16) + defined(ENABLE_BF16) != 1
 #error "define exactly one of ENABLE_FP32, ENABLE_FP16, ENABLE_BF16 (make PRECISION=FP32|FP16|BF16)"
@@ -94,3 +95,73 @@ __device__ inline void pack_store(floatX* p, const floatx_pack<W>& x) {
     *reinterpret_cast<floatx_pack<W>*>(p) = x;
 }
 static inline bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
+
+// ---- host conversions between fp32 and floatX that the compiler can vectorize ----
+// CUDA's host conversions branch per value (a loop over the bits of a subnormal), so a host loop
+// through them runs one element at a time. These are branch-free integer and fp32 arithmetic, bit
+// for bit equal to CUDA's __float2half_rn / __half2float / __float2bfloat16_rn / __bfloat162float
+// for every input, NaN included (test_adamw checks every 16-bit pattern one way and 2^24 spread
+// fp32 patterns plus the rounding boundaries the other). The host AdamW of --offload uses them.
+static inline uint32_t host_float_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline float host_bits_float(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline float host_half_bits_to_float(uint32_t h) {
+    uint32_t sign = (h & 0x8000u) << 16, em = h & 0x7fffu;
+    // A half's exponent and mantissa bits, moved up to a float's, read as a float are its value
+    // times 2^-112, normal or subnormal alike (the product below is exact; the CPU must not flush
+    // subnormal inputs, which only -ffast-math asks for).
+    uint32_t r = host_float_bits(host_bits_float(em << 13) * 0x1p112f) | sign;
+    r = em >= 0x7c00u ? (em << 13) | 0x7f800000u | sign : r;  // infinities
+    return host_bits_float(em > 0x7c00u ? 0x7fffffffu : r);   // NaN: CUDA's, without the sign
+}
+static inline uint32_t host_float_to_half_bits(float f) {
+    uint32_t x = host_float_bits(f), sign = (x >> 16) & 0x8000u, u = x & 0x7fffffffu;
+    // From 2^-14 up: the exponent rebiased by 112, the 13 dropped bits rounded to nearest even
+    // (a carry moves into the exponent, and from 65520 up into the infinity's pattern).
+    uint32_t normal = (u - 0x38000000u + 0xfffu + ((u >> 13) & 1u)) >> 13;
+    // Below: adding 0.5 in fp32 rounds |f| to a multiple of 2^-24, the subnormal half's unit, to
+    // nearest even, and leaves that multiple in the low mantissa bits of the sum.
+    uint32_t sub = host_float_bits(host_bits_float(u) + 0.5f) - 0x3f000000u;
+    uint32_t r = u < 0x38800000u ? sub : normal;
+    r = u >= 0x477ff000u ? 0x7c00u : r;  // 65520 and up, infinity too
+    return u > 0x7f800000u ? 0x7fffu : (r | sign);
+}
+static inline float host_bf16_bits_to_float(uint32_t b) { return host_bits_float(b << 16); }
+static inline uint32_t host_float_to_bf16_bits(float f) {
+    uint32_t u = host_float_bits(f);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;  // to nearest even; the carry reaches infinity
+    return (u & 0x7fffffffu) > 0x7f800000u ? 0x7fffu : r;
+}
+// floatX <-> fp32 on the host through the functions above.
+static inline float host_floatx_to_float(floatX x) {
+#if defined(ENABLE_FP32)
+    return x;
+#else
+#if defined(ENABLE_FP16)
+    return host_half_bits_to_float(static_cast<__half_raw>(x).x);
+#else
+    return host_bf16_bits_to_float(static_cast<__nv_bfloat16_raw>(x).x);
+#endif
+#endif
+}
+static inline floatX host_float_to_floatx(float f) {
+#if defined(ENABLE_FP32)
+    return f;
+#else
+#if defined(ENABLE_FP16)
+    __half_raw r;
+    r.x = (unsigned short)host_float_to_half_bits(f);
+#else
+    __nv_bfloat16_raw r;
+    r.x = (unsigned short)host_float_to_bf16_bits(f);
+#endif
+    return floatX(r);
+#endif
+}

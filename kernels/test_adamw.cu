@@ -141,6 +141,88 @@ static void test_paths_agree(TestRng& rng) {
     test_report(count_bit_diffs(results[0], results[2]) == 0, "adamw vector and scalar paths bit-identical", "bits differ");
 }
 
+// The host conversions of common.cuh against CUDA's own: every 16-bit pattern to fp32; fp32 to
+// floatX on a stride through all 2^32 patterns, and at and beside every rounding midpoint between
+// neighbouring floatX values (where round-to-nearest-even decides), infinities and NaN included.
+static void test_host_conversions() {
+#if !defined(ENABLE_FP32)
+    size_t tried = 0, wrong = 0;
+    auto check = [&](uint32_t bits) {
+        float f = host_bits_float(bits);
+        floatX want = (floatX)f, got = host_float_to_floatx(f);
+        tried++;
+        wrong += memcmp(&want, &got, 2) != 0;
+    };
+    size_t up_tried = 0, up_wrong = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        floatX x;
+        uint16_t b = (uint16_t)h;
+        memcpy((void*)&x, &b, 2);
+        float want = (float)x, got = host_floatx_to_float(x);
+        up_tried++;
+        up_wrong += memcmp(&want, &got, 4) != 0;
+        // The midpoint between x and the next pattern away from zero (both finite): exact in fp32.
+        uint16_t nb = (uint16_t)(h + 1);
+        if ((h & 0x7fffu) == 0x7fffu) continue;
+        floatX nx;
+        memcpy((void*)&nx, &nb, 2);
+        double a = (double)(float)x, c = (double)(float)nx;
+        if (!isfinite(a) || !isfinite(c) || (h & 0x8000u) != (nb & 0x8000u)) continue;
+        uint32_t mid = host_float_bits((float)((a + c) / 2));
+        for (int d = -1; d <= 1; d++) check(mid + d);
+        check(host_float_bits((float)a));
+    }
+    for (uint64_t u = 0; u < (1ull << 32); u += 251) check((uint32_t)u);
+    const uint32_t special[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f7fffffu, 0x477fefffu,
+                                0x477ff000u, 0x33000000u, 0x33000001u, 0x387fffffu, 0x38800000u, 0x80000000u};
+    for (uint32_t b : special) check(b);
+    char why[96];
+    snprintf(why, sizeof(why), "%zu of %zu patterns differ", up_wrong, up_tried);
+    test_report(up_wrong == 0, "host_floatx_to_float equals CUDA's conversion for every 16-bit pattern", why);
+    snprintf(why, sizeof(why), "%zu of %zu values differ", wrong, tried);
+    test_report(wrong == 0, "host_float_to_floatx equals CUDA's round-to-nearest-even (stride 251, every midpoint)", why);
+#endif
+}
+
+// The offloaded optimizer's CPU update (adamw_update_host) takes the device kernel's steps bit for bit:
+// master, m, v and the floatX weights, over three steps, weight decay on, with the loss scale's grad_scale.
+static void test_host_update(TestRng& rng) {
+    const size_t n = 65537;
+    HostTensor p = random_tensor(n, rng);
+    std::vector<float> master_h(p.f), m_h(n, 0.0f), v_h(n, 0.0f);
+    std::vector<floatX> gp_h(n);
+    floatX *params = device_alloc<floatX>(n), *grads = device_alloc<floatX>(n);
+    float *master = device_alloc<float>(n), *m = device_alloc<float>(n), *v = device_alloc<float>(n);
+    cudaCheck(cudaMemcpy(params, p.x.data(), n * sizeof(floatX), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(master, p.f.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemset(m, 0, n * sizeof(float)));
+    cudaCheck(cudaMemset(v, 0, n * sizeof(float)));
+    size_t diff = 0;
+    for (int t = 1; t <= 3; t++) {
+        float bc1 = 1.0f - powf(BETA1, (float)t), bc2 = 1.0f - powf(BETA2, (float)t);
+        HostTensor g = random_tensor(n, rng, 3000.0f);  // gradients as a loss scale leaves them
+        cudaCheck(cudaMemcpy(grads, g.x.data(), n * sizeof(floatX), cudaMemcpyHostToDevice));
+        adamw_update(params, master, grads, m, v, n, LR, BETA1, BETA2, bc1, bc2, EPS, 0.1f, 1.0f / 4096, 0);
+        gp_h = g.x;
+        adamw_update_host(gp_h.data(), master_h.data(), m_h.data(), v_h.data(), n, LR, BETA1, BETA2, bc1, bc2, EPS,
+                          0.1f, 1.0f / 4096);
+        std::vector<float> gp_f(n);
+        for (size_t i = 0; i < n; i++) gp_f[i] = (float)gp_h[i];
+        diff += count_bit_diffs(device_download_float(params, n), gp_f);
+        diff += count_bit_diffs(device_download_float(master, n), master_h);
+        diff += count_bit_diffs(device_download_float(m, n), m_h);
+        diff += count_bit_diffs(device_download_float(v, n), v_h);
+    }
+    char why[64];
+    snprintf(why, sizeof(why), "%zu values differ", diff);
+    test_report(diff == 0, "adamw_update_host equals the device kernel bit for bit (3 steps, n=65537)", why);
+    cudaCheck(cudaFree(params));
+    cudaCheck(cudaFree(grads));
+    cudaCheck(cudaFree(master));
+    cudaCheck(cudaFree(m));
+    cudaCheck(cudaFree(v));
+}
+
 int main() {
     TestRng rng(7);
     printf("precision %s\n", PRECISION_NAME);
@@ -152,6 +234,8 @@ int main() {
     };
     for (const Case& c : cases) run_case(c, rng);
     test_paths_agree(rng);
+    test_host_conversions();
+    test_host_update(rng);
     // Not a pass/fail criterion (the reference's FMA contraction depends on how ops_cpu.c was built):
     // how many results match adamw_update_cpu bit for bit.
     printf("info: bit-identical to adamw_update_cpu: fp32 values (m, v, master) %zu of %zu, %s params %zu of %zu\n",

@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -95,6 +96,7 @@ bool g_instrumented;  // set by __tsan_init (check_cpu.cpp) before main
 bool g_check;
 bool g_check_run;
 bool g_protect;
+static int g_async_copies = 1;  // CUDA_CPU_ASYNC: pinned cudaMemcpyAsync completes late
 int g_strict_exit;
 std::vector<Schedule> g_schedules;
 static double g_watchdog_s;
@@ -133,6 +135,7 @@ static void modes_init() {
                       "(CUDA_CPU_CHECK_FLAGS in test/cuda_cpu/module.mk)");
     g_check = check;
     g_protect = env_choice("CUDA_CPU_PROTECT", onoff, 2, g_instrumented ? 1 : 0);
+    g_async_copies = env_choice("CUDA_CPU_ASYNC", onoff, 2, 1);
     static const char* const strict[] = {"off", "warn", "abort"};
     g_strict_exit = env_choice("CUDA_CPU_STRICT_EXIT", strict, 3, 0);
     g_watchdog_s = (double)env_size("CUDA_CPU_WATCHDOG_S", 60, true);
@@ -368,6 +371,10 @@ static const char* context_access(void* ctx) {
 #endif
 }
 
+struct PendingCopy;  // a cudaMemcpyAsync of pinned memory not completed yet (below)
+static const PendingCopy* pending_holding(uintptr_t a);
+static void describe_pending(const PendingCopy& c, uintptr_t a, char* buf, size_t len);
+
 static void segv_handler(int sig, siginfo_t* si, void* ctx) {
     t_runtime++;
     Worker* w = tw;
@@ -388,11 +395,15 @@ static void segv_handler(int sig, siginfo_t* si, void* ctx) {
     }
     std::string src = source_of(pc);
     std::string at = src.empty() ? "" : " (" + src + ")";
-    char what[512] = "";
+    char what[1024] = "";
     if (w && w->arena && a >= (uintptr_t)w->arena + w->arena_size && a < (uintptr_t)w->arena + w->arena_size + kPage) {
         size_t smem = w->launch ? w->launch->smem : 0;
         snprintf(what, sizeof(what), "%s shared memory %zu bytes past the end of the %zu bytes of dynamic shared memory "
                  "the launch asked for%s", context_access(ctx), a - ((uintptr_t)w->dyn + smem), smem, at.c_str());
+    } else if (const PendingCopy* c = in_kernel ? nullptr : pending_holding(a)) {
+        char desc[512];
+        describe_pending(*c, a, desc, sizeof(desc));
+        snprintf(what, sizeof(what), "host code %s %s%s", context_access(ctx), desc, at.c_str());
     } else if (a - g_dev_lo < g_dev_span) {
         char desc[256];
         describe_device_address(a, desc, sizeof(desc));
@@ -401,6 +412,10 @@ static void segv_handler(int sig, siginfo_t* si, void* ctx) {
                       "(device memory is for kernels and cudaMemcpy)", context_access(ctx), desc, at.c_str());
     }
     if (what[0]) {
+        // One line even when several threads fault at once (an OpenMP loop over a protected page):
+        // the first reports and aborts, the others wait for the abort.
+        static std::atomic<int> reporting{0};
+        if (reporting.exchange(1)) for (;;) pause();
         std::string line;
         if (in_kernel)
             line = std::string("cuda_cpu: kernel '") + w->launch->name + "' block " + block_name(w->launch, w->block_linear) +
@@ -1210,10 +1225,13 @@ static void set_protection(bool open) {
             mprotect(kv.second->map_lo, kv.second->map_len, open ? PROT_READ | PROT_WRITE : PROT_NONE);
 }
 
-DeviceAccess::DeviceAccess() {
+static void complete_copies(uint64_t upto);
+DeviceAccess::DeviceAccess() : DeviceAccess(true) {}
+DeviceAccess::DeviceAccess(bool complete_pending_copies) {
     runtime_init_once();
     g_access_mu.lock();
     if (g_access_depth++ == 0 && g_protect) set_protection(true);
+    if (complete_pending_copies && g_access_depth == 1) complete_copies(UINT64_MAX);
 }
 DeviceAccess::~DeviceAccess() {
     if (--g_access_depth == 0 && g_protect) set_protection(false);
@@ -1329,6 +1347,117 @@ void device_range_or_die(const char* api, const char* what, const void* p, size_
 
 static bool in_region(const void* p) { return (uintptr_t)p - g_dev_lo < g_dev_span; }
 
+// ---- cudaMemcpyAsync between pinned host memory and the device: completed late ----
+// On a GPU such a copy returns at once and happens when its stream gets to it: the host may touch the
+// pinned side only after synchronizing with it (the stream, an event recorded after it, the device).
+// Here the copy waits in a queue until the host synchronizes so, or until other device work is issued
+// (which keeps device work in issue order), and meanwhile the whole pinned pages it covers are
+// protected: a host read of a download's destination, or a host write to an upload's source, faults
+// and the fault names the copy. The bytes of partly covered pages are checked when the copy completes:
+// a download's must still hold the poison (0xFF) put there at issue, an upload's what they held at
+// issue. Pageable host memory is copied at once, as CUDA stages it. CUDA_CPU_ASYNC=0: all at once.
+struct PendingCopy {
+    uint64_t seq;      // issue order; a stream's or event's mark completes every copy up to it
+    bool download;     // device to host
+    char* host;
+    char* dev;
+    size_t n;
+    std::vector<char> at_issue;  // an upload's source bytes when it was issued
+    uintptr_t plo, phi;          // the whole pages inside [host, host + n): protected while pending
+};
+static std::deque<PendingCopy> g_pending;
+static uint64_t g_copy_seq;
+static uint64_t g_default_stream_mark;  // the legacy and per-thread default streams' mark
+
+// [lo, hi) back to read-write, then each pending copy's protection where it still covers it.
+static void protect_pending(uintptr_t lo, uintptr_t hi) {
+    if (lo >= hi) return;
+    mprotect((void*)lo, hi - lo, PROT_READ | PROT_WRITE);
+    for (int pass = 0; pass < 2; pass++)  // read-only first, so no-access wins where both cover a page
+        for (const PendingCopy& c : g_pending) {
+            uintptr_t a = std::max(lo, c.plo), b = std::min(hi, c.phi);
+            if (a < b && c.download == (pass == 1)) mprotect((void*)a, b - a, c.download ? PROT_NONE : PROT_READ);
+        }
+}
+
+static const PendingCopy* pending_holding(uintptr_t a) {
+    for (const PendingCopy& c : g_pending)
+        if (a >= (uintptr_t)c.host && a < (uintptr_t)c.host + c.n) return &c;
+    return nullptr;
+}
+
+static void describe_pending(const PendingCopy& c, uintptr_t a, char* buf, size_t len) {
+    DevAlloc* A = dev_lookup(a);
+    snprintf(buf, len, "pinned memory %p (byte %zu of a %zu-byte cudaMallocHost block), byte %zu of the %s of a "
+             "%zu-byte cudaMemcpyAsync %s not yet synchronized with (cudaStreamSynchronize or cudaEventSynchronize "
+             "first; on a GPU the copy may still be running)", (void*)a, A ? (size_t)(a - A->start) : 0,
+             A ? A->size : 0, (size_t)(a - (uintptr_t)c.host), c.download ? "destination" : "source", c.n,
+             c.download ? "device to host" : "host to device");
+}
+
+// Completes the pending copies issued up to mark `upto`, in issue order.
+static void complete_copies(uint64_t upto) {
+    while (!g_pending.empty() && g_pending.front().seq <= upto) {
+        PendingCopy c = std::move(g_pending.front());
+        g_pending.pop_front();
+        protect_pending(c.plo, c.phi);
+        char desc[512];
+        if (c.download) {
+            for (size_t i = 0; i < c.n; i++)
+                if ((unsigned char)c.host[i] != 0xff) {
+                    describe_pending(c, (uintptr_t)c.host + i, desc, sizeof(desc));
+                    cuda_cpu_fail("host code wrote %s", desc);
+                }
+            memcpy(c.host, c.dev, c.n);
+        } else {
+            for (size_t i = 0; i < c.n; i++)
+                if (c.host[i] != c.at_issue[i]) {
+                    describe_pending(c, (uintptr_t)c.host + i, desc, sizeof(desc));
+                    cuda_cpu_fail("host code wrote %s", desc);
+                }
+            memcpy(c.dev, c.host, c.n);
+            device_written(c.dev, c.n);
+        }
+    }
+}
+
+static uint64_t* stream_mark(cudaStream_t s);
+static cudaError_t do_memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, const char* api);
+
+// cudaMemcpyAsync: queued when one side is pinned host memory and the other device memory.
+static cudaError_t memcpy_async(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
+    DeviceAccess access(false);
+    auto pinned = [&](const void* p) { DevAlloc* A = live_holding(p, n, true); return A && A->kind == A_HOST; };
+    auto device = [&](const void* p) { DevAlloc* A = live_holding(p, n, true); return A && A->kind != A_HOST; };
+    bool down = (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDefault) && device(src) && pinned(dst);
+    bool up = (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDefault) && pinned(src) && device(dst);
+    if (!g_async_copies || n == 0 || (!down && !up)) {
+        complete_copies(UINT64_MAX);  // device work in issue order
+        return do_memcpy(dst, src, n, kind, "cudaMemcpyAsync");
+    }
+    char* host = (char*)(down ? dst : src);
+    for (const PendingCopy& c : g_pending)  // the same pinned bytes again: the earlier copy first
+        if ((uintptr_t)host < (uintptr_t)c.host + c.n && (uintptr_t)c.host < (uintptr_t)host + n) {
+            complete_copies(UINT64_MAX);
+            break;
+        }
+    PendingCopy c;
+    c.seq = ++g_copy_seq;
+    c.download = down;
+    c.host = host;
+    c.dev = (char*)(down ? src : dst);
+    c.n = n;
+    if (down) memset(host, 0xff, n);
+    else c.at_issue.assign(host, host + n);
+    c.plo = ((uintptr_t)host + kPage - 1) / kPage * kPage;
+    c.phi = ((uintptr_t)host + n) / kPage * kPage;
+    if (c.phi < c.plo) c.phi = c.plo;
+    *stream_mark(s) = c.seq;
+    g_pending.push_back(std::move(c));
+    protect_pending(g_pending.back().plo, g_pending.back().phi);
+    return cudaSuccess;
+}
+
 static cudaError_t do_memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, const char* api) {
     DeviceAccess access;
     cudaError_t e = cudaSuccess;
@@ -1425,7 +1554,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
     if (!valid_stream(s)) return set_error(cudaErrorInvalidResourceHandle);
-    return do_memcpy(dst, src, n, kind, "cudaMemcpyAsync");
+    return memcpy_async(dst, src, n, kind, s);
 }
 cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height, cudaMemcpyKind kind) {
     for (size_t r = 0; r < height; r++) {
@@ -1471,13 +1600,16 @@ cudaError_t cudaMemAdvise(const void*, size_t, cudaMemoryAdvise, cudaMemLocation
 }  // extern "C"
 
 static const uint32_t kStreamMagic = 0x57524541u, kEventMagic = 0x45564e54u;
-struct CUstream_st { uint32_t magic; };
-struct CUevent_st { uint32_t magic; unsigned flags; bool recorded; double ms; };
+// mark: the issue mark (PendingCopy::seq) of the last copy the stream holds or waited for.
+struct CUstream_st { uint32_t magic; uint64_t mark; };
+struct CUevent_st { uint32_t magic; unsigned flags; bool recorded; double ms; uint64_t mark; };
 
 static bool valid_stream(cudaStream_t s) {
     return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread || s->magic == kStreamMagic;
 }
 static bool valid_event(cudaEvent_t e) { return e && e->magic == kEventMagic; }
+static bool default_stream(cudaStream_t s) { return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread; }
+static uint64_t* stream_mark(cudaStream_t s) { return default_stream(s) ? &g_default_stream_mark : &s->mark; }
 static double now_ms() {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -1491,7 +1623,7 @@ extern "C" {
 
 cudaError_t cudaStreamCreate(cudaStream_t* s) {
     if (!s) return set_error(cudaErrorInvalidValue);
-    *s = new CUstream_st{kStreamMagic};
+    *s = new CUstream_st{kStreamMagic, 0};
     return cudaSuccess;
 }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) { return cudaStreamCreate(s); }
@@ -1502,17 +1634,25 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
     delete s;
     return cudaSuccess;
 }
+// The legacy default stream waits for every blocking stream: synchronizing with it completes all.
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-    return valid_stream(s) ? cudaSuccess : set_error(cudaErrorInvalidResourceHandle);
+    if (!valid_stream(s)) return set_error(cudaErrorInvalidResourceHandle);
+    DeviceAccess access(false);
+    complete_copies(default_stream(s) ? UINT64_MAX : s->mark);
+    return cudaSuccess;
 }
 cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaStreamSynchronize(s); }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
-    return valid_stream(s) && valid_event(e) ? cudaSuccess : set_error(cudaErrorInvalidResourceHandle);
+    if (!valid_stream(s) || !valid_event(e)) return set_error(cudaErrorInvalidResourceHandle);
+    DeviceAccess access(false);
+    uint64_t* m = stream_mark(s);
+    if (e->mark > *m) *m = e->mark;  // what the stream does next comes after the event's copies
+    return cudaSuccess;
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t* e) {
     if (!e) return set_error(cudaErrorInvalidValue);
-    *e = new CUevent_st{kEventMagic, 0, false, 0.0};
+    *e = new CUevent_st{kEventMagic, 0, false, 0.0, 0};
     return cudaSuccess;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
@@ -1529,13 +1669,18 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 // Work is done by the time a call returns, so an event completes the moment it is recorded.
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     if (!valid_event(e) || !valid_stream(s)) return set_error(cudaErrorInvalidResourceHandle);
+    DeviceAccess access(false);
     e->recorded = true;
     e->ms = now_ms();
+    e->mark = *stream_mark(s);
     return cudaSuccess;
 }
 cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned int) { return cudaEventRecord(e, s); }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-    return valid_event(e) ? cudaSuccess : set_error(cudaErrorInvalidResourceHandle);
+    if (!valid_event(e)) return set_error(cudaErrorInvalidResourceHandle);
+    DeviceAccess access(false);
+    complete_copies(e->mark);
+    return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
@@ -1547,7 +1692,10 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
     return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) {
+    DeviceAccess access;  // completes every pending copy
+    return cudaSuccess;
+}
 cudaError_t cudaDeviceReset(void) { return cudaSuccess; }
 cudaError_t cudaGetDeviceCount(int* n) {
     if (!n) return set_error(cudaErrorInvalidValue);

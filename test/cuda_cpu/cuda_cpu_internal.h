@@ -160,9 +160,12 @@ void describe_device_address(uintptr_t a, char* buf, size_t n);
 
 // Device memory is touched by runtime code (memcpy, cuBLASLt, NCCL) and by kernels only inside one
 // of these; under CUDA_CPU_PROTECT the device allocations are inaccessible to the host otherwise, so
-// a host dereference of a device pointer faults. Takes the launch lock (one at a time).
+// a host dereference of a device pointer faults. Takes the launch lock (one at a time). The
+// outermost one first completes every pending cudaMemcpyAsync of pinned memory (so device work runs
+// in the order it was issued); DeviceAccess(false) leaves them pending.
 struct DeviceAccess {
     DeviceAccess();
+    explicit DeviceAccess(bool complete_pending_copies);
     ~DeviceAccess();
 };
 // Runtime code that wrote n device bytes at p (memcpy, memset, cuBLASLt, NCCL): they count as

@@ -241,6 +241,26 @@ static int run_case(const std::string& c) {
         std::vector<float> h(1024);
         volatile size_t bytes = 1024 * sizeof(float);
         memcpy(h.data(), d, bytes);  // libc's memcpy, not instrumented: the page protection faults
+    } else if (c == "async_read_early" || c == "async_write_source" || c == "async_write_edge") {
+        // Host mistakes with pinned memory and cudaMemcpyAsync: reading a download's destination
+        // before synchronizing; overwriting an upload's source while the copy may still run; the
+        // same on a partly covered page, found when the copy completes.
+        const int n = 4 * 1024;  // floats: four pages
+        float *d = zeros(n), *h;
+        CK(cudaMallocHost(&h, n * sizeof(float)));
+        cudaStream_t s;
+        CK(cudaStreamCreate(&s));
+        if (c == "async_read_early") {
+            CK(cudaMemcpyAsync(h, d, n * sizeof(float), cudaMemcpyDeviceToHost, s));
+            printf("%f\n", h[2000]);
+        } else if (c == "async_write_source") {
+            CK(cudaMemcpyAsync(d, h, n * sizeof(float), cudaMemcpyHostToDevice, s));
+            h[2000] = 1.0f;
+        } else {
+            CK(cudaMemcpyAsync(h + 1, d, 8 * sizeof(float), cudaMemcpyDeviceToHost, s));
+            h[3] = 1.0f;
+            CK(cudaStreamSynchronize(s));
+        }
     } else if (c == "use_after_free") {
         float* d = zeros(64);
         CK(cudaFree(d));
@@ -289,6 +309,10 @@ int main(int argc, char** argv) {
         {"host_deref", {}, "", "host code reads 4 bytes of device address"},
         {"host_deref_library", {}, "", "host code reads device address"},
         {"use_after_free", {}, "bug_use_after_free_kernel", "freed (use after cudaFree)"},
+        {"async_read_early", {}, "", "host code reads pinned memory"},
+        {"async_write_source", {}, "", "host code writes pinned memory"},
+        {"async_write_edge", {}, "", "host code wrote pinned memory"},
+        {"async_read_early", {"CUDA_CPU_CHECK=0"}, "", "of the destination of a 16384-byte cudaMemcpyAsync device to host not yet synchronized"},
         {"spin_wait", {"CUDA_CPU_WATCHDOG_S=1", "CUDA_CPU_CHECK=0"}, "bug_spin_wait_kernel", "no barrier, warp operation or exit"},
         {"trap", {}, "bug_trap_kernel", "__trap()"},
         {"assert", {}, "bug_assert_kernel", "assertion 'threadIdx.x < 8' failed"},

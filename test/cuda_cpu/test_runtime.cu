@@ -432,6 +432,72 @@ __global__ void scale_kernel(float* x, float s, int n) {
     if (i < n) x[i] *= s;
 }
 
+// cudaMemcpyAsync with pinned memory completes when the host synchronizes (README: "pinned copies
+// complete late"): every correct way to wait sees the data, in pieces on two streams as a pipeline
+// would, through an event the other stream waited for, and after other device work.
+static void test_pinned_async_copies() {
+    const int n = 3 * 4096 + 17;  // whole pages and a partial one
+    float *d, *d2, *h;
+    CK(cudaMalloc(&d, n * sizeof(float)));
+    CK(cudaMalloc(&d2, n * sizeof(float)));
+    CK(cudaMallocHost(&h, n * sizeof(float)));
+    cudaStream_t a, b;
+    CK(cudaStreamCreate(&a));
+    CK(cudaStreamCreate(&b));
+    cudaEvent_t piece[4], up;
+    for (cudaEvent_t& e : piece) CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    CK(cudaEventCreateWithFlags(&up, cudaEventDisableTiming));
+    std::vector<float> x(n);
+    for (int i = 0; i < n; i++) x[i] = (float)i;
+    CK(cudaMemcpy(d, x.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    // Four pieces down on a, each waited for by its event; each updated on the host and sent up on b.
+    const int p = (n + 3) / 4;
+    for (int k = 0; k < 4; k++) {
+        int lo = k * p, hi = std::min(n, lo + p);
+        CK(cudaMemcpyAsync(h + lo, d + lo, (hi - lo) * sizeof(float), cudaMemcpyDeviceToHost, a));
+        CK(cudaEventRecord(piece[k], a));
+    }
+    int bad = 0;
+    for (int k = 0; k < 4; k++) {
+        int lo = k * p, hi = std::min(n, lo + p);
+        CK(cudaEventSynchronize(piece[k]));
+        for (int i = lo; i < hi; i++) {
+            bad += h[i] != (float)i;
+            h[i] = 3.0f * h[i];
+        }
+        CK(cudaMemcpyAsync(d2 + lo, h + lo, (hi - lo) * sizeof(float), cudaMemcpyHostToDevice, b));
+    }
+    CK(cudaEventRecord(up, b));
+    CK(cudaStreamWaitEvent(a, up, 0));
+    scale_kernel<<<(n + 255) / 256, 256, 0, a>>>(d2, 2.0f, n);  // device work after the uploads
+    CK(cudaGetLastError());
+    CK(cudaMemcpyAsync(h, d2, n * sizeof(float), cudaMemcpyDeviceToHost, b));
+    CK(cudaEventRecord(up, b));
+    CK(cudaStreamWaitEvent(a, up, 0));
+    CK(cudaStreamSynchronize(a));  // a waited for b's download: synchronizing a completes it
+    for (int i = 0; i < n; i++) bad += h[i] != 6.0f * i;
+    CHECK(bad == 0, "pinned_async_copies_pipeline_events_and_waits");
+    // Pageable memory copies at once; the default stream's synchronization completes everything.
+    std::vector<float> y(n, -1.0f);
+    CK(cudaMemcpyAsync(y.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost, a));
+    bad = 0;
+    for (int i = 0; i < n; i++) bad += y[i] != (float)i;
+    CK(cudaMemcpyAsync(h, d, n * sizeof(float), cudaMemcpyDeviceToHost, a));
+    CK(cudaStreamSynchronize(0));
+    for (int i = 0; i < n; i++) bad += h[i] != (float)i;
+    CK(cudaMemcpyAsync(h, d2, 16, cudaMemcpyDeviceToHost, a));
+    CK(cudaDeviceSynchronize());
+    bad += h[1] != 6.0f;
+    CHECK(bad == 0, "pageable_async_copy_at_once_default_stream_and_device_sync_complete_pinned");
+    for (cudaEvent_t& e : piece) CK(cudaEventDestroy(e));
+    CK(cudaEventDestroy(up));
+    CK(cudaStreamDestroy(a));
+    CK(cudaStreamDestroy(b));
+    CK(cudaFreeHost(h));
+    CK(cudaFree(d));
+    CK(cudaFree(d2));
+}
+
 static void test_streams_events_memcpy() {
     const int n = 1000;
     std::vector<float> x(n), y(n, 0.0f);
@@ -718,6 +784,7 @@ int main(int argc, char** argv) {
     test_half();
     test_intrinsics();
     test_streams_events_memcpy();
+    test_pinned_async_copies();
     test_launch_errors();
     test_launch_forms();
 #ifdef CUDA_CPU

@@ -15,6 +15,8 @@
 #      recompute levels 0-3 and of gradient accumulation (ZeRO needs several GPUs: not here);
 #   7. runs the 48 GB recipe (scripts/run_gpt2_1558M_48GB.sh: d48, the planner's -b and -r,
 #      --max-memory 48GiB) for 2 steps: planned and measured memory, tokens/s, MFU;
+#   8. measures optimizer offload: the host AdamW's rate on this machine's cores
+#      (build/dev/bench_adamw_host_fp16) and d12 (B=8, T=1024) with and without --offload;
 # then prints one table and writes it to test/gpu/results/DATE_GPU.md for the README.
 #
 #   bash test/gpu/check.sh          on a GPU machine
@@ -227,6 +229,35 @@ elif [ "$(elapsed)" -lt 420 ]; then
     fi
 else
     row "d48 48 GB recipe" "skipped: $(elapsed) s already spent"
+fi
+# ---- 8. optimizer offload: the host AdamW's rate, and a step with and without --offload ----------
+adamw_bench=build/dev/bench_adamw_host_fp16
+if [ -x $adamw_bench ]; then
+    if [ $DRY = 1 ]; then n_adamw=65536; else n_adamw=$((1 << 26)); fi
+    if $adamw_bench $n_adamw > "$work/adamw_host.txt" 2>&1; then
+        row "host AdamW, fp16, $(nproc) threads" "$(grep '^adamw_update_host' "$work/adamw_host.txt" | sed 's/  */ /g'); d48: $(grep -o '[0-9.]* s per optimizer step' "$work/adamw_host.txt")"
+        pass "host AdamW bench"
+    else
+        fail "host AdamW bench" "$(tail -n 2 "$work/adamw_host.txt")"
+    fi
+else
+    row "host AdamW" "n/a: $adamw_bench not built (needs nvcc)"
+fi
+if [ $DRY = 1 ]; then off_case=(d1 1 64 3); else off_case=(d12 8 1024 8); fi
+if [ $DRY = 1 ] || [ "$(elapsed)" -lt 480 ]; then
+    r=""
+    for off in none optimizer; do
+        out="$work/offload_$off.out"
+        if timeout 120 $trainer -e ${off_case[0]} -b ${off_case[1]} -t ${off_case[2]} -x ${off_case[3]} -i "$work/bench.bin"                 -v 0 -s 0 -l 1e-4 -o "" --offload $off > "$out" 2>&1; then
+            r="$r${r:+; }--offload $off: $(speed_of "$out")"
+        else
+            r="$r${r:+; }--offload $off: exit $?: $(tail -n 1 "$out")"
+            fail "offload run ($off)" "$(tail -n 2 "$out")"
+        fi
+    done
+    row "${off_case[0]} B=${off_case[1]} T=${off_case[2]}, optimizer offload" "$r"
+else
+    row "optimizer offload" "skipped: $(elapsed) s already spent"
 fi
 row "total time" "$(elapsed) s"
 
