@@ -100,8 +100,9 @@ static inline bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
 // CUDA's host conversions branch per value (a loop over the bits of a subnormal), so a host loop
 // through them runs one element at a time. These are branch-free integer and fp32 arithmetic, bit
 // for bit equal to CUDA's __float2half_rn / __half2float / __float2bfloat16_rn / __bfloat162float
-// for every input, NaN included (test_adamw checks every 16-bit pattern one way and 2^24 spread
-// fp32 patterns plus the rounding boundaries the other). The host AdamW of --offload uses them.
+// for every input, NaN included (test_adamw checks every 16-bit pattern one way, and the other a
+// stride-251 sweep of all 2^32 fp32 patterns plus every rounding midpoint and its neighbours). The
+// host AdamW of --offload uses them.
 static inline uint32_t host_float_bits(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);

@@ -1362,7 +1362,7 @@ struct PendingCopy {
     char* host;
     char* dev;
     size_t n;
-    std::vector<char> at_issue;  // an upload's source bytes when it was issued
+    std::vector<char> at_issue;  // the host bytes when issued (a download's: its poison)
     uintptr_t plo, phi;          // the whole pages inside [host, host + n): protected while pending
 };
 static std::deque<PendingCopy> g_pending;
@@ -1401,20 +1401,15 @@ static void complete_copies(uint64_t upto) {
         PendingCopy c = std::move(g_pending.front());
         g_pending.pop_front();
         protect_pending(c.plo, c.phi);
-        char desc[512];
+        for (size_t i = 0; i < c.n; i++)
+            if (c.host[i] != c.at_issue[i]) {
+                char desc[512];
+                describe_pending(c, (uintptr_t)c.host + i, desc, sizeof(desc));
+                cuda_cpu_fail("host code wrote %s", desc);
+            }
         if (c.download) {
-            for (size_t i = 0; i < c.n; i++)
-                if ((unsigned char)c.host[i] != 0xff) {
-                    describe_pending(c, (uintptr_t)c.host + i, desc, sizeof(desc));
-                    cuda_cpu_fail("host code wrote %s", desc);
-                }
             memcpy(c.host, c.dev, c.n);
         } else {
-            for (size_t i = 0; i < c.n; i++)
-                if (c.host[i] != c.at_issue[i]) {
-                    describe_pending(c, (uintptr_t)c.host + i, desc, sizeof(desc));
-                    cuda_cpu_fail("host code wrote %s", desc);
-                }
             memcpy(c.dev, c.host, c.n);
             device_written(c.dev, c.n);
         }
@@ -1447,8 +1442,8 @@ static cudaError_t memcpy_async(void* dst, const void* src, size_t n, cudaMemcpy
     c.host = host;
     c.dev = (char*)(down ? src : dst);
     c.n = n;
-    if (down) memset(host, 0xff, n);
-    else c.at_issue.assign(host, host + n);
+    if (down) memset(host, 0xff, n);  // the poison a download's destination must still hold
+    c.at_issue.assign(host, host + n);
     c.plo = ((uintptr_t)host + kPage - 1) / kPage * kPage;
     c.phi = ((uintptr_t)host + n) / kPage * kPage;
     if (c.phi < c.plo) c.phi = c.plo;
