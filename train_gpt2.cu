@@ -645,8 +645,10 @@ static void offload_step_gradients(GPUEngine* g, float* stats) {
     }
     g->h_stats[2] = (float)sum;
     g->h_stats[3] = (float)bad;
+    // No synchronization needed: the step's download into h_stats (gpu_optimizer_step) is on the same
+    // stream, so this upload has read its bytes before that overwrites them (test_stream_sync.sh
+    // checks every such claim of this file).
     cudaCheck(cudaMemcpyAsync(stats + 2, g->h_stats + 2, 2 * sizeof(float), cudaMemcpyHostToDevice, g->stream));
-    cudaCheck(cudaStreamSynchronize(g->stream));  // h_stats is read again below
 }
 
 static void zero_step_state(GPUEngine* g) {
@@ -720,7 +722,9 @@ static StepResult gpu_optimizer_step(Engine* e, const AdamWConfig* opt, float lr
         global_norm_squared(stats + 2, scratch_ptr<float>(g, SCR_NORM), shard_grads, g->shard_n, g->stream);
     }
     reduce_step_stats(g, stats);
-    // The one device-to-host copy of a training step: loss, squared norm, non-finite count.
+    // The one device-to-host copy of a training step: loss, squared norm, non-finite count. Into
+    // pageable memory it returns complete (CUDA's rule); the synchronization says so, and stays right
+    // if h_stats ever moves to pinned memory.
     cudaCheck(cudaMemcpyAsync(g->h_stats, stats, 4 * sizeof(float), cudaMemcpyDeviceToHost, g->stream));
     cudaCheck(cudaStreamSynchronize(g->stream));
 

@@ -42,6 +42,9 @@ TESTS += $(foreach p,$(EMU_PRECISIONS),$(TEST_BIN)/test_gpu_engine_$(p)) test/te
 TEST_DEPS += $(EMU_BINS)
 # The memory planner against the engine's allocations, --max-memory, out of memory, --offload.
 TESTS += test/test_memory_plan.sh
+# The trainer's stream synchronization: each event wait and record of the ZeRO and offload code
+# removed in turn, and the runtime stops the run naming the missing order.
+TESTS += test/test_stream_sync.sh
 endif
 
 # The GPU engine over ranks: mpirun -np 2 and 3 through the runtime's NCCL over MPI (test_zero.sh).

@@ -18,7 +18,9 @@
 #include <link.h>
 #include <sys/mman.h>
 
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 namespace {
 
@@ -43,21 +45,34 @@ inline uint32_t rec_sync(const Rec& r) { return r.sync_flags >> 8; }
 inline unsigned rec_flags(const Rec& r) { return r.sync_flags & 255u; }
 
 uintptr_t g_static_lo, g_static_hi;  // the executable's segments (globals, __device__/__constant__)
+uintptr_t g_data_lo[4], g_data_hi[4];  // its writable ones (.data, .bss): host globals
+int g_ndata;
+uint32_t g_last_run_base;            // the first block instance of the last checked run
 uintptr_t g_bias;
 
 int find_exe(struct dl_phdr_info* info, size_t, void*) {
     g_bias = info->dlpi_addr;
     uintptr_t lo = ~(uintptr_t)0, hi = 0;
+    g_ndata = 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr)& ph = info->dlpi_phdr[i];
         if (ph.p_type != PT_LOAD) continue;
         lo = std::min<uintptr_t>(lo, info->dlpi_addr + ph.p_vaddr);
         hi = std::max<uintptr_t>(hi, info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
+        if ((ph.p_flags & PF_W) && g_ndata < 4) {
+            g_data_lo[g_ndata] = info->dlpi_addr + ph.p_vaddr;
+            g_data_hi[g_ndata++] = info->dlpi_addr + ph.p_vaddr + ph.p_memsz;
+        }
     }
     g_static_lo = lo;
     g_static_hi = hi;
     return 1;
 }
+
+// Fenced atomics: each global address an atomic touched keeps what the threads that reached it after
+// a __threadfence released: (their block instance, barrier interval, thread).
+std::mutex g_release_mu;
+std::unordered_map<uintptr_t, std::vector<std::array<uint32_t, 3>>> g_releases;
 
 // What the access being checked is: who makes it, where the records of the memory are.
 struct Ctx {
@@ -81,9 +96,22 @@ inline bool rec_valid(const Ctx& c, const Rec& r) {
 
 inline const uint32_t* vec_of(const Ctx& c) { return c.w->wvec.data() + (size_t)c.warp * 1024 + (size_t)c.lane * 32; }
 
+// Another block's access (blk, tid, epoch): ordered before the current one only through what this
+// block acquired with an atomic from that block's fenced atomic: the other block's accesses before the
+// barrier interval of its fence (and the fencing thread's own in it), for accesses of this block after
+// the interval of the acquire (and the acquiring thread's own).
+inline bool acquired_before(const Ctx& c, uint32_t blk, unsigned tid, uint32_t epoch) {
+    if (c.w->acquired.empty()) return false;
+    auto it = c.w->acquired.find(blk);
+    if (it == c.w->acquired.end()) return false;
+    for (const std::array<uint32_t, 4>& q : it->second)
+        if ((epoch < q[0] || (epoch == q[0] && tid == q[1])) && (c.epoch > q[2] || c.tid == q[3])) return true;
+    return false;
+}
+
 // Did the single access (blk, tid, epoch, sync) happen before the current one?
 inline bool ordered(const Ctx& c, uint32_t blk, unsigned tid, uint32_t epoch, uint32_t sync) {
-    if (blk != c.blk) return false;      // another block of this launch: nothing orders them
+    if (blk != c.blk) return acquired_before(c, blk, tid, epoch);  // another block of this launch
     if (epoch != c.epoch) return true;   // an earlier barrier interval of this block
     if (tid == c.tid) return true;
     if ((tid >> 5) != c.warp) return false;
@@ -156,7 +184,8 @@ std::string where(const Ctx& c, uintptr_t a) {
     t_runtime++;
     const char* space = c.device ? "global" : "shared";
     const char* between = c.device ? (prior.blk != c.blk && !(rec_flags(prior) & (R_MWARP | R_MLANE))
-                                          ? "blocks of one launch are not ordered"
+                                          ? "blocks of one launch are not ordered (unless the writer's __threadfence "
+                                            "and an atomic after it, met by an atomic of the reader's block, order them)"
                                           : "no __syncthreads (or __syncwarp within a warp) between them")
                                    : "no __syncthreads (or __syncwarp within a warp) between them";
     die_in_kernel("data race on %s memory: this thread %s %zu bytes at %s%s, which %s %s in the same barrier "
@@ -232,8 +261,65 @@ Ctx make_ctx(Worker* w, bool device, uintptr_t pc) {
 
 const char* verb(int acc) { return (acc & ACC_WRITE) ? "writes" : "reads"; }
 
+// ---- happens-before between ops (streams_cpu.cpp's clocks) and the host ----
+// Each byte of an allocation keeps the op that last wrote it and up to two ops that read it since
+// (a read ordered after an earlier reader replaces it: a later write ordered after the new one is
+// ordered after both). An access of the running op (or of the host) must be ordered after the last
+// write, and a write after the reads too; atomics of different ops do not conflict with each other.
+const uint32_t kHbAtomic = 0x80000000u;
+
+[[noreturn]] void hb_race(uintptr_t a, size_t size, bool write, uint32_t other, bool other_write, uintptr_t pc) {
+    t_runtime++;
+    std::string me = g_cur_op ? op_description(g_cur_op->id) : std::string("host code");
+    std::string them = op_description(other & ~kHbAtomic);
+    char d[256];
+    describe_device_address(a, d, sizeof(d));
+    std::string at = pc ? at_source(pc, false) : "";
+    const char* how = g_cur_op ? "nothing orders the two (no event recorded after the one that the other's stream "
+                                 "waited for, no common stream, no synchronization in between)"
+                               : "the host has not synchronized with it (cudaStreamSynchronize, cudaEventSynchronize or "
+                                 "cudaDeviceSynchronize first; on a GPU it may still be running)";
+    Worker* w = tw;
+    if (w && w->cur && w->launch)
+        die_in_kernel("%s %zu bytes at %s%s, which %s %s; %s (this launch: %s)", write ? "writes" : "reads", size, d,
+                      at.c_str(), them.c_str(), other_write ? "writes" : "reads", how, me.c_str());
+    cuda_cpu_fail("%s %s %zu bytes at %s%s, which %s %s; %s", me.c_str(), write ? "writes" : "reads", size, d, at.c_str(),
+                  them.c_str(), other_write ? "writes" : "reads", how);
+}
+
+inline void hb_byte(DevAlloc* A, size_t off, uint32_t me, bool write, bool atomic, uintptr_t a, size_t size, uintptr_t pc) {
+    uint32_t& w = A->hbw[off];
+    uint32_t* r = A->hbr + 2 * off;
+    uint32_t mine = me | (atomic ? kHbAtomic : 0);
+    if (w && (w & ~kHbAtomic) != me && !(atomic && (w & kHbAtomic)) && !hb_ordered(w & ~kHbAtomic))
+        hb_race(a, size, write, w, true, pc);
+    if (write) {
+        for (int k = 0; k < 2; k++)
+            if (r[k] && (r[k] & ~kHbAtomic) != me && !(atomic && (r[k] & kHbAtomic)) && !hb_ordered(r[k] & ~kHbAtomic))
+                hb_race(a, size, true, r[k], false, pc);
+        w = mine;
+        r[0] = r[1] = 0;
+        return;
+    }
+    if ((r[0] & ~kHbAtomic) == me || (r[1] & ~kHbAtomic) == me) return;
+    if (!r[0] || hb_ordered(r[0] & ~kHbAtomic)) r[0] = mine;
+    else if (!r[1] || hb_ordered(r[1] & ~kHbAtomic)) r[1] = mine;
+    else r[1] = mine;  // a third unordered reader: the newest two are kept
+}
+
+// An atomic on global memory: first it acquires what fenced atomics on the same address released, then
+// (if this thread fenced in this barrier interval) it releases this block's earlier writes.
+void atomic_release_acquire(const Ctx& c, uintptr_t a) {
+    std::lock_guard<std::mutex> lk(g_release_mu);
+    std::vector<std::array<uint32_t, 3>>& rel = g_releases[a];
+    for (const std::array<uint32_t, 3>& r : rel)
+        if (r[0] != c.blk) c.w->acquired[r[0]].push_back({r[1], r[2], c.epoch, c.tid});
+    Fiber* f = c.w->cur;
+    if (f->fence_epoch && f->fence_epoch == c.epoch) rel.push_back({c.blk, c.epoch, c.tid});
+}
+
 void device_access(Worker* w, uintptr_t a, size_t size, int acc, uintptr_t pc) {
-    DevAlloc* A = dev_lookup(a);
+    DevAlloc* A = find_alloc(a);
     if (!A || A->freed || a < A->start || a + size > A->start + A->size) {
         t_runtime++;
         char d[256];
@@ -243,6 +329,7 @@ void device_access(Worker* w, uintptr_t a, size_t size, int acc, uintptr_t pc) {
     if (!A->state) return;
     size_t off = a - A->start;
     Ctx c = make_ctx(w, true, pc);
+    if (acc & ACC_ATOMIC) atomic_release_acquire(c, a);
     Rec* W = (Rec*)A->wrec + off;
     Rec* R = (Rec*)A->rrec + off;
     bool write = acc & ACC_WRITE, atomic = acc & ACC_ATOMIC;
@@ -257,6 +344,7 @@ void device_access(Worker* w, uintptr_t a, size_t size, int acc, uintptr_t pc) {
         }
         if (write) st = S_INIT;
         race_byte(c, W[i], R[i], write, atomic, a, size);
+        if (g_cur_op) hb_byte(A, off + i, (uint32_t)g_cur_op->id, write, atomic, a, size, pc);
     }
 }
 
@@ -325,10 +413,35 @@ void shared_access(Worker* w, uintptr_t a, size_t size, int acc, uintptr_t pc) {
                   "locals): a host pointer passed to the kernel?%s", verb(acc), size, (void*)a, at_source(pc, false).c_str());
 }
 
+// A kernel touched a host global (a variable that is not __device__ or __constant__): on a GPU it
+// would be a host address the kernel cannot see.
+[[noreturn]] void host_global(uintptr_t a, size_t size, int acc, uintptr_t pc) {
+    t_runtime++;
+    std::string v = symbol_at(a, false);
+    die_in_kernel("%s %zu bytes of the host global variable %s%s%s (at %p)%s: a kernel sees only __device__, "
+                  "__constant__ and __shared__ variables (and its arguments); make it __device__ or pass it in",
+                  verb(acc), size, v.empty() ? "" : "'", v.empty() ? "?" : v.c_str(), v.empty() ? "" : "'", (void*)a,
+                  at_source(pc, false).c_str());
+}
+
+inline bool host_data(uintptr_t a) {
+    for (int i = 0; i < g_ndata; i++)
+        if (a - g_data_lo[i] < g_data_hi[i] - g_data_lo[i]) return true;
+    return false;
+}
+
 void host_access(uintptr_t a, size_t size, int acc, uintptr_t pc) {
     if (a - g_dev_lo >= g_dev_span || !g_check) return;
     DevAlloc* A = dev_lookup(a);
-    if (A && !A->freed && A->kind != A_DEVICE) return;  // managed and pinned memory are the host's too
+    if (A && !A->freed && A->kind != A_DEVICE) {
+        // Managed and pinned memory are the host's too, once it is ordered after the device work that
+        // touched them.
+        if (A->hbw && a >= A->start && a + size <= A->start + A->size) {
+            uint32_t me = (uint32_t)hb_host_op();
+            for (size_t i = 0; i < size; i++) hb_byte(A, a - A->start + i, me, acc & ACC_WRITE, false, a, size, pc);
+        }
+        return;
+    }
     t_runtime++;
     char d[256];
     describe_device_address(a, d, sizeof(d));
@@ -342,6 +455,13 @@ inline void cc_access(const volatile void* p, size_t size, int acc, uintptr_t pc
     uintptr_t a = (uintptr_t)p;
     if (__builtin_expect(!w || !w->cur, 0)) {
         if (a - g_dev_lo < g_dev_span) host_access(a, size, acc, pc);
+        else if (g_symbols && a - g_symbols->start < g_symbols->size && g_check) {
+            t_runtime++;
+            std::string v = symbol_at(a, false);
+            cuda_cpu_fail("host code %s %zu bytes of the __device__ variable '%s'%s: on a GPU the host sees only a "
+                          "shadow of it (cudaMemcpyToSymbol and cudaMemcpyFromSymbol move its value)", verb(acc), size,
+                          v.c_str(), at_source(pc, false).c_str());
+        }
         return;
     }
     if (!g_check_run) return;
@@ -353,15 +473,25 @@ inline void cc_access(const volatile void* p, size_t size, int acc, uintptr_t pc
     const Launch* L = w->launch;
     if (a - L->params_lo < L->params_size) return;         // the kernel's arguments
     if (a - w->tls_lo < w->tls_hi - w->tls_lo) return;     // threadIdx & co.
-    if (a - g_static_lo < g_static_hi - g_static_lo) return;  // globals: __device__, __constant__ variables
+    if (a - g_static_lo < g_static_hi - g_static_lo) {
+        DevAlloc* S = g_symbols;
+        if (S && a - S->start < S->size) return device_access(w, a, size, acc, pc);  // __device__ variables
+        if (a >= g_symbols_const_lo && a < g_symbols_const_hi) return;
+        if (host_data(a)) host_global(a, size, acc, pc);
+        return;  // read-only data: constants, string literals
+    }
     host_memory(w, a, size, acc, pc);
 }
 
 }  // namespace
 
 // ---- the scheduler's side ----
+void check_fence(Worker* w) { w->cur->fence_epoch = w->epoch; }
+
 void check_block_start(Worker* w) {
     shadow_arena(w);
+    w->acquired.clear();
+    for (unsigned i = 0; i < w->launch->nthreads && i < w->fibers.size(); i++) w->fibers[i]->fence_epoch = 0;
     for (auto& r : w->sm_marked) memset(w->sm_state + r.first, S_NONE, r.second);
     w->sm_marked.clear();
     const Launch* L = w->launch;
@@ -398,6 +528,8 @@ void check_alloc(DevAlloc* A) {
     memset(A->state, A->kind == A_DEVICE ? S_UNINIT : S_INIT, A->size);
     A->wrec = map_zero(A->shadow_len);
     A->rrec = map_zero(A->shadow_len);
+    A->hbw = (uint32_t*)map_zero(A->size * sizeof(uint32_t));
+    A->hbr = (uint32_t*)map_zero(A->size * 2 * sizeof(uint32_t));
 }
 
 void check_free(DevAlloc* A) {
@@ -405,13 +537,19 @@ void check_free(DevAlloc* A) {
     munmap(A->state, A->size);
     munmap(A->wrec, A->shadow_len);
     munmap(A->rrec, A->shadow_len);
+    munmap(A->hbw, A->size * sizeof(uint32_t));
+    munmap(A->hbr, A->size * 2 * sizeof(uint32_t));
     A->state = nullptr;
     A->wrec = A->rrec = nullptr;
+    A->hbw = A->hbr = nullptr;
 }
 
-void check_run_start(const Launch*) {
+void check_run_start(const Launch* L) {
     static bool once = (dl_iterate_phdr(find_exe, nullptr), true);
     (void)once;
+    g_last_run_base = L->run_base;
+    std::lock_guard<std::mutex> lk(g_release_mu);
+    g_releases.clear();
 }
 
 // The deferred write is done: if it changed the bytes the earlier write left, the two raced.
@@ -426,6 +564,24 @@ void check_pending_write(Worker* w) {
 
 void check_lane_range(const void* p, size_t n, bool write, uintptr_t pc) {
     if (g_check_run) cc_access(p, n, write ? ACC_WRITE : 0, pc);
+}
+
+void check_atomic_access(const void* p, size_t n, uintptr_t pc) {
+    if (g_check_run) cc_access(p, n, ACC_WRITE | ACC_ATOMIC, pc);
+}
+
+bool check_plain_access_after_atomics(const void* p, size_t n) {
+    uintptr_t a = (uintptr_t)p;
+    DevAlloc* A = find_alloc(a);
+    if (!A || !A->wrec || a < A->start || a + n > A->start + A->size) return false;
+    const Rec* W = (const Rec*)A->wrec + (a - A->start);
+    const Rec* R = (const Rec*)A->rrec + (a - A->start);
+    uint32_t base = g_last_run_base;
+    for (size_t i = 0; i < n; i++) {
+        if (W[i].blk && W[i].blk >= base && !(rec_flags(W[i]) & R_ATOMIC)) return true;
+        if (R[i].blk && R[i].blk >= base && !(rec_flags(R[i]) & R_ATOMIC)) return true;
+    }
+    return false;
 }
 
 // ============================================================================================
@@ -535,4 +691,21 @@ void type_mismatch(TypeMismatchData* d, uintptr_t ptr) {
 extern "C" {
 void __ubsan_handle_type_mismatch_v1(void* d, void* ptr) { type_mismatch((TypeMismatchData*)d, (uintptr_t)ptr); }
 void __ubsan_handle_type_mismatch_v1_abort(void* d, void* ptr) { type_mismatch((TypeMismatchData*)d, (uintptr_t)ptr); }
+}
+
+// ============================================================================================
+// Happens-before between device work and the host (streams_cpu.cpp's clocks)
+// ============================================================================================
+void hb_access(uintptr_t p, size_t n, bool write, uintptr_t pc) {
+    if (!g_check || !n) return;
+    RuntimeScope scope;
+    uint32_t me = (uint32_t)(g_cur_op ? g_cur_op->id : hb_host_op());
+    uintptr_t end = p + n;
+    while (p < end) {
+        DevAlloc* A = find_alloc(p);
+        if (!A || A->freed || !A->hbw || p < A->start || p >= A->start + A->size) return;
+        uintptr_t stop = std::min(end, A->start + A->size);
+        for (uintptr_t a = p; a < stop; a++) hb_byte(A, a - A->start, me, write, false, a, stop - p, pc);
+        p = stop;
+    }
 }

@@ -1,13 +1,16 @@
 #!/usr/bin/perl
 # cu2cpu.pl: rewrites a .cu file, and every project header it includes, into C++ that g++ compiles
-# with cuda_cpu.h force-included. Four constructs change; everything else is copied verbatim:
+# with cuda_cpu.h force-included. These constructs change; everything else is copied verbatim:
 #   kernel<<<grid, block, smem, stream>>>(args);
-#     -> cuda_cpu_launch("kernel", key, grid, block, smem, stream, [&](auto&... a) { kernel(a...); }, args);
+#     -> cuda_cpu_launch("kernel", key, grid, block, smem, stream, [=](auto&... a) { kernel(a...); }, args);
 #   extern __shared__ T name[];   ->   T* name = (T*)cuda_cpu_dynamic_smem();
 #   __shared__ T name[N];  (inside a function)
 #     -> static char site; auto& name = *cuda_cpu_shared<T[N]>(&site, "name");
 #   __global__ void __launch_bounds__(B) kernel(...) {
-#     -> __global__ void __launch_bounds__(B) kernel(...) { cuda_cpu_launch_bounds(B);
+#     -> __global__ void __launch_bounds__(B) kernel(...) { cuda_cpu_launch_bounds(B); cuda_cpu_kernel_entry();
+#   __global__ void kernel(...) {   ->   __global__ void kernel(...) { cuda_cpu_kernel_entry();
+#   __device__ T name...;  (namespace scope)   ->   __device__ CUDA_CPU_DEVICE_VAR T name...;
+#     (also __constant__; CUDA_CPU_DEVICE_CONST for const ones)
 # Each output starts with a #line naming the original, and keeps its line count, so compiler
 # messages point at the original source.
 #
@@ -283,6 +286,54 @@ sub shared_edits {
     return @out;
 }
 
+# Every kernel definition starts with cuda_cpu_kernel_entry(): the runtime checks the launch against
+# the kernel's resources (its registers, from ptxas) there, once per launch.
+sub entry_edits {
+    my ($t, $m) = @_;
+    my @out;
+    (my $code = $m) =~ s/^([ \t]*#[^\n]*)/' ' x length($1)/mge;
+    $code =~ s/__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)/' ' x length($&)/ge;
+    while ($code =~ /\b__global__\b/g) {
+        my $params = index($code, '(', $+[0]);
+        next if $params < 0;
+        my $between = substr($code, $+[0], $params - $+[0]);
+        next if $between =~ /[;{}]/;
+        my $pclose = match_close($code, $params);
+        next if $pclose < 0;
+        my $i = $pclose;
+        $i++ while $i < length($code) && substr($code, $i, 1) =~ /\s/;
+        next unless $i < length($code) && substr($code, $i, 1) eq '{';
+        push @out, [$i + 1, $i + 1, " cuda_cpu_kernel_entry();"];
+        pos($code) = $i;
+    }
+    return @out;
+}
+
+# Namespace-scope __device__ and __constant__ variables go to a section of their own (two: const
+# ones apart), so the runtime knows them as device memory: saved and restored between schedules,
+# race-checked, and told apart from host globals, which a kernel cannot see.
+sub devvar_edits {
+    my ($t, $m) = @_;
+    my @out;
+    (my $code = $m) =~ s/^([ \t]*#[^\n]*)/' ' x length($1)/mge;
+    while ($code =~ /\b(?:__device__|__constant__)\b/g) {
+        my ($at, $end) = ($-[0], $+[0]);
+        next if in_function($code, $at);
+        my $start = $at;
+        $start-- while $start > 0 && substr($code, $start - 1, 1) !~ /[;{}]/;
+        my $rest = substr($code, $start);
+        next unless $rest =~ /^([^;{(=\[]*)([;{(=\[])/;
+        my ($head, $stop) = ($1, $2);
+        next if $stop eq '(' || $stop eq '{';                 # a function
+        next if $head =~ /\b(?:template|typedef|using|__global__|__host__|struct|class|enum|union)\b/;
+        next if substr($code, $end) =~ /^\s*(?:__device__|__constant__|__managed__)\b/;  # the last keyword takes it
+        my $const = $head =~ /\bconst\b|\bconstexpr\b/ ? 'CUDA_CPU_DEVICE_CONST' : 'CUDA_CPU_DEVICE_VAR';
+        next if $head =~ /\bconstexpr\b/;                   # no storage to speak of
+        push @out, [$end, $end, " $const"];
+    }
+    return @out;
+}
+
 # __launch_bounds__(ARGS) on a kernel definition: the runtime checks the block size against it at the
 # top of the body.
 sub bounds_edits {
@@ -364,7 +415,7 @@ sub rewrite {
             s/^(\s*)NULL(\s*)$/$1nullptr$2/ for @parts;
             $args = join(',', @parts);
         }
-        my $rep = sprintf('cuda_cpu_launch("%s", %s, %s, %s, %s, %s, [&](auto&... cuda_cpu_a) { %s(cuda_cpu_a...); }%s%s)',
+        my $rep = sprintf('cuda_cpu_launch("%s", %s, %s, %s, %s, %s, [=](auto&... cuda_cpu_a) { %s(cuda_cpu_a...); }%s%s)',
                           $qlabel, $key, map({ s/^\s+|\s+$//gr } @cfg), $kernel, ($argmask =~ /\S/ ? ', ' : ''), $args);
         my $orig = substr($t, $k, $close - $k);
         my $missing = ($orig =~ tr/\n//) - ($rep =~ tr/\n//);
@@ -384,6 +435,8 @@ sub rewrite {
     }
     push @edits, shared_edits($rel, $t, $m);
     push @edits, bounds_edits($t, $m);
+    push @edits, entry_edits($t, $m);
+    push @edits, devvar_edits($t, $m);
     for my $e (sort { $b->[0] <=> $a->[0] || $b->[1] <=> $a->[1] } @edits) {
         substr($t, $e->[0], $e->[1] - $e->[0]) = $e->[2];
     }

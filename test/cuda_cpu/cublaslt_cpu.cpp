@@ -304,6 +304,20 @@ T read_attr(const void* buf, size_t size, const char* api, const char* name) {
     return v;
 }
 
+// The happens-before checker's view of a matrix: each column (row, for row-major) of each batch.
+void matrix_access(const void* p, const Layout* l, bool write) {
+    if (!l->rows || !l->cols || l->batch < 1) return;
+    uint64_t outer = l->order == CUBLASLT_ORDER_ROW ? l->rows : l->cols, inner = l->order == CUBLASLT_ORDER_ROW ? l->cols : l->rows;
+    size_t es = type_size(l->type);
+    if ((uint64_t)l->ld == inner && (l->batch == 1 || (uint64_t)l->stride == inner * outer)) {
+        hb_access((uintptr_t)p, (size_t)(inner * outer * (uint64_t)l->batch) * es, write, 0);
+        return;
+    }
+    for (int b = 0; b < l->batch; b++)
+        for (uint64_t o = 0; o < outer; o++)
+            hb_access((uintptr_t)p + (size_t)((uint64_t)b * (uint64_t)l->stride + o * (uint64_t)l->ld) * es, (size_t)inner * es, write, 0);
+}
+
 }  // namespace
 
 struct cublasLtContext { uint32_t magic; };
@@ -512,15 +526,23 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
         fprintf(stderr, "cuda_cpu: %s: %s\n", api, bad);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
-    float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
-    if (b != 0.0f && !C) {
-        fprintf(stderr, "cuda_cpu: %s: beta != 0 needs C\n", api);
-        return CUBLAS_STATUS_INVALID_VALUE;
+    const bool device_scalars = d->pointer_mode == CUBLASLT_POINTER_MODE_DEVICE;
+    float a = 0.0f, b = 0.0f;
+    if (device_scalars) {
+        device_range_or_die(api, "alpha", alpha, sizeof(float));
+        device_range_or_die(api, "beta", beta, sizeof(float));
+    } else {
+        a = *static_cast<const float*>(alpha);
+        b = *static_cast<const float*>(beta);
+        if (b != 0.0f && !C) {
+            fprintf(stderr, "cuda_cpu: %s: beta != 0 needs C\n", api);
+            return CUBLAS_STATUS_INVALID_VALUE;
+        }
     }
+    if (!stream_is_valid(stream)) return CUBLAS_STATUS_INVALID_VALUE;
     // Every matrix the product touches must lie inside one device allocation (the runtime's own
     // accesses are not checked one by one, as a kernel's are); D, the aux output and a bias gradient
     // count as written afterwards.
-    DeviceAccess access;
     const uint32_t e = d->epilogue;
     const bool bgrad = e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB;
     const bool aux_out = e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
@@ -532,14 +554,42 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     const size_t bias_bytes = (bias_n + (size_t)d->bias_batch_stride * (p.batch - 1)) * type_size(bias_type);
     device_range_or_die(api, "A", A, layout_bytes(la));
     device_range_or_die(api, "B", B, layout_bytes(lb));
-    if (b != 0.0f) device_range_or_die(api, "C", C, layout_bytes(lc));
+    if ((device_scalars && C) || b != 0.0f) device_range_or_die(api, "C", C, layout_bytes(lc));
     device_range_or_die(api, "D", D, layout_bytes(ld));
     if ((e & CUBLASLT_EPILOGUE_BIAS) || bgrad) device_range_or_die(api, "the bias", d->bias, bias_bytes);
     if (aux_in || aux_out) device_range_or_die(api, "the aux matrix", d->aux, aux_bytes);
-    for (int i = 0; i < p.batch; i++) matmul_one(d, p, i, a, b, A, la, B, lb, C, lc, D, ld);
-    device_written(D, layout_bytes(ld));
-    if (bgrad) device_written(d->bias, bias_bytes);
-    if (aux_out) device_written(d->aux, aux_bytes);
+    // Queued on the stream: the descriptors are copied (a program may destroy them at once), the
+    // scalars read now from the host (or, in device pointer mode, when it runs).
+    Desc dc = *d;
+    Layout lac = *la, lbc = *lb, lcc = *lc, ldc = *ld;
+    char what[160];
+    snprintf(what, sizeof(what), "cublasLtMatmul (m=%llu n=%llu k=%llu, batch %d)", (unsigned long long)p.m,
+             (unsigned long long)p.n, (unsigned long long)p.k, p.batch);
+    op_issue(stream, what, [=](Op*, const OpRun& run) {
+        float av = a, bv = b;
+        if (device_scalars) {
+            if (run.first && g_check) {
+                hb_access((uintptr_t)alpha, sizeof(float), false, 0);
+                hb_access((uintptr_t)beta, sizeof(float), false, 0);
+            }
+            av = *static_cast<const float*>(alpha);
+            bv = *static_cast<const float*>(beta);
+        }
+        if (run.first && g_check) {
+            matrix_access(A, &lac, false);
+            matrix_access(B, &lbc, false);
+            if (bv != 0.0f) matrix_access(C, &lcc, false);
+            if (e & CUBLASLT_EPILOGUE_BIAS && !bgrad) hb_access((uintptr_t)dc.bias, bias_bytes, false, 0);
+            if (aux_in) hb_access((uintptr_t)dc.aux, aux_bytes, false, 0);
+            matrix_access(D, &ldc, true);
+            if (bgrad) hb_access((uintptr_t)dc.bias, bias_bytes, true, 0);
+            if (aux_out) hb_access((uintptr_t)dc.aux, aux_bytes, true, 0);
+        }
+        for (int i = 0; i < p.batch; i++) matmul_one(&dc, p, i, av, bv, A, &lac, B, &lbc, C, &lcc, D, &ldc);
+        device_written(D, layout_bytes(&ldc));
+        if (bgrad) device_written(dc.bias, bias_bytes);
+        if (aux_out) device_written(dc.aux, aux_bytes);
+    });
     return CUBLAS_STATUS_SUCCESS;
 }
 

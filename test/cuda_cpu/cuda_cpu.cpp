@@ -13,6 +13,7 @@
 #include "cuda_cpu_internal.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <execinfo.h>
 #include <fcntl.h>
@@ -20,10 +21,13 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <pthread.h>
 #include <ucontext.h>
 #include <unistd.h>
+
+#include <cxxabi.h>
 
 #include <algorithm>
 #include <atomic>
@@ -34,6 +38,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #if defined(_FORTIFY_SOURCE) && _FORTIFY_SOURCE > 0
@@ -53,7 +58,6 @@ __thread dim3 blockDim;
 __thread dim3 gridDim;
 __thread unsigned cuda_cpu_linear_tid;
 __thread int t_runtime;
-bool cuda_cpu_tracking_fatomics;
 
 void cuda_cpu_fail(const char* fmt, ...) {
     t_runtime++;
@@ -96,10 +100,10 @@ bool g_instrumented;  // set by __tsan_init (check_cpu.cpp) before main
 bool g_check;
 bool g_check_run;
 bool g_protect;
-static int g_async_copies = 1;  // CUDA_CPU_ASYNC: pinned cudaMemcpyAsync completes late
 int g_strict_exit;
 std::vector<Schedule> g_schedules;
 static double g_watchdog_s;
+static uint64_t g_atomic_seed;  // CUDA_CPU_ATOMIC_SEED: the order float atomics are summed in
 
 // CUDA_CPU_SCHEDULES: forward, reverse, shuffle or shuffle:SEED, comma-separated.
 static void parse_schedules(const char* s) {
@@ -135,13 +139,22 @@ static void modes_init() {
                       "(CUDA_CPU_CHECK_FLAGS in test/cuda_cpu/module.mk)");
     g_check = check;
     g_protect = env_choice("CUDA_CPU_PROTECT", onoff, 2, g_instrumented ? 1 : 0);
-    g_async_copies = env_choice("CUDA_CPU_ASYNC", onoff, 2, 1);
+    g_eager = env_choice("CUDA_CPU_ASYNC", onoff, 2, 1) == 0;
     static const char* const strict[] = {"off", "warn", "abort"};
     g_strict_exit = env_choice("CUDA_CPU_STRICT_EXIT", strict, 3, 0);
     g_watchdog_s = (double)env_size("CUDA_CPU_WATCHDOG_S", 60, true);
     const char* s = getenv("CUDA_CPU_SCHEDULES");
     parse_schedules(s && *s ? s : g_instrumented ? "forward,reverse" : "forward");
-    cuda_cpu_tracking_fatomics = g_schedules.size() > 1;
+    const char* seed = getenv("CUDA_CPU_ATOMIC_SEED");
+    if (seed && *seed) {
+        char* end;
+        g_atomic_seed = strtoull(seed, &end, 10);
+        if (*end) cuda_cpu_fail("CUDA_CPU_ATOMIC_SEED=%s: expected a non-negative integer", seed);
+    } else {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        g_atomic_seed = ((uint64_t)getpid() << 32) ^ (uint64_t)t.tv_nsec ^ ((uint64_t)t.tv_sec << 20);
+    }
 }
 
 // ============================================================================================
@@ -163,29 +176,32 @@ static int phdr_first(struct dl_phdr_info* info, size_t, void*) {
     return 1;  // the first object is the executable
 }
 
+uintptr_t exe_bias() { return g_exe_bias; }
+
 // Is "file:line" in the runtime's own code (where a report should not point)?
-static bool runtime_source(const std::string& s) {
+bool runtime_source(const std::string& s) {
     static const char* const files[] = {"cuda_cpu.h:", "cuda_cpu.cpp:", "check_cpu.cpp:", "intrinsics_cpu.cpp:",
-                                        "cublaslt_cpu.cpp:", "nccl_cpu.cpp:", "cooperative_groups"};
+                                        "cublaslt_cpu.cpp:", "nccl_cpu.cpp:", "streams_cpu.cpp:", "cooperative_groups"};
     for (const char* f : files)
         if (s.find(f) != std::string::npos) return true;
     return false;
 }
 
-// "file:line" of a code address by addr2line (fork + exec, so it also works from a signal handler
-// that is about to abort); "" when it cannot be told. Of the inlined calls at that address, the
-// innermost one in the program's own code (not the runtime's headers, not the system's).
-std::string source_of(uintptr_t pc) {
-    if (!pc) return "";
+// addr2line -i's lines for a code address (fork + exec, so it also works from a signal handler that is
+// about to abort), innermost inlined call first, the project's files relative to the current
+// directory; none when it cannot be told.
+static std::vector<std::string> addr2line_lines(uintptr_t pc) {
+    std::vector<std::string> out;
+    if (!pc) return out;
     char addr[32], exe[4096];
     snprintf(addr, sizeof(addr), "0x%lx", (unsigned long)(pc - g_exe_bias - 1));  // the call, not the return
     ssize_t el = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (el <= 0) return "";
+    if (el <= 0) return out;
     exe[el] = 0;
     int fd[2];
-    if (pipe(fd) != 0) return "";
+    if (pipe(fd) != 0) return out;
     pid_t pid = fork();
-    if (pid < 0) { close(fd[0]); close(fd[1]); return ""; }
+    if (pid < 0) { close(fd[0]); close(fd[1]); return out; }
     if (pid == 0) {
         dup2(fd[1], 1);
         int devnull = open("/dev/null", O_WRONLY);
@@ -202,7 +218,6 @@ std::string source_of(uintptr_t pc) {
     close(fd[0]);
     waitpid(pid, nullptr, 0);
     buf[len] = 0;
-    std::string first, pick;
     char* save = nullptr;
     for (char* line = strtok_r(buf, "\n", &save); line; line = strtok_r(nullptr, "\n", &save)) {
         char* disc = strstr(line, " (discriminator");
@@ -213,12 +228,94 @@ std::string source_of(uintptr_t pc) {
             size_t n = strlen(cwd);
             if (!strncmp(line, cwd, n) && line[n] == '/') line += n + 1;  // the project's files, relative
         }
-        if (first.empty()) first = line;
-        if (strstr(line, "cuda_cpu.h:") || strstr(line, "cooperative_groups") || !strncmp(line, "/usr/", 5)) continue;
-        pick = line;
-        break;
+        out.push_back(line);
     }
-    return pick.empty() ? first : pick;
+    return out;
+}
+
+// "file:line" of a code address; "" when it cannot be told. Of the inlined calls at that address, the
+// innermost one in the program's own code (not the runtime's headers, not the system's).
+std::string source_of(uintptr_t pc) {
+    std::vector<std::string> lines = addr2line_lines(pc);
+    for (const std::string& l : lines)
+        if (l.find("cuda_cpu.h:") == std::string::npos && l.find("cooperative_groups") == std::string::npos &&
+            l.compare(0, 5, "/usr/") != 0)
+            return l;
+    return lines.empty() ? "" : lines[0];
+}
+
+std::vector<std::string> source_chain(uintptr_t pc) {
+    std::vector<std::string> out;
+    for (const std::string& l : addr2line_lines(pc))
+        if (!runtime_source(l) && l.compare(0, 5, "/usr/") != 0 && l.find("/include/") == std::string::npos &&
+            l.find(":0") == std::string::npos)
+            out.push_back(l);
+    return out;
+}
+
+// ---- the executable's symbol table (its kernels' names for their registers, __device__ variables
+// and host globals in messages) ----
+struct ElfSym {
+    uintptr_t lo, hi;
+    std::string name;
+    bool func;
+};
+static std::vector<ElfSym>* g_elf_syms;
+static std::once_flag g_elf_once;
+
+static void load_symbols() {
+    g_elf_syms = new std::vector<ElfSym>();
+    int fd = open("/proc/self/exe", O_RDONLY);
+    if (fd < 0) return;
+    struct stat st;
+    void* map = fstat(fd, &st) == 0 ? mmap(nullptr, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    close(fd);
+    if (map == MAP_FAILED) return;
+    const char* base = (const char*)map;
+    const Elf64_Ehdr* eh = (const Elf64_Ehdr*)base;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64) return;
+    const Elf64_Shdr* sh = (const Elf64_Shdr*)(base + eh->e_shoff);
+    for (int i = 0; i < eh->e_shnum; i++) {
+        if (sh[i].sh_type != SHT_SYMTAB) continue;
+        const Elf64_Sym* sym = (const Elf64_Sym*)(base + sh[i].sh_offset);
+        const char* names = base + sh[sh[i].sh_link].sh_offset;
+        size_t n = sh[i].sh_size / sizeof(Elf64_Sym);
+        for (size_t k = 0; k < n; k++) {
+            int type = ELF64_ST_TYPE(sym[k].st_info);
+            if ((type != STT_FUNC && type != STT_OBJECT && type != STT_TLS) || sym[k].st_shndx == SHN_UNDEF || !sym[k].st_size)
+                continue;
+            if (type == STT_TLS) continue;
+            uintptr_t lo = g_exe_bias + sym[k].st_value;
+            g_elf_syms->push_back({lo, lo + sym[k].st_size, names + sym[k].st_name, type == STT_FUNC});
+        }
+    }
+    std::sort(g_elf_syms->begin(), g_elf_syms->end(), [](const ElfSym& a, const ElfSym& b) { return a.lo < b.lo; });
+    munmap(map, (size_t)st.st_size);
+}
+
+static const ElfSym* elf_symbol(uintptr_t a, bool functions) {
+    std::call_once(g_elf_once, load_symbols);
+    auto it = std::upper_bound(g_elf_syms->begin(), g_elf_syms->end(), a, [](uintptr_t x, const ElfSym& s) { return x < s.lo; });
+    while (it != g_elf_syms->begin()) {
+        --it;
+        if (a >= it->lo && a < it->hi && it->func == functions) return &*it;
+        if (a - it->lo > (1u << 24)) break;
+    }
+    return nullptr;
+}
+
+std::string symbol_at(uintptr_t a, bool functions) {
+    const ElfSym* s = elf_symbol(a, functions);
+    if (!s) return "";
+    std::string name = s->name;
+    int status = 0;
+    char* dem = abi::__cxa_demangle(s->name.c_str(), nullptr, nullptr, &status);
+    if (dem && status == 0) name = dem;
+    free(dem);
+    if (a == s->lo) return name;
+    char off[32];
+    snprintf(off, sizeof(off), "+%zu", (size_t)(a - s->lo));
+    return name + off;
 }
 
 std::string thread_name(const Launch* L, unsigned linear) {
@@ -323,14 +420,18 @@ static void fiber_entry() {
     }
 }
 
+// Below each fiber's stack, 1 MiB that faults: a frame too big for the stack lands there (and is
+// named), not in another fiber's stack. Only touched pages of either take memory.
+static const size_t kStackGuard = 1 << 20;
+
 static Fiber* fiber_create(Worker* w) {
     Fiber* f = new Fiber();
     f->stack_size = g_stack_size;
-    f->map_size = f->stack_size + kPage;
+    f->map_size = f->stack_size + kStackGuard;
     f->map = (char*)mmap(nullptr, f->map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
     if (f->map == MAP_FAILED) cuda_cpu_fail("mmap of a %zu-byte fiber stack failed: %s", f->map_size, strerror(errno));
-    if (mprotect(f->map, kPage, PROT_NONE) != 0) cuda_cpu_fail("mprotect of a stack guard page failed");
-    f->stack = f->map + kPage;
+    if (mprotect(f->map, kStackGuard, PROT_NONE) != 0) cuda_cpu_fail("mprotect of a stack guard failed");
+    f->stack = f->map + kStackGuard;
     ucontext_t uc, back;
     getcontext(&uc);
     uc.uc_stack.ss_sp = f->stack;
@@ -362,6 +463,14 @@ static uintptr_t context_pc(void* ctx) {
     return 0;
 #endif
 }
+static uintptr_t context_sp(void* ctx) {
+#if defined(__x86_64__)
+    return (uintptr_t)((ucontext_t*)ctx)->uc_mcontext.gregs[REG_RSP];
+#else
+    (void)ctx;
+    return ~(uintptr_t)0;
+#endif
+}
 static const char* context_access(void* ctx) {
 #if defined(__x86_64__)
     return (((ucontext_t*)ctx)->uc_mcontext.gregs[REG_ERR] & 2) ? "writes" : "reads";
@@ -371,9 +480,7 @@ static const char* context_access(void* ctx) {
 #endif
 }
 
-struct PendingCopy;  // a cudaMemcpyAsync of pinned memory not completed yet (below)
-static const PendingCopy* pending_holding(uintptr_t a);
-static void describe_pending(const PendingCopy& c, uintptr_t a, char* buf, size_t len);
+static int kernel_stack_frame(uintptr_t pc);  // ptxas's, or -1 (below)
 
 static void segv_handler(int sig, siginfo_t* si, void* ctx) {
     t_runtime++;
@@ -383,27 +490,34 @@ static void segv_handler(int sig, siginfo_t* si, void* ctx) {
     std::string where;
     uintptr_t pc = context_pc(ctx);
     if (w) {
-        for (Fiber* f : w->fibers) {
-            if (a >= (uintptr_t)f->map && a < (uintptr_t)f->stack) {
-                char msg[256];
-                snprintf(msg, sizeof(msg), "cuda_cpu: kernel '%s': a thread overflowed its %zu KiB stack; raise CUDA_CPU_STACK_KB",
-                         w->launch ? w->launch->name : "?", g_stack_size / 1024);
-                write_line(msg);
-                abort();
-            }
+        // A fault in a fiber's guard, or with the stack pointer below the running fiber's stack: its
+        // locals did not fit.
+        bool overflow = in_kernel && context_sp(ctx) < (uintptr_t)w->cur->stack && context_sp(ctx) + (64u << 20) > (uintptr_t)w->cur->stack;
+        for (Fiber* f : w->fibers)
+            if (a >= (uintptr_t)f->map && a < (uintptr_t)f->stack) overflow = true;
+        if (overflow) {
+            char msg[512], frame[96] = "";
+            int stack = in_kernel ? kernel_stack_frame(pc) : -1;
+            if (stack >= 0) snprintf(frame, sizeof(frame), " (ptxas gives its kernel %d bytes of stack frame at sm_90)", stack);
+            snprintf(msg, sizeof(msg), "cuda_cpu: kernel '%s' block %s thread %s: the thread's local variables overflowed "
+                     "its %zu KiB stack%s; a GPU allows up to 512 KiB of local memory a thread: raise CUDA_CPU_STACK_KB if "
+                     "the kernel needs more here", w->launch ? w->launch->name : "?",
+                     w->launch ? block_name(w->launch, w->block_linear).c_str() : "?",
+                     in_kernel ? thread_name(w->launch, w->cur->linear).c_str() : "?", g_stack_size / 1024, frame);
+            write_line(msg);
+            abort();
         }
     }
     std::string src = source_of(pc);
     std::string at = src.empty() ? "" : " (" + src + ")";
     char what[1024] = "";
+    static char guard_desc[512];
     if (w && w->arena && a >= (uintptr_t)w->arena + w->arena_size && a < (uintptr_t)w->arena + w->arena_size + kPage) {
         size_t smem = w->launch ? w->launch->smem : 0;
         snprintf(what, sizeof(what), "%s shared memory %zu bytes past the end of the %zu bytes of dynamic shared memory "
                  "the launch asked for%s", context_access(ctx), a - ((uintptr_t)w->dyn + smem), smem, at.c_str());
-    } else if (const PendingCopy* c = in_kernel ? nullptr : pending_holding(a)) {
-        char desc[512];
-        describe_pending(*c, a, desc, sizeof(desc));
-        snprintf(what, sizeof(what), "host code %s %s%s", context_access(ctx), desc, at.c_str());
+    } else if (const char* g = in_kernel ? nullptr : pinned_guard_at(a, guard_desc, sizeof(guard_desc))) {
+        snprintf(what, sizeof(what), "host code %s %s%s", context_access(ctx), g, at.c_str());
     } else if (a - g_dev_lo < g_dev_span) {
         char desc[256];
         describe_device_address(a, desc, sizeof(desc));
@@ -623,6 +737,31 @@ static bool release_warp(Worker* w, unsigned base, unsigned end) {
 static std::mutex g_warned_mu;
 static std::set<std::string> g_warned;
 
+// Threads of a block waiting at two different __syncthreads (by address): the same source line in
+// two copies the compiler made is one barrier; two lines are not. CUDA requires every thread of the
+// block to reach the same __syncthreads (a barrier in code that only some threads run, or in a loop
+// whose trip count differs between threads, is undefined, even when the hardware happens to release
+// it).
+static void check_same_barrier(Worker* w, uintptr_t a, uintptr_t b) {
+    static std::mutex mu;
+    static std::set<std::pair<uintptr_t, uintptr_t>> same;
+    {
+        std::lock_guard<std::mutex> lk(mu);
+        if (same.count({a, b})) return;
+    }
+    std::string la = source_of(a), lb = source_of(b);
+    if (la == lb) {
+        std::lock_guard<std::mutex> lk(mu);
+        same.insert({a, b});
+        return;
+    }
+    char what[512];
+    snprintf(what, sizeof(what), "threads wait at two different __syncthreads (%s and %s): every thread of a block must "
+             "reach the same one (a barrier in code only some threads run, or in a loop whose trip count differs "
+             "between threads, is undefined): ", la.c_str(), lb.c_str());
+    die_divergent(w, what);
+}
+
 static void release_block(Worker* w) {
     unsigned nblock = 0, nwarp = 0;
     for (unsigned i = 0; i < w->n; i++) {
@@ -635,11 +774,14 @@ static void release_block(Worker* w) {
     // barrier it was holding up), so a block whose early-exiting threads skip a __syncthreads goes on.
     if (nblock > 0 && nblock + w->ndone == w->n) {
         int op = -1, count = 0, all = 1, any = 0;
+        uintptr_t site = 0;
         for (unsigned i = 0; i < w->n; i++) {
             Fiber* f = w->fibers[i];
             if (f->state != F_BLOCK) continue;
             if (op >= 0 && f->op != op) die_divergent(w, "threads meet at different block barriers: ");
+            if (site && f->site != site) check_same_barrier(w, site, f->site);
             op = f->op;
+            site = f->site;
             count += f->pred; all &= f->pred; any |= f->pred;
         }
         if (w->ndone > 0 && g_strict_exit) {
@@ -702,6 +844,8 @@ static void run_block(Worker* w, const Launch* L, uint64_t b) {
         f->tid.y = (i / L->block.x) % L->block.y;
         f->tid.z = i / (L->block.x * L->block.y);
         f->wsync = 0;
+        f->fence_epoch = 0;
+        f->natomics = 0;
     }
     // Shared memory is not initialised on a GPU either: NaNs, so that reading it early shows. The
     // dynamic part ends at the guard page; static variables are placed (and poisoned) as the first
@@ -759,6 +903,7 @@ int cuda_cpu_block(int op, const char* name, int pred) {
     Worker* w = current_thread_worker(name);
     if (w->pending.on) check_pending_write(w);
     Fiber* f = w->cur;
+    f->site = (uintptr_t)__builtin_return_address(0);
     f->state = F_BLOCK;
     f->op = op;
     f->name = name;
@@ -806,6 +951,99 @@ void* cuda_cpu_shared_alloc(const void* site, const char* name, size_t size, siz
     return w->arena + off;
 }
 
+void cuda_cpu_threadfence(void) {
+    Worker* w = current_thread_worker("__threadfence");
+    if (g_check_run) check_fence(w);
+}
+
+void cuda_cpu_bad_shuffle_width(const char* name, int width) {
+    current_thread_worker(name);
+    die_in_kernel("%s with width %d: the width must be a power of 2 from 1 to 32 (CUDA leaves any other width "
+                  "undefined)", name, width);
+}
+
+// ---- registers: ptxas's count for each kernel (sm_90), recorded at build time ----
+// CUDA_CPU_REGISTERS names the file (lines "mangled_name registers stack_frame_bytes", as make writes
+// it from nvcc's -Xptxas -v output), "off" turns the check off; by default the build's file.
+#ifndef CUDA_CPU_REGISTERS_DB
+#define CUDA_CPU_REGISTERS_DB ""
+#endif
+struct KernelRegs {
+    int regs_min, regs_max, stack;
+};
+static std::unordered_map<std::string, KernelRegs>* g_regs;
+static std::string g_regs_path;
+static std::once_flag g_regs_once;
+
+static void load_registers() {
+    g_regs = new std::unordered_map<std::string, KernelRegs>();
+    const char* e = getenv("CUDA_CPU_REGISTERS");
+    std::string path = e && *e ? e : CUDA_CPU_REGISTERS_DB;
+    if (path.empty() || path == "off") return;
+    FILE* f = fopen(path.c_str(), "r");
+    if (!f) {
+        if (e && *e) cuda_cpu_fail("CUDA_CPU_REGISTERS=%s: cannot read it: %s", e, strerror(errno));
+        return;
+    }
+    g_regs_path = path;
+    char line[8192];
+    while (fgets(line, sizeof(line), f)) {
+        char name[8000];
+        int regs, stack;
+        if (line[0] == '#' || sscanf(line, "%7999s %d %d", name, &regs, &stack) != 3) continue;
+        auto it = g_regs->find(name);
+        if (it == g_regs->end()) (*g_regs)[name] = {regs, regs, stack};
+        else {
+            // One kernel built in several precisions with one signature: trust only what all agree on.
+            it->second.regs_min = std::min(it->second.regs_min, regs);
+            it->second.regs_max = std::max(it->second.regs_max, regs);
+            it->second.stack = std::max(it->second.stack, stack);
+        }
+    }
+    fclose(f);
+}
+
+// ptxas's record of the kernel whose code holds pc, or null.
+static const KernelRegs* kernel_regs(uintptr_t pc, std::string* name) {
+    std::call_once(g_regs_once, load_registers);
+    if (g_regs->empty()) return nullptr;
+    const ElfSym* s = elf_symbol(pc, true);
+    if (!s) return nullptr;
+    std::string n = s->name;
+    size_t dot = n.find('.');  // GCC's clones: .constprop.0, .isra.0, .part.0
+    if (dot != std::string::npos) n.resize(dot);
+    auto it = g_regs->find(n);
+    if (it == g_regs->end()) return nullptr;
+    if (name) *name = n;
+    return &it->second;
+}
+
+static int kernel_stack_frame(uintptr_t pc) {
+    const KernelRegs* r = kernel_regs(pc, nullptr);
+    return r ? r->stack : -1;
+}
+
+void cuda_cpu_kernel_entry(void) {
+    Worker* w = tw;
+    if (!w || !w->cur || !w->launch) return;
+    Launch* L = const_cast<Launch*>(w->launch);
+    if (L->resources_checked.load(std::memory_order_relaxed)) return;
+    uintptr_t pc = (uintptr_t)__builtin_return_address(0);
+    RuntimeScope scope;
+    L->resources_checked.store(true);
+    const KernelRegs* r = kernel_regs(pc, nullptr);
+    if (!r) return;
+    // Registers are given out per warp, 256 at a time (8 a thread); a block gets at most 65536.
+    unsigned warps = (L->nthreads + 31) / 32;
+    unsigned per_warp = ((unsigned)r->regs_min * 32 + 255) / 256 * 256;
+    if ((uint64_t)warps * per_warp > 65536)
+        die_in_kernel("launched with %u threads per block, but ptxas gives the kernel %d registers a thread (sm_90): "
+                      "its %u warps need %u registers (%u each, given out in 256s), more than the 65536 a block can have, "
+                      "so a GPU refuses this launch (cudaErrorLaunchOutOfResources: too many resources requested for "
+                      "launch); launch fewer threads per block, or declare __launch_bounds__(%u) so that ptxas fits the "
+                      "kernel to it", L->nthreads, r->regs_min, warps, warps * per_warp, per_warp, L->nthreads);
+}
+
 void cuda_cpu_launch_bounds_check(int max_threads) {
     Worker* w = current_thread_worker("__launch_bounds__");
     const Launch* L = w->launch;
@@ -819,12 +1057,114 @@ void cuda_cpu_trap(const char* what) {
     die_in_kernel("%s: the kernel stopped itself (on a GPU the launch fails with an unspecified launch failure)", what);
 }
 
-void cuda_cpu_note_float_atomic(const void* p, unsigned size) {
-    Worker* w = tw;
-    if (!w) return;
+// ---- float atomics ----
+// Applied one at a time (under a lock, so the first one's old value is the target's value before the
+// launch), logged, and once the launch has run each target gets its additions summed again in an
+// order drawn from CUDA_CPU_ATOMIC_SEED, the launch and the schedule: a GPU promises no order, so a
+// result whose bits depend on it differs between schedules, runs and ranks here too.
+static std::mutex g_fatomic_mu;
+static uint64_t g_fatomic_seq;
+
+static size_t fa_size(int type) {
+    switch (type) {
+    case CUDA_CPU_FA_F64: return 8;
+    case CUDA_CPU_FA_F16: case CUDA_CPU_FA_BF16: return 2;
+    default: return 4;
+    }
+}
+
+static uint64_t fa_add(int type, uint64_t a, uint64_t b) {
+    switch (type) {
+    case CUDA_CPU_FA_F32: {
+        float x, y;
+        uint32_t ua = (uint32_t)a, ub = (uint32_t)b;
+        memcpy(&x, &ua, 4);
+        memcpy(&y, &ub, 4);
+        x += y;
+        memcpy(&ua, &x, 4);
+        return ua;
+    }
+    case CUDA_CPU_FA_F64: {
+        double x, y;
+        memcpy(&x, &a, 8);
+        memcpy(&y, &b, 8);
+        x += y;
+        memcpy(&a, &x, 8);
+        return a;
+    }
+    case CUDA_CPU_FA_F16: return float_to_half(half_to_float((uint16_t)a) + half_to_float((uint16_t)b));
+    case CUDA_CPU_FA_BF16: return float_to_bf16(bf16_to_float((uint16_t)a) + bf16_to_float((uint16_t)b));
+    case CUDA_CPU_FA_F16X2:
+        return (uint64_t)float_to_half(half_to_float((uint16_t)a) + half_to_float((uint16_t)b)) |
+               ((uint64_t)float_to_half(half_to_float((uint16_t)(a >> 16)) + half_to_float((uint16_t)(b >> 16))) << 16);
+    default:
+        return (uint64_t)float_to_bf16(bf16_to_float((uint16_t)a) + bf16_to_float((uint16_t)b)) |
+               ((uint64_t)float_to_bf16(bf16_to_float((uint16_t)(a >> 16)) + bf16_to_float((uint16_t)(b >> 16))) << 16);
+    }
+}
+
+uint64_t cuda_cpu_float_atomic_add(void* p, int type, uint64_t operand) {
+    Worker* w = current_thread_worker("atomicAdd");
+    size_t n = fa_size(type);
+    check_atomic_access(p, n, (uintptr_t)__builtin_return_address(0));
     RuntimeScope scope;
-    unsigned lg = size >= 8 ? 3 : size >= 4 ? 2 : 1;
+    uint64_t old = 0, seq;
+    {
+        std::lock_guard<std::mutex> lk(g_fatomic_mu);
+        memcpy(&old, p, n);
+        uint64_t now = fa_add(type, old, operand);
+        memcpy(p, &now, n);
+        seq = g_fatomic_seq++;
+    }
+    Fiber* f = w->cur;
+    FloatAtomic e;
+    e.addr = (uintptr_t)p;
+    e.type = type;
+    e.operand = operand;
+    e.old = old;
+    e.seq = seq;
+    e.key = mix64(mix64(w->block_linear) ^ ((uint64_t)f->linear << 32) ^ f->natomics++);
+    w->flog.push_back(e);
+    unsigned lg = n >= 8 ? 3 : n >= 4 ? 2 : 1;
     w->fatomics.push_back(((uintptr_t)p << 2) | lg);  // (address, log2 of the size)
+    return old;
+}
+
+// After a schedule of L ran: each float atomic target summed again in this schedule's order. In the
+// first schedule of a checked program, a target that a thread also read or wrote plainly after its
+// atomics is left as it is (and in L's other schedules): that thread saw the order that happened.
+static void reorder_float_atomics(Launch* L, unsigned sched_index, bool checked) {
+    std::vector<FloatAtomic> all;
+    {
+        std::lock_guard<std::mutex> lk(g_workers_mu);
+        for (Worker* w : g_workers) {
+            all.insert(all.end(), w->flog.begin(), w->flog.end());
+            w->flog.clear();
+        }
+    }
+    if (all.empty()) return;
+    std::sort(all.begin(), all.end(), [](const FloatAtomic& a, const FloatAtomic& b) {
+        return a.addr != b.addr ? a.addr < b.addr : a.seq < b.seq;
+    });
+    uint64_t salt = mix64(g_atomic_seed ^ mix64(L->op * 0x9E3779B97F4A7C15ull + sched_index));
+    for (size_t i = 0; i < all.size();) {
+        size_t j = i;
+        bool one_type = true;
+        while (j < all.size() && all[j].addr == all[i].addr) one_type &= all[j].type == all[i].type, j++;
+        uintptr_t a = all[i].addr;
+        size_t n = fa_size(all[i].type);
+        if (checked && check_plain_access_after_atomics((const void*)a, n)) L->fa_keep.insert(a);
+        if (one_type && !L->fa_keep.count(a)) {
+            std::vector<FloatAtomic> g(all.begin() + (long)i, all.begin() + (long)j);
+            std::sort(g.begin(), g.end(), [salt](const FloatAtomic& x, const FloatAtomic& y) {
+                return mix64(salt ^ x.key) < mix64(salt ^ y.key);
+            });
+            uint64_t v = all[i].old;
+            for (const FloatAtomic& e : g) v = fa_add(e.type, v, e.operand);
+            memcpy((void*)a, &v, n);
+        }
+        i = j;
+    }
 }
 
 unsigned cuda_cpu_live_lanes(void) {
@@ -961,7 +1301,8 @@ static void region_init();
 static void runtime_init() {
     dl_iterate_phdr(phdr_first, nullptr);
     modes_init();
-    g_stack_size = env_size("CUDA_CPU_STACK_KB", CUDA_CPU_ASAN ? 512 : 128) * 1024;
+    // A GPU thread may have up to 512 KiB of local memory; the runtime's own frames need a little more.
+    g_stack_size = env_size("CUDA_CPU_STACK_KB", CUDA_CPU_ASAN ? 1024 : 576) * 1024;
     size_t nthreads = env_size("CUDA_CPU_THREADS", std::thread::hardware_concurrency() ? std::thread::hardware_concurrency() : 1);
     region_init();
     g_pool = new Pool();
@@ -998,15 +1339,7 @@ static std::mutex g_func_mu;
 static std::map<const void*, int> g_func_max_smem;
 static int g_any_max_smem = -1;  // for launches whose kernel address cu2cpu.pl could not name
 
-static bool valid_stream(cudaStream_t s);
 
-// ---- device memory snapshots: a launch runs once per schedule from the same memory ----
-struct Saved {
-    DevAlloc* a;
-    std::vector<char> bytes;
-};
-static std::vector<Saved> save_live();
-static void restore_live(const std::vector<Saved>& s);
 static void compare_runs(const Launch* L, const std::vector<Saved>& first, const Schedule& s0, const Schedule& s1,
                          std::vector<uintptr_t>& fatomics);
 
@@ -1059,9 +1392,44 @@ static void run_schedule(Launch* L) {
 static __thread bool t_order_dependent;
 void cuda_cpu_order_dependent_launch(void) { t_order_dependent = true; }
 
+// Runs a queued launch: in its batch's first run every schedule (each from the same memory, every
+// result compared) with the checks on the first; in the batch's other runs one schedule, unchecked.
+void launch_run(Launch* L, const OpRun& run) {
+    blockDim = L->block;
+    gridDim = L->grid;
+    size_t nsched = (L->order_dependent || !run.first) ? 1 : g_schedules.size();
+    std::vector<Saved> before, first;
+    if (nsched > 1) before = save_live();
+    std::vector<uintptr_t> fatomics;
+    // The checks run under the first schedule (their verdict does not depend on the order); the
+    // others only have to reproduce its result. The shadow's record of what is initialised stays as
+    // the checked run left it.
+    for (size_t s = 0; s < nsched; s++) {
+        if (s > 0) restore_live(before);
+        L->sched = &g_schedules[s];
+        L->sched_index = (unsigned)s;
+        g_check_run = g_check && run.first && s == 0;
+        run_schedule(L);
+        reorder_float_atomics(L, (unsigned)s, g_check_run);
+        g_check_run = false;
+        if (nsched > 1) {
+            {
+                std::lock_guard<std::mutex> lk(g_workers_mu);
+                for (Worker* w : g_workers) fatomics.insert(fatomics.end(), w->fatomics.begin(), w->fatomics.end());
+            }
+            if (s == 0) first = save_live();
+            else compare_runs(L, first, g_schedules[0], g_schedules[s], fatomics);
+        }
+    }
+    // The first schedule's result stands (its float atomics' order is the one a run with this launch
+    // in another stream order gets too).
+    if (nsched > 1) restore_live(first);
+    g_run_blocks = nullptr;
+}
+
 void cuda_cpu_launch_erased(const char* name, const void* key, dim3 grid, dim3 block, size_t smem,
-                            cudaStream_t stream, cuda_cpu_body_fn fn, void* arg, const void* params,
-                            size_t params_size) {
+                            cudaStream_t stream, cuda_cpu_body_fn fn, void* arg, void (*free_arg)(void*),
+                            const void* params, size_t params_size) {
     runtime_init_once();
     if (tw && tw->cur) cuda_cpu_fail("kernel '%s' launched from inside a kernel (dynamic parallelism is not supported)", name);
     const bool order_dependent = t_order_dependent;
@@ -1082,7 +1450,7 @@ void cuda_cpu_launch_erased(const char* name, const void* key, dim3 grid, dim3 b
     } else if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535) {
         snprintf(why, sizeof(why), "grid (%u,%u,%u) is outside (1..2^31-1, 1..65535, 1..65535)", grid.x, grid.y, grid.z);
         bad = why;
-    } else if (!valid_stream(stream)) {
+    } else if (!stream_is_valid(stream)) {
         snprintf(why, sizeof(why), "the stream is not a live cudaStream_t");
         bad = why;
         err = cudaErrorInvalidResourceHandle;
@@ -1096,48 +1464,28 @@ void cuda_cpu_launch_erased(const char* name, const void* key, dim3 grid, dim3 b
         // As on a GPU the launch does not run and the error waits for cudaGetLastError; say it too.
         fprintf(stderr, "cuda_cpu: launch of kernel '%s' refused: %s\n", name, bad);
         set_error(err);
+        free_arg(arg);
         return;
     }
-    Launch L;
-    L.name = name;
-    L.key = key;
-    L.grid = grid;
-    L.block = block;
-    L.smem = smem;
-    L.smem_attr = attr;
-    L.nthreads = (unsigned)nthreads;
-    L.nblocks = (uint64_t)grid.x * grid.y * grid.z;
-    L.fn = fn;
-    L.arg = arg;
-    L.params_lo = (uintptr_t)params;
-    L.params_size = params_size;
-    // One launch at a time: host threads that launch concurrently take turns, as on one stream.
-    DeviceAccess access;
-    blockDim = block;
-    gridDim = grid;
-    size_t nsched = order_dependent ? 1 : g_schedules.size();
-    std::vector<Saved> before, first;
-    if (nsched > 1) before = save_live();
-    std::vector<uintptr_t> fatomics;
-    // The checks run under the first schedule (their verdict does not depend on the order); the
-    // others only have to reproduce its result. The shadow's record of what is initialised stays as
-    // the checked run left it.
-    for (size_t s = 0; s < nsched; s++) {
-        if (s > 0) restore_live(before);
-        L.sched = &g_schedules[s];
-        g_check_run = g_check && s == 0;
-        run_schedule(&L);
-        g_check_run = false;
-        if (nsched > 1) {
-            {
-                std::lock_guard<std::mutex> lk(g_workers_mu);
-                for (Worker* w : g_workers) fatomics.insert(fatomics.end(), w->fatomics.begin(), w->fatomics.end());
-            }
-            if (s == 0) first = save_live();
-            else compare_runs(&L, first, g_schedules[0], g_schedules[s], fatomics);
-        }
-    }
-    g_run_blocks = nullptr;
+    Launch* L = new Launch();
+    L->name = name;
+    L->key = key;
+    L->grid = grid;
+    L->block = block;
+    L->smem = smem;
+    L->smem_attr = attr;
+    L->nthreads = (unsigned)nthreads;
+    L->nblocks = (uint64_t)grid.x * grid.y * grid.z;
+    L->fn = fn;
+    L->arg = arg;
+    L->free_arg = free_arg;
+    L->params_lo = (uintptr_t)params;
+    L->params_size = params_size;
+    L->order_dependent = order_dependent;
+    // Queued on its stream: it runs when the host synchronizes with it (streams_cpu.cpp).
+    op_issue(stream, std::string("kernel '") + name + "'",
+             [L](Op* op, const OpRun& run) { L->op = op->id; launch_run(L, run); }, {}, nullptr,
+             [L] { L->free_arg(L->arg); delete L; });
 }
 
 // ============================================================================================
@@ -1150,6 +1498,13 @@ void cuda_cpu_launch_erased(const char* name, const void* key, dim3 grid, dim3 b
 
 uintptr_t g_dev_lo;
 size_t g_dev_span;
+DevAlloc* g_symbols;
+uintptr_t g_symbols_const_lo, g_symbols_const_hi;
+// The sections' bounds, from the linker (weak: a program without such variables has none).
+extern "C" char __start_cuda_cpu_dev[] __attribute__((weak));
+extern "C" char __stop_cuda_cpu_dev[] __attribute__((weak));
+extern "C" char __start_cuda_cpu_devc[] __attribute__((weak));
+extern "C" char __stop_cuda_cpu_devc[] __attribute__((weak));
 static uint32_t* g_page_owner;        // allocation id + 1 per page of the region
 // Allocation records by id, in chunks that never move (the checks read them without a lock).
 static const uint32_t kAllocChunk = 1024;
@@ -1189,6 +1544,23 @@ static void region_init() {
     g_page_owner = (uint32_t*)mmap(nullptr, pages * sizeof(uint32_t), PROT_READ | PROT_WRITE,
                                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (g_page_owner == MAP_FAILED) cuda_cpu_fail("out of memory for the device page table");
+    // The __device__ and __constant__ variables (cu2cpu.pl puts them in these sections): device
+    // memory, saved and restored with the rest, checked like an allocation; the const ones only read.
+    uintptr_t dev_lo = (uintptr_t)__start_cuda_cpu_dev, dev_hi = (uintptr_t)__stop_cuda_cpu_dev;
+    uintptr_t devc_lo = (uintptr_t)__start_cuda_cpu_devc, devc_hi = (uintptr_t)__stop_cuda_cpu_devc;
+    if (dev_lo && dev_hi > dev_lo) {
+        DevAlloc* A = new DevAlloc();
+        A->start = dev_lo;
+        A->size = (size_t)(dev_hi - dev_lo);
+        A->kind = A_SYMBOLS;
+        g_symbols = A;
+        g_live[A->start] = A;
+        if (g_check) check_alloc(A);
+    }
+    if (devc_lo && devc_hi > devc_lo) {
+        g_symbols_const_lo = devc_lo;
+        g_symbols_const_hi = devc_hi;
+    }
 }
 
 DevAlloc* dev_lookup(uintptr_t a) {
@@ -1202,6 +1574,12 @@ static const char* kind_name(AllocKind k) {
 }
 
 void describe_device_address(uintptr_t a, char* buf, size_t n) {
+    if ((g_symbols && a - g_symbols->start < g_symbols->size) || (a >= g_symbols_const_lo && a < g_symbols_const_hi)) {
+        std::string v = symbol_at(a, false);
+        snprintf(buf, n, "__device__ variable %s%s%s (at %p)", v.empty() ? "" : "'", v.empty() ? "?" : v.c_str(),
+                 v.empty() ? "" : "'", (void*)a);
+        return;
+    }
     DevAlloc* A = dev_lookup(a);
     if (!A) { snprintf(buf, n, "device address %p, which no allocation ever held", (void*)a); return; }
     const char* k = kind_name(A->kind);
@@ -1225,16 +1603,19 @@ static void set_protection(bool open) {
             mprotect(kv.second->map_lo, kv.second->map_len, open ? PROT_READ | PROT_WRITE : PROT_NONE);
 }
 
-static void complete_copies(uint64_t upto);
-DeviceAccess::DeviceAccess() : DeviceAccess(true) {}
-DeviceAccess::DeviceAccess(bool complete_pending_copies) {
+DeviceAccess::DeviceAccess() {
     runtime_init_once();
     g_access_mu.lock();
-    if (g_access_depth++ == 0 && g_protect) set_protection(true);
-    if (complete_pending_copies && g_access_depth == 1) complete_copies(UINT64_MAX);
+    if (g_access_depth++ == 0) {
+        if (g_protect) set_protection(true);
+        pinned_guards_open(true);
+    }
 }
 DeviceAccess::~DeviceAccess() {
-    if (--g_access_depth == 0 && g_protect) set_protection(false);
+    if (--g_access_depth == 0) {
+        if (g_protect) set_protection(false);
+        pinned_guards_open(false);
+    }
     g_access_mu.unlock();
 }
 
@@ -1293,7 +1674,7 @@ static cudaError_t do_free(void* p, bool host, const char* api) {
     if (!p) return cudaSuccess;
     DeviceAccess access;
     auto it = g_live.find((uintptr_t)p);
-    if (it == g_live.end() || (it->second->kind == A_HOST) != host) {
+    if (it == g_live.end() || (it->second->kind == A_HOST) != host || it->second->kind == A_SYMBOLS) {
         fprintf(stderr, "cuda_cpu: %s(%p): not a live allocation from %s\n", api, p, host ? "cudaMallocHost" : "cudaMalloc");
         return set_error(cudaErrorInvalidValue);
     }
@@ -1310,18 +1691,13 @@ static cudaError_t do_free(void* p, bool host, const char* api) {
 }
 
 // The live allocation holding all of [p, p+n) (of any kind when any_kind, else device or managed).
-static DevAlloc* live_holding(const void* p, size_t n, bool any_kind) {
+DevAlloc* live_holding(const void* p, size_t n, bool any_kind) {
     DevAlloc* A = dev_lookup((uintptr_t)p);
     if (!A || A->freed || (!any_kind && A->kind == A_HOST)) return nullptr;
     uintptr_t a = (uintptr_t)p;
     return a >= A->start && a + n >= a && a + n <= A->start + A->size ? A : nullptr;
 }
 
-static cudaError_t check_range(const char* api, const char* which, const void* p, size_t n, bool any_kind = false) {
-    if (n == 0 || live_holding(p, n, any_kind)) return cudaSuccess;
-    fprintf(stderr, "cuda_cpu: %s: %s [%p, +%zu bytes) is not inside a live device allocation\n", api, which, p, n);
-    return set_error(cudaErrorInvalidValue);
-}
 
 void device_written(const void* p, size_t n) {
     if (!g_check || !n) return;
@@ -1345,141 +1721,22 @@ void device_range_or_die(const char* api, const char* what, const void* p, size_
     cuda_cpu_fail("%s: %s [%p, +%zu bytes) is not inside one live device allocation (it starts at %s)", api, what, p, n, desc);
 }
 
-static bool in_region(const void* p) { return (uintptr_t)p - g_dev_lo < g_dev_span; }
+bool in_device_region(const void* p) { return (uintptr_t)p - g_dev_lo < g_dev_span; }
 
-// ---- cudaMemcpyAsync between pinned host memory and the device: completed late ----
-// On a GPU such a copy returns at once and happens when its stream gets to it: the host may touch the
-// pinned side only after synchronizing with it (the stream, an event recorded after it, the device).
-// Here the copy waits in a queue until the host synchronizes so, or until other device work is issued
-// (which keeps device work in issue order), and meanwhile the whole pinned pages it covers are
-// protected: a host read of a download's destination, or a host write to an upload's source, faults
-// and the fault names the copy. The bytes of partly covered pages are checked when the copy completes:
-// a download's must still hold the poison (0xFF) put there at issue, an upload's what they held at
-// issue. Pageable host memory is copied at once, as CUDA stages it. CUDA_CPU_ASYNC=0: all at once.
-struct PendingCopy {
-    uint64_t seq;      // issue order; a stream's or event's mark completes every copy up to it
-    bool download;     // device to host
-    char* host;
-    char* dev;
-    size_t n;
-    std::vector<char> at_issue;  // the host bytes when issued (a download's: its poison)
-    uintptr_t plo, phi;          // the whole pages inside [host, host + n): protected while pending
-};
-static std::deque<PendingCopy> g_pending;
-static uint64_t g_copy_seq;
-static uint64_t g_default_stream_mark;  // the legacy and per-thread default streams' mark
+cudaError_t set_cuda_error(cudaError_t e) { return set_error(e); }
 
-// [lo, hi) back to read-write, then each pending copy's protection where it still covers it.
-static void protect_pending(uintptr_t lo, uintptr_t hi) {
-    if (lo >= hi) return;
-    mprotect((void*)lo, hi - lo, PROT_READ | PROT_WRITE);
-    for (int pass = 0; pass < 2; pass++)  // read-only first, so no-access wins where both cover a page
-        for (const PendingCopy& c : g_pending) {
-            uintptr_t a = std::max(lo, c.plo), b = std::min(hi, c.phi);
-            if (a < b && c.download == (pass == 1)) mprotect((void*)a, b - a, c.download ? PROT_NONE : PROT_READ);
-        }
-}
-
-static const PendingCopy* pending_holding(uintptr_t a) {
-    for (const PendingCopy& c : g_pending)
-        if (a >= (uintptr_t)c.host && a < (uintptr_t)c.host + c.n) return &c;
-    return nullptr;
-}
-
-static void describe_pending(const PendingCopy& c, uintptr_t a, char* buf, size_t len) {
-    DevAlloc* A = dev_lookup(a);
-    snprintf(buf, len, "pinned memory %p (byte %zu of a %zu-byte cudaMallocHost block), byte %zu of the %s of a "
-             "%zu-byte cudaMemcpyAsync %s not yet synchronized with (cudaStreamSynchronize or cudaEventSynchronize "
-             "first; on a GPU the copy may still be running)", (void*)a, A ? (size_t)(a - A->start) : 0,
-             A ? A->size : 0, (size_t)(a - (uintptr_t)c.host), c.download ? "destination" : "source", c.n,
-             c.download ? "device to host" : "host to device");
-}
-
-// Completes the pending copies issued up to mark `upto`, in issue order.
-static void complete_copies(uint64_t upto) {
-    while (!g_pending.empty() && g_pending.front().seq <= upto) {
-        PendingCopy c = std::move(g_pending.front());
-        g_pending.pop_front();
-        protect_pending(c.plo, c.phi);
-        for (size_t i = 0; i < c.n; i++)
-            if (c.host[i] != c.at_issue[i]) {
-                char desc[512];
-                describe_pending(c, (uintptr_t)c.host + i, desc, sizeof(desc));
-                cuda_cpu_fail("host code wrote %s", desc);
-            }
-        if (c.download) {
-            memcpy(c.host, c.dev, c.n);
-        } else {
-            memcpy(c.dev, c.host, c.n);
-            device_written(c.dev, c.n);
-        }
-    }
-}
-
-static uint64_t* stream_mark(cudaStream_t s);
-static cudaError_t do_memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, const char* api);
-
-// cudaMemcpyAsync: queued when one side is pinned host memory and the other device memory.
-static cudaError_t memcpy_async(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
-    DeviceAccess access(false);
-    auto pinned = [&](const void* p) { DevAlloc* A = live_holding(p, n, true); return A && A->kind == A_HOST; };
-    auto device = [&](const void* p) { DevAlloc* A = live_holding(p, n, true); return A && A->kind != A_HOST; };
-    bool down = (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDefault) && device(src) && pinned(dst);
-    bool up = (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDefault) && pinned(src) && device(dst);
-    if (!g_async_copies || n == 0 || (!down && !up)) {
-        complete_copies(UINT64_MAX);  // device work in issue order
-        return do_memcpy(dst, src, n, kind, "cudaMemcpyAsync");
-    }
-    char* host = (char*)(down ? dst : src);
-    for (const PendingCopy& c : g_pending)  // the same pinned bytes again: the earlier copy first
-        if ((uintptr_t)host < (uintptr_t)c.host + c.n && (uintptr_t)c.host < (uintptr_t)host + n) {
-            complete_copies(UINT64_MAX);
-            break;
-        }
-    PendingCopy c;
-    c.seq = ++g_copy_seq;
-    c.download = down;
-    c.host = host;
-    c.dev = (char*)(down ? src : dst);
-    c.n = n;
-    if (down) memset(host, 0xff, n);  // the poison a download's destination must still hold
-    c.at_issue.assign(host, host + n);
-    c.plo = ((uintptr_t)host + kPage - 1) / kPage * kPage;
-    c.phi = ((uintptr_t)host + n) / kPage * kPage;
-    if (c.phi < c.plo) c.phi = c.plo;
-    *stream_mark(s) = c.seq;
-    g_pending.push_back(std::move(c));
-    protect_pending(g_pending.back().plo, g_pending.back().phi);
-    return cudaSuccess;
-}
-
-static cudaError_t do_memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, const char* api) {
-    DeviceAccess access;
-    cudaError_t e = cudaSuccess;
-    switch (kind) {
-    case cudaMemcpyHostToDevice: e = check_range(api, "destination", dst, n); break;
-    case cudaMemcpyDeviceToHost: e = check_range(api, "source", src, n); break;
-    case cudaMemcpyDeviceToDevice:
-        e = check_range(api, "destination", dst, n);
-        if (e == cudaSuccess) e = check_range(api, "source", src, n);
-        break;
-    case cudaMemcpyHostToHost: case cudaMemcpyDefault:
-        // Unified addressing: a pointer in the device region is device memory.
-        if (in_region(dst)) e = check_range(api, "destination", dst, n, true);
-        if (e == cudaSuccess && in_region(src)) e = check_range(api, "source", src, n, true);
-        break;
-    default: return set_error(cudaErrorInvalidMemcpyDirection);
-    }
-    if (e != cudaSuccess) return e;
-    if (n) memmove(dst, src, n);
-    if (in_region(dst)) {
-        if (in_region(src)) device_copied_state(dst, src, n);
+// A copy inside the runtime (its checks were made when it was issued): the bytes, then the state the
+// checker keeps of device bytes (a device source's travels, host bytes count as written).
+void runtime_copy(void* dst, const void* src, size_t n) {
+    if (!n) return;
+    memmove(dst, src, n);
+    if (in_device_region(dst)) {
+        if (in_device_region(src)) device_copied_state(dst, src, n);
         else device_written(dst, n);
     }
-    return cudaSuccess;
 }
 
-static std::vector<Saved> save_live() {
+std::vector<Saved> save_live() {
     std::vector<Saved> out;
     out.reserve(g_live.size());
     for (auto& kv : g_live) {
@@ -1492,8 +1749,19 @@ static std::vector<Saved> save_live() {
     return out;
 }
 
-static void restore_live(const std::vector<Saved>& saved) {
+void restore_live(const std::vector<Saved>& saved) {
     for (const Saved& s : saved) memcpy((void*)s.a->start, s.bytes.data(), s.bytes.size());
+}
+
+uintptr_t first_difference(const std::vector<Saved>& first, const std::vector<uintptr_t>* fatomics) {
+    (void)fatomics;
+    for (const Saved& s : first) {
+        const char* now = (const char*)s.a->start;
+        if (memcmp(now, s.bytes.data(), s.bytes.size()) == 0) continue;
+        for (size_t i = 0; i < s.bytes.size(); i++)
+            if (now[i] != s.bytes[i]) return s.a->start + i;
+    }
+    return 0;
 }
 
 // After a second schedule: every byte must equal what the first schedule left, except the targets of
@@ -1540,42 +1808,32 @@ cudaError_t cudaMallocManaged(void** p, size_t size, unsigned int) { return do_a
 cudaError_t cudaMallocAsync(void** p, size_t size, cudaStream_t) { return do_alloc(p, size, A_DEVICE, "cudaMallocAsync"); }
 cudaError_t cudaMallocHost(void** p, size_t size) { return do_alloc(p, size, A_HOST, "cudaMallocHost"); }
 cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int) { return do_alloc(p, size, A_HOST, "cudaHostAlloc"); }
-cudaError_t cudaFree(void* p) { return do_free(p, false, "cudaFree"); }
-cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return do_free(p, false, "cudaFreeAsync"); }
-cudaError_t cudaFreeHost(void* p) { return do_free(p, true, "cudaFreeHost"); }
+// cudaFree and cudaFreeHost wait for the device's work first (as CUDA's do), so queued work that uses
+// the memory runs before it goes. cudaFreeAsync is stream-ordered: here it waits too.
+cudaError_t cudaFree(void* p) {
+    if (p) device_synchronize_host();
+    return do_free(p, false, "cudaFree");
+}
+cudaError_t cudaFreeAsync(void* p, cudaStream_t) {
+    if (p) device_synchronize_host();
+    return do_free(p, false, "cudaFreeAsync");
+}
+cudaError_t cudaFreeHost(void* p) {
+    if (p) device_synchronize_host();
+    return do_free(p, true, "cudaFreeHost");
+}
 
-cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
-    return do_memcpy(dst, src, n, kind, "cudaMemcpy");
-}
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
-    if (!valid_stream(s)) return set_error(cudaErrorInvalidResourceHandle);
-    return memcpy_async(dst, src, n, kind, s);
-}
-cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height, cudaMemcpyKind kind) {
-    for (size_t r = 0; r < height; r++) {
-        cudaError_t e = do_memcpy((char*)dst + r * dpitch, (const char*)src + r * spitch, width, kind, "cudaMemcpy2D");
-        if (e != cudaSuccess) return e;
-    }
-    return cudaSuccess;
-}
-cudaError_t cudaMemset(void* p, int value, size_t n) {
-    DeviceAccess access;
-    cudaError_t e = check_range("cudaMemset", "destination", p, n);
-    if (e == cudaSuccess && n) {
-        memset(p, value, n);
-        device_written(p, n);
-    }
-    return e;
-}
-cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s) {
-    if (!valid_stream(s)) return set_error(cudaErrorInvalidResourceHandle);
-    return cudaMemset(p, value, n);
-}
+// A copy to or from a __device__ or __constant__ variable: on the legacy default stream, and (from or
+// to pageable memory) synchronous with the host.
 cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset, cudaMemcpyKind) {
+    device_synchronize_host();
+    DeviceAccess access;
     memcpy((char*)symbol + offset, src, count);
     return cudaSuccess;
 }
 cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset, cudaMemcpyKind) {
+    device_synchronize_host();
+    DeviceAccess access;
     memcpy(dst, (const char*)symbol + offset, count);
     return cudaSuccess;
 }
@@ -1594,103 +1852,11 @@ cudaError_t cudaMemAdvise(const void*, size_t, cudaMemoryAdvise, cudaMemLocation
 
 }  // extern "C"
 
-static const uint32_t kStreamMagic = 0x57524541u, kEventMagic = 0x45564e54u;
-// mark: the issue mark (PendingCopy::seq) of the last copy the stream holds or waited for.
-struct CUstream_st { uint32_t magic; uint64_t mark; };
-struct CUevent_st { uint32_t magic; unsigned flags; bool recorded; double ms; uint64_t mark; };
-
-static bool valid_stream(cudaStream_t s) {
-    return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread || s->magic == kStreamMagic;
-}
-static bool valid_event(cudaEvent_t e) { return e && e->magic == kEventMagic; }
-static bool default_stream(cudaStream_t s) { return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread; }
-static uint64_t* stream_mark(cudaStream_t s) { return default_stream(s) ? &g_default_stream_mark : &s->mark; }
-static double now_ms() {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
-}
-
 static int g_device = 0;
 static const int kDeviceCount = 8;  // like one 8-GPU node, so each local MPI rank gets its own device
 
 extern "C" {
 
-cudaError_t cudaStreamCreate(cudaStream_t* s) {
-    if (!s) return set_error(cudaErrorInvalidValue);
-    *s = new CUstream_st{kStreamMagic, 0};
-    return cudaSuccess;
-}
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) { return cudaStreamCreate(s); }
-cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned int, int) { return cudaStreamCreate(s); }
-cudaError_t cudaStreamDestroy(cudaStream_t s) {
-    if (!s || s->magic != kStreamMagic) return set_error(cudaErrorInvalidResourceHandle);
-    s->magic = 0;
-    delete s;
-    return cudaSuccess;
-}
-// The legacy default stream waits for every blocking stream: synchronizing with it completes all.
-cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-    if (!valid_stream(s)) return set_error(cudaErrorInvalidResourceHandle);
-    DeviceAccess access(false);
-    complete_copies(default_stream(s) ? UINT64_MAX : s->mark);
-    return cudaSuccess;
-}
-cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaStreamSynchronize(s); }
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
-    if (!valid_stream(s) || !valid_event(e)) return set_error(cudaErrorInvalidResourceHandle);
-    DeviceAccess access(false);
-    uint64_t* m = stream_mark(s);
-    if (e->mark > *m) *m = e->mark;  // what the stream does next comes after the event's copies
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventCreate(cudaEvent_t* e) {
-    if (!e) return set_error(cudaErrorInvalidValue);
-    *e = new CUevent_st{kEventMagic, 0, false, 0.0, 0};
-    return cudaSuccess;
-}
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
-    cudaError_t r = cudaEventCreate(e);
-    if (r == cudaSuccess) (*e)->flags = flags;
-    return r;
-}
-cudaError_t cudaEventDestroy(cudaEvent_t e) {
-    if (!valid_event(e)) return set_error(cudaErrorInvalidResourceHandle);
-    e->magic = 0;
-    delete e;
-    return cudaSuccess;
-}
-// Work is done by the time a call returns, so an event completes the moment it is recorded.
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-    if (!valid_event(e) || !valid_stream(s)) return set_error(cudaErrorInvalidResourceHandle);
-    DeviceAccess access(false);
-    e->recorded = true;
-    e->ms = now_ms();
-    e->mark = *stream_mark(s);
-    return cudaSuccess;
-}
-cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned int) { return cudaEventRecord(e, s); }
-cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-    if (!valid_event(e)) return set_error(cudaErrorInvalidResourceHandle);
-    DeviceAccess access(false);
-    complete_copies(e->mark);
-    return cudaSuccess;
-}
-cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }
-cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-    if (!ms) return set_error(cudaErrorInvalidValue);
-    if (!valid_event(start) || !valid_event(end)) return set_error(cudaErrorInvalidResourceHandle);
-    if ((start->flags | end->flags) & cudaEventDisableTiming) return set_error(cudaErrorInvalidResourceHandle);
-    if (!start->recorded || !end->recorded) return set_error(cudaErrorInvalidResourceHandle);
-    *ms = (float)(end->ms - start->ms);
-    return cudaSuccess;
-}
-
-cudaError_t cudaDeviceSynchronize(void) {
-    DeviceAccess access;  // completes every pending copy
-    return cudaSuccess;
-}
 cudaError_t cudaDeviceReset(void) { return cudaSuccess; }
 cudaError_t cudaGetDeviceCount(int* n) {
     if (!n) return set_error(cudaErrorInvalidValue);

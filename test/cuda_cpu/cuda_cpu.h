@@ -42,6 +42,14 @@
 // kernel's body, where template arguments are known.
 #undef __launch_bounds__
 #define __launch_bounds__(...)
+// A kernel is a function of its own (never inlined into the launch): the runtime tells which kernel
+// runs by its code address (its registers, from ptxas, are looked up by its symbol).
+#undef __global__
+#define __global__ __attribute__((noinline))
+// cu2cpu.pl puts namespace-scope __device__ and __constant__ variables in these sections, which the
+// runtime treats as device memory.
+#define CUDA_CPU_DEVICE_VAR __attribute__((section("cuda_cpu_dev"), used))
+#define CUDA_CPU_DEVICE_CONST __attribute__((section("cuda_cpu_devc"), used))
 #ifndef __grid_constant__
 #define __grid_constant__
 #endif
@@ -69,7 +77,12 @@ enum cuda_cpu_block_op { CUDA_CPU_BLOCK_SYNC, CUDA_CPU_BLOCK_COUNT, CUDA_CPU_BLO
 // for MATCH the mask of lanes holding an equal value. *group receives the lanes that took part.
 uint64_t cuda_cpu_warp(int op, const char* name, unsigned mask, uint64_t value, int src_lane, unsigned* group);
 // Waits until every thread of the block reaches a block barrier; returns the count/and/or of pred.
+// (Its caller's address tells which __syncthreads: every thread must wait at the same one.)
 int cuda_cpu_block(int op, const char* name, int pred);
+// __threadfence(): with an atomic after it, it publishes the thread's (and, through barriers, its
+// block's) earlier writes to a block whose atomic on the same address comes later.
+void cuda_cpu_threadfence(void);
+[[noreturn]] void cuda_cpu_bad_shuffle_width(const char* name, int width);
 // The current block's dynamic shared memory (aborts outside a kernel).
 void* cuda_cpu_dynamic_smem(void);
 // The current block's copy of the static __shared__ variable declared at `site` (one per declaration
@@ -79,6 +92,8 @@ template <class T>
 inline T* cuda_cpu_shared(const void* site, const char* name, size_t align = 0) {
     return static_cast<T*>(cuda_cpu_shared_alloc(site, name, sizeof(T), align > alignof(T) ? align : alignof(T)));
 }
+// At the top of every kernel (cu2cpu.pl): the launch checked against the kernel's registers, once.
+void cuda_cpu_kernel_entry(void);
 // __launch_bounds__(max_threads, min_blocks, max_cluster): aborts when the block is larger.
 void cuda_cpu_launch_bounds_check(int max_threads);
 inline void cuda_cpu_launch_bounds(int max_threads, int = 0, int = 0) { cuda_cpu_launch_bounds_check(max_threads); }
@@ -86,9 +101,6 @@ inline void cuda_cpu_launch_bounds(int max_threads, int = 0, int = 0) { cuda_cpu
 unsigned cuda_cpu_live_lanes(void);
 [[noreturn]] void cuda_cpu_fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 [[noreturn]] void cuda_cpu_trap(const char* what);
-// Float atomics round in the order they happen: the schedule comparison lets their targets differ.
-extern bool cuda_cpu_tracking_fatomics;
-void cuda_cpu_note_float_atomic(const void* p, unsigned size);
 
 // The next launch from this host thread may give a different result in another order of its threads
 // by design (atomics that hand out slots, as in a stream compaction): it runs under the first schedule
@@ -96,13 +108,15 @@ void cuda_cpu_note_float_atomic(const void* p, unsigned size);
 void cuda_cpu_order_dependent_launch(void);
 
 typedef void (*cuda_cpu_body_fn)(void*);
-// params/params_size: the launch's arguments, which kernels may read although they are host memory.
+// arg: the launch's copy of its arguments, freed by free_arg once the launch has run (launches are
+// queued on their stream and run when the host synchronizes); params/params_size: those arguments,
+// which kernels may read although they are host memory.
 void cuda_cpu_launch_erased(const char* name, const void* key, dim3 grid, dim3 block, size_t smem,
-                            cudaStream_t stream, cuda_cpu_body_fn fn, void* arg, const void* params,
-                            size_t params_size);
+                            cudaStream_t stream, cuda_cpu_body_fn fn, void* arg, void (*free_arg)(void*),
+                            const void* params, size_t params_size);
 
 // A launch `k<<<g, b, smem, stream>>>(args)` is rewritten by cu2cpu.pl into
-// `cuda_cpu_launch("k", key, g, b, smem, stream, [&](auto&... a) { k(a...); }, args)`. The arguments
+// `cuda_cpu_launch("k", key, g, b, smem, stream, [=](auto&... a) { k(a...); }, args)`. The arguments
 // are evaluated once, on the host, as nvcc's launch does, and kept (decayed) beside the lambda; every
 // CUDA thread calls the lambda with them, so template kernels deduce their arguments as with nvcc.
 template <class F, class... A>
@@ -111,14 +125,15 @@ inline void cuda_cpu_launch(const char* name, const void* key, dim3 grid, dim3 b
     struct Frame {
         F body;
         std::tuple<typename std::decay<A>::type...> params;
-    } frame{body, std::tuple<typename std::decay<A>::type...>(std::forward<A>(args)...)};
+    };
+    Frame* frame = new Frame{body, std::tuple<typename std::decay<A>::type...>(std::forward<A>(args)...)};
     cuda_cpu_launch_erased(
         name, key, grid, block, smem, stream,
         [](void* p) {
             Frame* f = static_cast<Frame*>(p);
             std::apply(f->body, f->params);
         },
-        (void*)&frame, (const void*)&frame, sizeof(frame));
+        (void*)frame, [](void* p) { delete static_cast<Frame*>(p); }, (const void*)frame, sizeof(*frame));
 }
 
 // The C++ overloads cuda_runtime.h declares only for nvcc.
@@ -153,9 +168,9 @@ inline int __syncthreads_or(int p) { CUDA_CPU_CLOBBER(); int r = cuda_cpu_block(
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
     CUDA_CPU_CLOBBER(); cuda_cpu_warp(CUDA_CPU_WARP_SYNC, "__syncwarp", mask, 0, 0, nullptr); CUDA_CPU_CLOBBER();
 }
-inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence() { CUDA_CPU_CLOBBER(); cuda_cpu_threadfence(); CUDA_CPU_CLOBBER(); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_system() { CUDA_CPU_CLOBBER(); cuda_cpu_threadfence(); CUDA_CPU_CLOBBER(); }
 // __trap() ends the launch on a GPU (an unspecified launch failure); here it aborts naming the thread.
 [[noreturn]] inline void __trap() { cuda_cpu_trap("__trap()"); }
 [[noreturn]] inline void __brkpt() { cuda_cpu_trap("__brkpt()"); }
@@ -177,14 +192,20 @@ inline T cuda_cpu_shfl(const char* name, unsigned mask, T var, int src) {
 }
 // Source lanes follow the CUDA programming guide: a source outside the caller's width-segment
 // returns the caller's own value.
+// A width that is not a power of 2 from 1 to 32 is undefined in CUDA: refused.
+inline void cuda_cpu_check_width(const char* name, int width) {
+    if (width < 1 || width > 32 || (width & (width - 1))) cuda_cpu_bad_shuffle_width(name, width);
+}
 template <class T>
 inline T __shfl_sync(unsigned mask, T var, int srcLane, int width = 32) {
+    cuda_cpu_check_width("__shfl_sync", width);
     int lane = (int)cuda_cpu_lane();
     int base = lane & ~(width - 1);
     return cuda_cpu_shfl("__shfl_sync", mask, var, base + (srcLane & (width - 1)));
 }
 template <class T>
 inline T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32) {
+    cuda_cpu_check_width("__shfl_up_sync", width);
     int lane = (int)cuda_cpu_lane();
     int src = lane - (int)delta;
     if (src < (lane & ~(width - 1))) src = lane;
@@ -192,6 +213,7 @@ inline T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32) {
 }
 template <class T>
 inline T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32) {
+    cuda_cpu_check_width("__shfl_down_sync", width);
     int lane = (int)cuda_cpu_lane();
     int src = lane + (int)delta;
     if (src >= (lane & ~(width - 1)) + width) src = lane;
@@ -199,6 +221,7 @@ inline T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32) 
 }
 template <class T>
 inline T __shfl_xor_sync(unsigned mask, T var, int laneMask, int width = 32) {
+    cuda_cpu_check_width("__shfl_xor_sync", width);
     int lane = (int)cuda_cpu_lane();
     int src = lane ^ laneMask;
     if (src >= (lane & ~(width - 1)) + width) src = lane;
@@ -302,39 +325,30 @@ inline unsigned atomicInc(unsigned* a, unsigned lim) {
 inline unsigned atomicDec(unsigned* a, unsigned lim) {
     return cuda_cpu_atomic_update(a, [lim](unsigned o) { return (o == 0 || o > lim) ? lim : o - 1u; });
 }
-// Float additions: their rounding depends on the order they happen in, so the schedule comparison is
-// told which bytes they target.
+// Float additions: their rounding depends on the order they happen in. The runtime applies them (one
+// at a time), logs them, and once the launch has run gives each target the sum of its additions in
+// an order of its own choosing, different under each schedule and in each process (README: "Float
+// atomics"), so code that assumes their bits repeat is caught here as on a GPU.
+enum { CUDA_CPU_FA_F32, CUDA_CPU_FA_F64, CUDA_CPU_FA_F16, CUDA_CPU_FA_BF16, CUDA_CPU_FA_F16X2, CUDA_CPU_FA_BF16X2 };
+uint64_t cuda_cpu_float_atomic_add(void* a, int type, uint64_t operand_bits);
 template <class T>
-inline void cuda_cpu_float_atomic(T* a) {
-    if (cuda_cpu_tracking_fatomics) cuda_cpu_note_float_atomic(a, sizeof(T));
+inline T cuda_cpu_fadd(T* a, T v, int type) {
+    uint64_t bits = 0;
+    memcpy(&bits, (const void*)&v, sizeof(T));
+    CUDA_CPU_CLOBBER();
+    bits = cuda_cpu_float_atomic_add((void*)a, type, bits);
+    CUDA_CPU_CLOBBER();
+    T old;
+    memcpy((void*)&old, &bits, sizeof(T));
+    return old;
 }
-inline float atomicAdd(float* a, float v) {
-    cuda_cpu_float_atomic(a);
-    return cuda_cpu_atomic_update(a, [v](float o) { return o + v; });
-}
-inline double atomicAdd(double* a, double v) {
-    cuda_cpu_float_atomic(a);
-    return cuda_cpu_atomic_update(a, [v](double o) { return o + v; });
-}
+inline float atomicAdd(float* a, float v) { return cuda_cpu_fadd(a, v, CUDA_CPU_FA_F32); }
+inline double atomicAdd(double* a, double v) { return cuda_cpu_fadd(a, v, CUDA_CPU_FA_F64); }
 inline float atomicExch(float* a, float v) { return cuda_cpu_atomic_update(a, [v](float) { return v; }); }
-inline __half atomicAdd(__half* a, __half v) {
-    cuda_cpu_float_atomic(a);
-    return cuda_cpu_atomic_update(a, [v](__half o) { return __float2half(__half2float(o) + __half2float(v)); });
-}
-inline __nv_bfloat16 atomicAdd(__nv_bfloat16* a, __nv_bfloat16 v) {
-    cuda_cpu_float_atomic(a);
-    return cuda_cpu_atomic_update(a, [v](__nv_bfloat16 o) { return __float2bfloat16(__bfloat162float(o) + __bfloat162float(v)); });
-}
-inline __half2 atomicAdd(__half2* a, __half2 v) {
-    cuda_cpu_float_atomic(a);
-    return cuda_cpu_atomic_update(a, [v](__half2 o) {
-        return __floats2half2_rn(__low2float(o) + __low2float(v), __high2float(o) + __high2float(v)); });
-}
-inline __nv_bfloat162 atomicAdd(__nv_bfloat162* a, __nv_bfloat162 v) {
-    cuda_cpu_float_atomic(a);
-    return cuda_cpu_atomic_update(a, [v](__nv_bfloat162 o) {
-        return __floats2bfloat162_rn(__low2float(o) + __low2float(v), __high2float(o) + __high2float(v)); });
-}
+inline __half atomicAdd(__half* a, __half v) { return cuda_cpu_fadd(a, v, CUDA_CPU_FA_F16); }
+inline __nv_bfloat16 atomicAdd(__nv_bfloat16* a, __nv_bfloat16 v) { return cuda_cpu_fadd(a, v, CUDA_CPU_FA_BF16); }
+inline __half2 atomicAdd(__half2* a, __half2 v) { return cuda_cpu_fadd(a, v, CUDA_CPU_FA_F16X2); }
+inline __nv_bfloat162 atomicAdd(__nv_bfloat162* a, __nv_bfloat162 v) { return cuda_cpu_fadd(a, v, CUDA_CPU_FA_BF16X2); }
 
 // ---- cache-hinted loads and stores: plain accesses on a CPU ----
 template <class T> inline T __ldg(const T* p) { return *p; }

@@ -11,9 +11,13 @@
 #include <signal.h>
 #include <stdarg.h>
 
+#include <array>
 #include <atomic>
+#include <functional>
 #include <mutex>
+#include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 // ---- fibers, launches, workers ----
@@ -37,6 +41,18 @@ struct Fiber {
     int pred, bout;
     void* asan_fake;
     uint32_t wsync;     // warp operations this thread took part in, this block (race detector)
+    uint64_t natomics;  // float atomics this thread made, this block (their identity for reordering)
+    uintptr_t site;     // the block barrier it waits at (its call's return address)
+    uint32_t fence_epoch;  // the block's barrier interval of its last __threadfence (0: none)
+};
+
+// A float atomic addition a launch made (cuda_cpu.cpp: reordered once the launch has run).
+struct FloatAtomic {
+    uintptr_t addr;
+    int type;
+    uint64_t operand, old;  // bits
+    uint64_t seq;           // the order it happened in
+    uint64_t key;           // which thread's which addition (the same in every run of the launch)
 };
 
 // One schedule: the order in which a block's warps, a warp's lanes and a launch's blocks run.
@@ -49,6 +65,7 @@ struct Schedule {
 
 struct Launch {
     const char* name;
+    uint64_t op;            // its op in the device's work queue (streams_cpu.cpp)
     const void* key;
     dim3 grid, block;
     size_t smem;
@@ -63,6 +80,11 @@ struct Launch {
     uint64_t block_stride, block_offset;  // the order blocks are taken in: (offset + i * stride) % nblocks
     uint32_t run_base;      // first block instance of this run (race detector)
     std::atomic<uint64_t> next;
+    bool order_dependent;   // cuda_cpu_order_dependent_launch() before it: one schedule only
+    std::atomic<bool> resources_checked;  // its registers were checked against the block size
+    void (*free_arg)(void*);  // frees arg (the launch's copy of its arguments) once it is retired
+    unsigned sched_index;   // which of g_schedules runs now (the float atomics' order depends on it)
+    std::set<uintptr_t> fa_keep;  // float atomic targets also accessed plainly: left as they happened
 };
 
 // A static __shared__ variable of the running block (cu2cpu.pl rewrites function-scope __shared__
@@ -113,6 +135,7 @@ struct Worker {
     std::atomic<uint64_t> progress;  // fiber switches, for the watchdog
     std::atomic<const Launch*> active;
     std::vector<uintptr_t> fatomics;  // float atomic targets of this run (schedule comparison)
+    std::vector<FloatAtomic> flog;    // float atomic additions of this run
     // race detector, per block: [warp][lane][other lane] = other lane's wsync at their last joint
     // warp operation (a vector clock restricted to one warp)
     std::vector<uint32_t> wvec;
@@ -123,6 +146,9 @@ struct Worker {
     // the arena ranges marked addressable for the running block (reset at the next block)
     std::vector<std::pair<size_t, size_t>> sm_marked;
     PendingWrite pending;
+    // race detector: what this block acquired of other blocks' writes through fenced atomics
+    // (check_cpu.cpp: other block -> (their barrier interval and thread released, ours acquired in))
+    std::unordered_map<uint32_t, std::vector<std::array<uint32_t, 4>>> acquired;
 };
 
 extern __thread Worker* tw;
@@ -140,7 +166,7 @@ extern size_t g_stack_size;
 
 // ---- device memory: one reserved region, every allocation page-aligned and followed by a guard
 // page; a page table maps a page to its allocation ----
-enum AllocKind { A_DEVICE, A_HOST, A_MANAGED };
+enum AllocKind { A_DEVICE, A_HOST, A_MANAGED, A_SYMBOLS };  // A_SYMBOLS: the __device__ variables
 struct DevAlloc {
     uintptr_t start;
     size_t size;
@@ -151,21 +177,33 @@ struct DevAlloc {
     uint8_t* state;      // check mode: per byte 1 = not written yet, 2 = written
     void* wrec;          // check mode: race detector records
     void* rrec;
+    uint32_t* hbw;       // check mode: per byte, the op that last wrote it (happens-before; top bit: atomic)
+    uint32_t* hbr;       // check mode: per byte, two ops that read it since (unordered with each other)
     size_t shadow_len;   // bytes mapped for each record array
 };
 extern uintptr_t g_dev_lo;
 extern size_t g_dev_span;
 DevAlloc* dev_lookup(uintptr_t a);        // the allocation owning a's page (live or freed), or null
+// The program's __device__ and __constant__ variables as one pseudo allocation (null without any), and
+// the read-only (const) ones' range.
+extern DevAlloc* g_symbols;
+extern uintptr_t g_symbols_const_lo, g_symbols_const_hi;
+// dev_lookup, or the __device__ variables when a lies among them.
+inline DevAlloc* find_alloc(uintptr_t a) {
+    DevAlloc* S = g_symbols;
+    if (S && a - S->start < S->size) return S;
+    return dev_lookup(a);
+}
+// The executable's symbol at address a ("name" or "name+off"; "" when none), by its ELF symbol table.
+std::string symbol_at(uintptr_t a, bool functions);
 void describe_device_address(uintptr_t a, char* buf, size_t n);
 
 // Device memory is touched by runtime code (memcpy, cuBLASLt, NCCL) and by kernels only inside one
 // of these; under CUDA_CPU_PROTECT the device allocations are inaccessible to the host otherwise, so
-// a host dereference of a device pointer faults. Takes the launch lock (one at a time). The
-// outermost one first completes every pending cudaMemcpyAsync of pinned memory (so device work runs
-// in the order it was issued); DeviceAccess(false) leaves them pending.
+// a host dereference of a device pointer faults. Pinned memory guarded for queued copies is open
+// inside one too. Takes the device lock (one at a time).
 struct DeviceAccess {
     DeviceAccess();
-    explicit DeviceAccess(bool complete_pending_copies);
     ~DeviceAccess();
 };
 // Runtime code that wrote n device bytes at p (memcpy, memset, cuBLASLt, NCCL): they count as
@@ -175,6 +213,119 @@ void device_copied_state(void* dst, const void* src, size_t n);
 // Runtime code (cuBLASLt, NCCL) about to access [p, p+n): aborts with `api` and `what` named unless the
 // range lies inside one live device allocation.
 void device_range_or_die(const char* api, const char* what, const void* p, size_t n);
+
+// ---- the device's work queue: streams, events and the order work runs in (streams_cpu.cpp) ----
+// Every piece of device work (a launch, an async copy or memset, a cuBLASLt product, an NCCL
+// collective, an event record) is an Op queued on its stream when the host issues it; it runs later,
+// when the host synchronizes with it (or with work that waits for it), in an order the streams and
+// events allow (README: "Streams and events").
+//
+// Clocks: an op's clock says, per stream index, how many of that stream's ops it is ordered after
+// (index 0 is the host: how many host epochs; the host's own clock, per stream, how many ops it has
+// synchronized with). Op a (stream s, position q) happens before op or host b iff b.clock[s] >= q.
+enum { kHostStream = 0, kLegacyStream = 1, kPerThreadStream = 2 };
+typedef std::vector<uint64_t> Clock;
+inline uint64_t clock_at(const Clock& c, size_t i) { return i < c.size() ? c[i] : 0; }
+void clock_join(Clock& into, const Clock& from);
+
+// How an op runs this time: a batch of work that the streams leave unordered runs once per legal
+// order of CUDA_CPU_STREAM_ORDERS; only the first run is checked (race detector, a launch's second
+// schedule, the happens-before checks); NCCL talks to the other ranks only in the first and replays
+// what it received in the others.
+enum { NCCL_REAL, NCCL_RECORD, NCCL_REPLAY };
+struct OpRun {
+    bool first;
+    int nccl;
+};
+struct Op;
+typedef std::function<void(Op*, const OpRun&)> OpFn;
+// An access a library op (copy, memset, cuBLASLt, NCCL) makes: the happens-before checker's input.
+struct OpAccess {
+    uintptr_t lo, hi;
+    bool write;
+};
+struct Op {
+    uint64_t id;             // issue order over the process, from 1
+    int stream;              // stream index
+    uint64_t seq;            // position in its stream, from 1
+    Clock clock;             // what it is ordered after
+    std::string what;        // "kernel 'k'", "cudaMemcpyAsync device to host (4096 bytes)", ...
+    void* site[6];           // the issuing call's stack (innermost first), for messages
+    int nsite;
+    OpFn run;
+    std::function<void()> release;   // frees what run holds, once the op is retired
+    const void* comm;        // NCCL: its communicator (collectives of one run in issue order)
+    std::vector<OpAccess> access;    // library ops: what they read and write
+    // NCCL in a batch that runs more than once: the input it sent and the output it received
+    std::vector<unsigned char> nccl_in, nccl_out;
+    bool nccl_recorded;
+    bool diverged;           // NCCL replay: its input differs from the first run's
+};
+// The op running now (kernels' and library code's accesses belong to it), or null on the host.
+extern Op* g_cur_op;
+// What is known of an op once issued (the op itself may already have run and be gone).
+struct Issued {
+    uint64_t id;
+    int stream;
+    uint64_t seq;
+    Clock clock;
+};
+// Queues fn on stream s (already validated). `what` describes it in messages.
+Issued op_issue(cudaStream_t s, std::string what, OpFn fn, std::vector<OpAccess> access = {},
+                const void* comm = nullptr, std::function<void()> release = nullptr);
+// The host waits for the op (and all it is ordered after), then is ordered after it.
+void host_wait_op(const Issued& op);
+// Runs every queued op (before an MPI call of the host, before NCCL's communicator goes away) without
+// ordering the host after them.
+void drain_all_pending();
+// Happens-before: is the access of op (or host epoch) `a` ordered before the running op, or before the
+// host when none runs?
+bool hb_ordered(uint64_t a);
+// The host waits for all the device's work (cudaDeviceSynchronize; cudaFree implies it).
+void device_synchronize_host();
+// Description of an op for messages: "kernel 'k' on stream 2 (issued at file:line <- file:line)".
+std::string op_description(uint64_t id);
+// The stream index of a cudaStream_t, or -1 when it is not a live stream.
+int stream_index(cudaStream_t s);
+bool stream_is_valid(cudaStream_t s);
+// Work runs as soon as it is issued, in issue order (CUDA_CPU_ASYNC=0).
+extern bool g_eager;
+
+// ---- happens-before records (check_cpu.cpp; checked programs) ----
+// An op (or the host, g_cur_op null) accesses [p, p+n): checked against the last writer and readers
+// of each byte and recorded. `verb` and `pc` say what and where for the message.
+void hb_access(uintptr_t p, size_t n, bool write, uintptr_t pc);
+// What the op id of the host's accesses now is (a host epoch, as a pseudo op).
+uint64_t hb_host_op();
+
+// ---- launches (cuda_cpu.cpp) ----
+// Runs a launch: every schedule and the checks when run.first, else one schedule.
+void launch_run(Launch* L, const OpRun& run);
+// Device memory snapshots: a launch runs once per schedule from the same memory, and a batch once
+// per order.
+struct Saved {
+    DevAlloc* a;
+    std::vector<char> bytes;
+};
+std::vector<Saved> save_live();
+void restore_live(const std::vector<Saved>& s);
+// The first byte where the live memory differs from `first` outside the float atomics' targets, or 0.
+uintptr_t first_difference(const std::vector<Saved>& first, const std::vector<uintptr_t>* fatomics);
+// Plain copies inside the runtime (the range checks were done when the copy was issued).
+void runtime_copy(void* dst, const void* src, size_t n);
+// The live allocation holding all of [p, p+n) (any kind when any_kind, else device or managed).
+DevAlloc* live_holding(const void* p, size_t n, bool any_kind);
+bool in_device_region(const void* p);
+cudaError_t set_cuda_error(cudaError_t e);
+// Pinned host memory a queued copy is to read or write, guarded until the host synchronizes with it.
+const char* pinned_guard_at(uintptr_t a, char* buf, size_t len);  // the description, or null
+void pinned_guards_open(bool open);
+// The project's own source lines of a code address, innermost inlined call first (addr2line -i;
+// not the runtime's files, not the system's).
+std::vector<std::string> source_chain(uintptr_t pc);
+// Is "file:line" in the runtime's own code?
+bool runtime_source(const std::string& s);
+uintptr_t exe_bias();
 
 // ---- modes (runtime_init) ----
 extern bool g_instrumented;  // an instrumented TU called __tsan_init: the checks can run
@@ -198,10 +349,15 @@ void check_shared_var(Worker* w, size_t off, size_t size);
 void check_warp_released(Worker* w, unsigned base, unsigned mask);
 void check_pending_write(Worker* w);  // the running thread is about to wait or exit
 void check_alloc(DevAlloc* a);
+void check_fence(Worker* w);  // __threadfence in a checked run
 void check_free(DevAlloc* a);
 void check_run_start(const Launch* L);
-// explicit checks for runtime code running on behalf of a CUDA thread (WMMA loads and stores)
+// explicit checks for runtime code running on behalf of a CUDA thread (WMMA loads and stores, float
+// atomics)
 void check_lane_range(const void* p, size_t n, bool write, uintptr_t pc);
+void check_atomic_access(const void* p, size_t n, uintptr_t pc);
+// After a checked run: did a thread read or write [p, p+n) plainly after the launch's last atomic on it?
+bool check_plain_access_after_atomics(const void* p, size_t n);
 
 // ---- fast conversions (intrinsics_cpu.cpp): the bits CUDA's conversions give, NaN -> 0x7fff ----
 float half_to_float(uint16_t h);

@@ -30,15 +30,27 @@ CUDA_CPU_FLAGS = -std=gnu++17 $(CUDA_CPU_OPT) $(CUDA_CPU_SAN) -U_FORTIFY_SOURCE 
 # beside AddressSanitizer: an ASan build (CUDA_CPU_SAN) is an unchecked one.
 CUDA_CPU_CHECK_FLAGS := $(if $(findstring address,$(CUDA_CPU_SAN)),,\
 	-fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -fsanitize=alignment)
-CUDA_CPU_LIB_SRC := test/cuda_cpu/cuda_cpu.cpp test/cuda_cpu/check_cpu.cpp test/cuda_cpu/intrinsics_cpu.cpp \
+CUDA_CPU_LIB_SRC := test/cuda_cpu/cuda_cpu.cpp test/cuda_cpu/streams_cpu.cpp test/cuda_cpu/check_cpu.cpp test/cuda_cpu/intrinsics_cpu.cpp \
 	test/cuda_cpu/cublaslt_cpu.cpp $(if $(CUDA_CPU_HAVE_MPI),test/cuda_cpu/nccl_cpu.cpp)
 CUDA_CPU_LIB_OBJ := $(patsubst test/cuda_cpu/%.cpp,$(CUDA_CPU_OUT)/obj/%.o,$(CUDA_CPU_LIB_SRC))
 CUDA_CPU_HEADERS := test/cuda_cpu/cuda_cpu.h $(wildcard test/cuda_cpu/include/*.h test/cuda_cpu/include/*/*.h)
 CUDA_CPU_DEPS := $(CUDA_CPU_HEADERS) test/cuda_cpu/cu2cpu.pl test/cuda_cpu/module.mk $(CUDA_CPU_LIB)
 
+# The kernels' registers (ptxas, sm_90), which the runtime checks each launch against: written at build
+# time by the nvcc compile check (test_nvcc_compile.sh --build, cached per file), read by the runtime
+# from this path (CUDA_CPU_REGISTERS overrides it).
+CUDA_CPU_REGISTERS_DB := $(CUDA_CPU_OUT)/nvcc/registers.db
+CUDA_CPU_NVCC_INPUTS := $(wildcard train_gpt2.cu kernels/*.cu kernels/*.cuh kernels/*.h common/*.h reference/*.h test/*.h \
+	test/*.cuh test/*.cu test/cuda_cpu/*.cu test/cuda_cpu/*.h dev/cuda/*.cu dev/cuda/*.cuh)
+$(CUDA_CPU_REGISTERS_DB): $(CUDA_CPU_NVCC_INPUTS) test/cuda_cpu/test_nvcc_compile.sh
+	@mkdir -p $(dir $@)
+	@echo "nvcc: compiling every .cu for sm_80 and sm_90 (cached per file) for the kernels' registers"
+	@CUDA_CPU_OUT=$(CUDA_CPU_OUT) bash test/cuda_cpu/test_nvcc_compile.sh --build
+TEST_DEPS += $(CUDA_CPU_REGISTERS_DB)
+
 $(CUDA_CPU_OUT)/obj/%.o: test/cuda_cpu/%.cpp test/cuda_cpu/cuda_cpu.h test/cuda_cpu/cuda_cpu_internal.h test/cuda_cpu/module.mk
 	@mkdir -p $(dir $@)
-	$(CUDA_CPU_CXX) $(CUDA_CPU_FLAGS) $(CUDA_CPU_MPI_CFLAGS) -c $< -o $@
+	$(CUDA_CPU_CXX) $(CUDA_CPU_FLAGS) $(CUDA_CPU_MPI_CFLAGS) -DCUDA_CPU_REGISTERS_DB='"$(abspath $(CUDA_CPU_REGISTERS_DB))"' -c $< -o $@
 
 $(CUDA_CPU_LIB): $(CUDA_CPU_LIB_OBJ)
 	@rm -f $@
@@ -64,8 +76,11 @@ CUDA_CPU_TESTS := $(CUDA_CPU_OUT)/test_runtime $(CUDA_CPU_OUT)/test_cublaslt $(C
 $(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_runtime,test/cuda_cpu/test_runtime.cu,test,,$(CUDA_CPU_CHECK_FLAGS)))
 $(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_cublaslt,test/cuda_cpu/test_cublaslt.cu,test,,$(CUDA_CPU_CHECK_FLAGS)))
 $(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_wmma,test/cuda_cpu/test_wmma.cu,test,,$(CUDA_CPU_CHECK_FLAGS)))
-$(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_bugs,test/cuda_cpu/test_bugs.cu,test,,$(CUDA_CPU_CHECK_FLAGS)))
-$(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_patterns,test/cuda_cpu/test_patterns.cu,test,,$(CUDA_CPU_CHECK_FLAGS)))
+# With MPI the runtime has NCCL: the stream cases then include collectives on a comm stream.
+CUDA_CPU_NCCL_DEF := $(if $(CUDA_CPU_HAVE_MPI),-DCUDA_CPU_NCCL)
+$(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_bugs,test/cuda_cpu/test_bugs.cu,test,,$(CUDA_CPU_CHECK_FLAGS) $(CUDA_CPU_NCCL_DEF) \
+	-DCUDA_CPU_REGISTERS_FILE='"$(abspath $(CUDA_CPU_REGISTERS_DB))"'))
+$(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_patterns,test/cuda_cpu/test_patterns.cu,test,,$(CUDA_CPU_CHECK_FLAGS) $(CUDA_CPU_NCCL_DEF)))
 $(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_nccl,test/cuda_cpu/test_nccl.cu,test))
 $(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/bench_reduce,test/cuda_cpu/bench_reduce.cu,test))
 $(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_example_gelu,test/cuda_cpu/test_example_gelu.cu,test reference common,\

@@ -1,8 +1,10 @@
 // nccl_cpu.cpp: the NCCL collectives the trainer calls, mapped onto MPI so that `mpirun -np N` runs
 // the GPU trainer's sharded code path on the CPU. One communicator spans MPI_COMM_WORLD (one rank
-// per process, as the trainer runs). Collectives complete before they return; fp16/bf16 reduce in
-// fp32; an all-reduce is a reduce to rank 0 plus a broadcast, so every rank gets the same bits, as
-// with NCCL's rings.
+// per process, as the trainer runs). A collective is queued on its stream like any device work
+// (streams_cpu.cpp) and talks to the other ranks when it runs; one communicator's collectives run in
+// the order they were called, as NCCL requires of every rank. fp16/bf16 reduce in fp32; an all-reduce
+// is a reduce to rank 0 plus a broadcast, so every rank gets the same bits, as with NCCL's rings. The
+// host's own MPI calls run the queued device work first (the MPI_* wrappers at the end).
 //
 // Traffic counter: with NCCL_CPU_TRAFFIC=PATH in the environment, each communicator counts, per
 // collective kind, its calls, the bytes of the data each call moves in its element type (all-reduce,
@@ -195,7 +197,9 @@ void ensure_mpi() {
     atexit([] {
         int fin = 0;
         MPI_Finalized(&fin);
-        if (!fin) MPI_Finalize();
+        if (fin) return;
+        drain_all_pending();  // queued collectives first
+        PMPI_Finalize();
     });
 }
 
@@ -245,8 +249,8 @@ ncclResult_t ncclCommInitRank(ncclComm_t* out, int nranks, ncclUniqueId id, int 
     // Every rank must have been handed the same id, as with NCCL.
     uint64_t salt, lo, hi;
     memcpy(&salt, id.internal + sizeof(kIdTag), sizeof(salt));
-    check_mpi(MPI_Allreduce(&salt, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
-    check_mpi(MPI_Allreduce(&salt, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    check_mpi(PMPI_Allreduce(&salt, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+    check_mpi(PMPI_Allreduce(&salt, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
     if (lo != hi) cuda_cpu_fail("%s: the ranks were given different ncclUniqueIds", api);
     ncclComm* c = new ncclComm();
     c->magic = kCommMagic;
@@ -265,6 +269,7 @@ ncclResult_t ncclCommFinalize(ncclComm_t c) {
 }
 ncclResult_t ncclCommDestroy(ncclComm_t c) {
     comm_of(c, "ncclCommDestroy");
+    drain_all_pending();  // its queued collectives run first
     write_traffic(c);
     int fin = 0;
     MPI_Finalized(&fin);
@@ -292,96 +297,205 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t* r) {
     return ncclSuccess;
 }
 
-// Every collective runs to completion when called, so a group has nothing left to batch.
+// A group only batches the calls inside it: each is queued on its stream anyway.
 ncclResult_t ncclGroupStart() { return ncclSuccess; }
 ncclResult_t ncclGroupEnd() { return ncclSuccess; }
 
+}  // extern "C"
+
+namespace {
+
+// What NCCL checks when a collective is called: a live communicator and stream, buffers inside live
+// device allocations, and send and receive buffers that are either the documented in-place form or
+// apart (a partial overlap is undefined in NCCL; the emulation would otherwise make it a memmove).
+void collective_checks(const char* api, ncclComm* c, const void* send, size_t send_bytes, const void* recv,
+                       size_t recv_bytes, const void* in_place_send, cudaStream_t stream) {
+    if (!stream_is_valid(stream)) cuda_cpu_fail("%s: the stream is not a live cudaStream_t", api);
+    device_range_or_die(api, "the send buffer", send, send_bytes);
+    device_range_or_die(api, "the receive buffer", recv, recv_bytes);
+    uintptr_t s0 = (uintptr_t)send, s1 = s0 + send_bytes, r0 = (uintptr_t)recv, r1 = r0 + recv_bytes;
+    if (send_bytes && recv_bytes && s0 < r1 && r0 < s1 && send != in_place_send)
+        cuda_cpu_fail("%s (rank %d): the send buffer [%p, +%zu) and the receive buffer [%p, +%zu) overlap without being "
+                      "NCCL's in-place form (send == %p here): NCCL leaves that undefined", api, c->rank, send, send_bytes,
+                      recv, recv_bytes, in_place_send);
+}
+
+// Queues a collective on its stream. run_real does the MPI part and writes `out` (out_bytes, 0 when
+// this rank receives nothing); in a batch that runs more than once the first run keeps the input and
+// the output, and the other runs check the input and replay the output.
+void queue_collective(const char* api, ncclComm* c, cudaStream_t stream, const void* in, size_t in_bytes, void* out,
+                      size_t out_bytes, std::function<void()> run_real, TrafficKind kind, uint64_t bytes, uint64_t sent) {
+    char what[160];
+    snprintf(what, sizeof(what), "%s (%zu bytes)", api, in_bytes > out_bytes ? in_bytes : out_bytes);
+    std::vector<OpAccess> acc;
+    if (in_bytes) acc.push_back({(uintptr_t)in, (uintptr_t)in + in_bytes, false});
+    if (out_bytes) acc.push_back({(uintptr_t)out, (uintptr_t)out + out_bytes, true});
+    op_issue(stream, what, [=](Op* op, const OpRun& r) {
+        if (r.first && g_check) {
+            if (in_bytes) hb_access((uintptr_t)in, in_bytes, false, 0);
+            if (out_bytes) hb_access((uintptr_t)out, out_bytes, true, 0);
+        }
+        if (r.nccl == NCCL_REPLAY) {
+            if (!op->nccl_recorded) cuda_cpu_fail("internal error: %s replayed without a record", api);
+            if (in_bytes && memcmp(in, op->nccl_in.data(), in_bytes) != 0) {
+                op->diverged = true;
+                return;
+            }
+            if (out_bytes) memcpy(out, op->nccl_out.data(), out_bytes);
+            device_written(out, out_bytes);
+            return;
+        }
+        if (r.nccl == NCCL_RECORD) op->nccl_in.assign((const unsigned char*)in, (const unsigned char*)in + in_bytes);
+        count_traffic(c, kind, bytes, sent);
+        run_real();
+        if (out_bytes) device_written(out, out_bytes);
+        if (r.nccl == NCCL_RECORD) {
+            op->nccl_out.assign((const unsigned char*)out, (const unsigned char*)out + out_bytes);
+            op->nccl_recorded = true;
+        }
+    }, std::move(acc), c);
+}
+
+}  // namespace
+
+extern "C" {
+
 ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
-                        ncclComm_t comm, cudaStream_t) {
+                        ncclComm_t comm, cudaStream_t stream) {
     const char* api = "ncclReduce";
     ncclComm* c = comm_of(comm, api);
-    DeviceAccess access;  // the buffers are device memory
-    if (root < 0 || root >= c->nranks) return ncclInvalidArgument;
+    if (root < 0 || root >= c->nranks || !type_size(type)) return ncclInvalidArgument;
     Wide w = wide_of(type, api);
-    count_traffic(c, kReduce, count * type_size(type), c->rank == root ? 0 : count * type_size(type));
-    std::vector<unsigned char> tmp = widen(send, count, type);
-    check_mpi(MPI_Reduce(c->rank == root ? MPI_IN_PLACE : tmp.data(), tmp.data(), mpi_count(count, api), w.mpi,
-                         mpi_op(op, api), root, c->comm), "MPI_Reduce");
-    if (c->rank == root) {
-        narrow(recv, tmp.data(), count, type, op, c->nranks);
-        device_written(recv, count * type_size(type));
-    }
+    MPI_Op mop = mpi_op(op, api);
+    size_t bytes = count * type_size(type);
+    bool is_root = c->rank == root;
+    collective_checks(api, c, send, bytes, is_root ? recv : send, is_root ? bytes : 0, recv, stream);
+    int n = mpi_count(count, api);
+    queue_collective(api, c, stream, send, bytes, is_root ? recv : nullptr, is_root ? bytes : 0, [=] {
+        std::vector<unsigned char> tmp = widen(send, count, type);
+        check_mpi(PMPI_Reduce(is_root ? MPI_IN_PLACE : tmp.data(), tmp.data(), n, w.mpi, mop, root, c->comm), "MPI_Reduce");
+        if (is_root) narrow(recv, tmp.data(), count, type, op, c->nranks);
+    }, kReduce, bytes, is_root ? 0 : bytes);
     return ncclSuccess;
 }
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                           ncclComm_t comm, cudaStream_t) {
+                           ncclComm_t comm, cudaStream_t stream) {
     const char* api = "ncclAllReduce";
     ncclComm* c = comm_of(comm, api);
-    DeviceAccess access;  // the buffers are device memory
+    if (!type_size(type)) return ncclInvalidArgument;
     Wide w = wide_of(type, api);
-    count_traffic(c, kAllReduce, count * type_size(type), allreduce_ring_sent(c, count) * type_size(type));
-    std::vector<unsigned char> tmp = widen(send, count, type);
-    const size_t chunk = (size_t)1 << 28;
-    for (size_t at = 0; at < count; at += chunk) {
-        int n = (int)(count - at < chunk ? count - at : chunk);
-        void* p = tmp.data() + at * w.size;
-        check_mpi(MPI_Reduce(c->rank == 0 ? MPI_IN_PLACE : p, p, n, w.mpi, mpi_op(op, api), 0, c->comm), "MPI_Reduce");
-        check_mpi(MPI_Bcast(p, n, w.mpi, 0, c->comm), "MPI_Bcast");
-    }
-    narrow(recv, tmp.data(), count, type, op, c->nranks);
-    device_written(recv, count * type_size(type));
+    MPI_Op mop = mpi_op(op, api);
+    size_t bytes = count * type_size(type);
+    collective_checks(api, c, send, bytes, recv, bytes, recv, stream);
+    queue_collective(api, c, stream, send, bytes, recv, bytes, [=] {
+        std::vector<unsigned char> tmp = widen(send, count, type);
+        const size_t chunk = (size_t)1 << 28;
+        for (size_t at = 0; at < count; at += chunk) {
+            int n = (int)(count - at < chunk ? count - at : chunk);
+            void* p = tmp.data() + at * w.size;
+            check_mpi(PMPI_Reduce(c->rank == 0 ? MPI_IN_PLACE : p, p, n, w.mpi, mop, 0, c->comm), "MPI_Reduce");
+            check_mpi(PMPI_Bcast(p, n, w.mpi, 0, c->comm), "MPI_Bcast");
+        }
+        narrow(recv, tmp.data(), count, type, op, c->nranks);
+    }, kAllReduce, bytes, allreduce_ring_sent(c, count) * type_size(type));
     return ncclSuccess;
 }
 
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, ncclDataType_t type, ncclRedOp_t op,
-                               ncclComm_t comm, cudaStream_t) {
+                               ncclComm_t comm, cudaStream_t stream) {
     const char* api = "ncclReduceScatter";
     ncclComm* c = comm_of(comm, api);
-    DeviceAccess access;  // the buffers are device memory
+    if (!type_size(type)) return ncclInvalidArgument;
     Wide w = wide_of(type, api);
-    count_traffic(c, kReduceScatter, (uint64_t)recvcount * c->nranks * type_size(type),
-                  (uint64_t)recvcount * (c->nranks - 1) * type_size(type));
-    std::vector<unsigned char> in = widen(send, recvcount * c->nranks, type);
-    std::vector<unsigned char> out(recvcount * w.size);
-    check_mpi(MPI_Reduce_scatter_block(in.data(), out.data(), mpi_count(recvcount, api), w.mpi, mpi_op(op, api), c->comm),
-              "MPI_Reduce_scatter_block");
-    narrow(recv, out.data(), recvcount, type, op, c->nranks);
-    device_written(recv, recvcount * type_size(type));
+    MPI_Op mop = mpi_op(op, api);
+    size_t rbytes = recvcount * type_size(type), sbytes = rbytes * (size_t)c->nranks;
+    collective_checks(api, c, send, sbytes, recv, rbytes, (const char*)recv - (size_t)c->rank * rbytes, stream);
+    int n = mpi_count(recvcount, api);
+    queue_collective(api, c, stream, send, sbytes, recv, rbytes, [=] {
+        std::vector<unsigned char> in = widen(send, recvcount * c->nranks, type);
+        std::vector<unsigned char> out(recvcount * w.size);
+        check_mpi(PMPI_Reduce_scatter_block(in.data(), out.data(), n, w.mpi, mop, c->comm), "MPI_Reduce_scatter_block");
+        narrow(recv, out.data(), recvcount, type, op, c->nranks);
+    }, kReduceScatter, sbytes, (uint64_t)rbytes * (c->nranks - 1));
     return ncclSuccess;
 }
 
-ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t type, ncclComm_t comm, cudaStream_t) {
+ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t type, ncclComm_t comm,
+                           cudaStream_t stream) {
     const char* api = "ncclAllGather";
     ncclComm* c = comm_of(comm, api);
-    DeviceAccess access;  // the buffers are device memory
     size_t bytes = sendcount * type_size(type);
     if (!type_size(type)) return ncclInvalidArgument;
-    count_traffic(c, kAllGather, (uint64_t)bytes * c->nranks, (uint64_t)bytes * (c->nranks - 1));
-    // A copy first: send may be recv's own slice (the in-place form) or overlap it otherwise.
-    std::vector<unsigned char> tmp(bytes);
-    if (bytes) memcpy(tmp.data(), send, bytes);
+    collective_checks(api, c, send, bytes, recv, bytes * (size_t)c->nranks, (const char*)recv + (size_t)c->rank * bytes,
+                      stream);
     int n = mpi_count(bytes, api);
-    check_mpi(MPI_Allgather(tmp.data(), n, MPI_BYTE, recv, n, MPI_BYTE, c->comm), "MPI_Allgather");
-    device_written(recv, bytes * c->nranks);
+    queue_collective(api, c, stream, send, bytes, recv, bytes * (size_t)c->nranks, [=] {
+        // A copy first: send may be recv's own slice (the in-place form).
+        std::vector<unsigned char> tmp(bytes);
+        if (bytes) memcpy(tmp.data(), send, bytes);
+        check_mpi(PMPI_Allgather(tmp.data(), n, MPI_BYTE, recv, n, MPI_BYTE, c->comm), "MPI_Allgather");
+    }, kAllGather, (uint64_t)bytes * c->nranks, (uint64_t)bytes * (c->nranks - 1));
     return ncclSuccess;
 }
 
-ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm, cudaStream_t) {
+ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
+                           cudaStream_t stream) {
     const char* api = "ncclBroadcast";
     ncclComm* c = comm_of(comm, api);
-    DeviceAccess access;  // the buffers are device memory
     if (root < 0 || root >= c->nranks || !type_size(type)) return ncclInvalidArgument;
     size_t bytes = count * type_size(type);
+    bool is_root = c->rank == root;
+    collective_checks(api, c, is_root ? send : recv, is_root ? bytes : 0, recv, bytes, recv, stream);
+    int n = mpi_count(bytes, api);
     // The ring from the root: every rank passes the data on but the one before the root.
-    count_traffic(c, kBroadcast, bytes, c->rank == (root + c->nranks - 1) % c->nranks ? 0 : bytes);
-    if (c->rank == root && send != recv && bytes) memmove(recv, send, bytes);
-    check_mpi(MPI_Bcast(recv, mpi_count(bytes, api), MPI_BYTE, root, c->comm), "MPI_Bcast");
-    device_written(recv, bytes);
+    queue_collective(api, c, stream, is_root ? send : nullptr, is_root ? bytes : 0, recv, bytes, [=] {
+        if (is_root && send != recv && bytes) memcpy(recv, send, bytes);
+        check_mpi(PMPI_Bcast(recv, n, MPI_BYTE, root, c->comm), "MPI_Bcast");
+    }, kBroadcast, bytes, c->rank == (root + c->nranks - 1) % c->nranks ? 0 : bytes);
     return ncclSuccess;
 }
 ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t type, int root, ncclComm_t comm, cudaStream_t s) {
     return ncclBroadcast(buff, buff, count, type, root, comm, s);
+}
+
+// ---- the host's MPI calls: the device's queued work runs first ----
+// A rank's queued collectives talk to the other ranks when they run; a host that entered an MPI call
+// with collectives still queued could wait for a rank that waits for those collectives. So before
+// any of these (the MPI profiling interface: the program's calls come here, then go to PMPI), every
+// queued op runs (the host is not ordered after it by that).
+int MPI_Barrier(MPI_Comm comm) { drain_all_pending(); return PMPI_Barrier(comm); }
+int MPI_Bcast(void* buf, int n, MPI_Datatype t, int root, MPI_Comm comm) {
+    drain_all_pending();
+    return PMPI_Bcast(buf, n, t, root, comm);
+}
+int MPI_Allreduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
+    drain_all_pending();
+    return PMPI_Allreduce(s, r, n, t, op, comm);
+}
+int MPI_Reduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm comm) {
+    drain_all_pending();
+    return PMPI_Reduce(s, r, n, t, op, root, comm);
+}
+int MPI_Allgather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm comm) {
+    drain_all_pending();
+    return PMPI_Allgather(s, sn, st, r, rn, rt, comm);
+}
+int MPI_Gather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, int root, MPI_Comm comm) {
+    drain_all_pending();
+    return PMPI_Gather(s, sn, st, r, rn, rt, root, comm);
+}
+int MPI_Send(const void* b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm comm) {
+    drain_all_pending();
+    return PMPI_Send(b, n, t, dest, tag, comm);
+}
+int MPI_Recv(void* b, int n, MPI_Datatype t, int src, int tag, MPI_Comm comm, MPI_Status* st) {
+    drain_all_pending();
+    return PMPI_Recv(b, n, t, src, tag, comm, st);
+}
+int MPI_Finalize(void) {
+    drain_all_pending();
+    return PMPI_Finalize();
 }
 
 }  // extern "C"

@@ -5,6 +5,9 @@
 #include <assert.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#if defined(CUDA_CPU_NCCL)
+#include <nccl.h>
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,6 +183,189 @@ __global__ void bug_assert_kernel(float* out) {
     out[threadIdx.x] = 1.0f;
 }
 
+// ---- float atomics, registers, __device__ variables, fences, barriers, shuffles, globals ----
+
+// Sums x with float atomics into *sum (the order a GPU applies them in is not promised).
+__global__ void atomic_sum_kernel(float* sum, const float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(sum, x[i]);
+}
+
+// The last block to finish reads the atomically built sum and writes what it derives from it: its
+// bits depend on the order the additions happened in.
+__global__ void bug_atomic_sum_read_kernel(float* out, float* sum, unsigned* done, const float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(sum, x[i]);
+    __threadfence();
+    __shared__ bool last;
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (last && threadIdx.x == 0) out[0] = 1000.0f * atomicAdd(sum, 0.0f);
+}
+
+// 134 registers a thread (ptxas, sm_90): 1024 threads need more than a block's 65536.
+__global__ void bug_registers_kernel(float* out, const float* in, int n) {
+    float acc[64];
+#pragma unroll
+    for (int k = 0; k < 64; k++) acc[k] = in[k * 16 + threadIdx.x % 16];
+    for (int it = 0; it < n; it++) {
+#pragma unroll
+        for (int k = 0; k < 64; k++) acc[k] = acc[k] * acc[(k + 1) % 64] + in[k];
+    }
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 64; k++) s += acc[k] * (float)(k + 1);
+    out[threadIdx.x] = s;
+}
+
+__device__ int bug_counter;
+// Every block adds one to a __device__ counter without an atomic.
+__global__ void bug_device_var_race_kernel() {
+    if (threadIdx.x == 0) bug_counter = bug_counter + 1;
+}
+
+// The last block sums the blocks' partials, but nothing publishes them: no __threadfence before the
+// atomic that counts finished blocks.
+__global__ void bug_unfenced_last_block_kernel(float* out, float* partial, unsigned* done) {
+    __shared__ bool last;
+    if (threadIdx.x == 0) {
+        partial[blockIdx.x] = (float)blockIdx.x;
+        last = atomicAdd(done, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (last && threadIdx.x == 0) {
+        float s = 0.0f;
+        for (unsigned b = 0; b < gridDim.x; b++) s += partial[b];
+        out[0] = s;
+    }
+}
+
+// Half the block waits at one __syncthreads, the other half at another.
+__global__ void bug_barrier_sites_kernel(float* out) {
+    __shared__ float s[64];
+    s[threadIdx.x] = (float)threadIdx.x;
+    if (threadIdx.x < 32) {
+        __syncthreads();
+        out[threadIdx.x] = s[63 - threadIdx.x];
+    } else {
+        __syncthreads();
+        out[threadIdx.x] = s[63 - threadIdx.x] + 1.0f;
+    }
+}
+
+// A barrier in a loop whose trip count differs between warps, then another barrier.
+__global__ void bug_barrier_trip_count_kernel(float* out, int n) {
+    __shared__ float s[64];
+    s[threadIdx.x] = 0.0f;
+    for (int i = 0; i < n + (int)(threadIdx.x / 32); i++) {
+        s[threadIdx.x] += 1.0f;
+        __syncthreads();
+    }
+    __syncthreads();
+    out[threadIdx.x] = s[threadIdx.x];
+}
+
+__global__ void bug_shuffle_width_kernel(float* out) {
+    float v = (float)threadIdx.x;
+    out[threadIdx.x] = __shfl_sync(0xffffffffu, v, 0, 12);  // 12 is not a power of 2
+}
+
+// A host global array passed to a kernel (nvcc refuses a kernel that names it; a pointer to it passes).
+float bug_host_table[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+__global__ void bug_host_global_kernel(float* out, const float* table) { out[threadIdx.x] = table[threadIdx.x % 4]; }
+
+// 160 KiB of locals a thread: legal on a GPU (512 KiB), run here with a fiber stack made too small.
+__global__ void big_locals_kernel(float* out, int n) {
+    float local[40 * 1024];
+    for (int i = 0; i < 40 * 1024; i++) local[i] = (float)(i % n);
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < 40 * 1024; i += 97) s += local[i];
+    out[threadIdx.x] = s;
+}
+
+// ---- streams: work on two streams that nothing orders ----
+
+__global__ void stream_writer_kernel(float* x, float v, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = v + (float)i;
+}
+__global__ void stream_reader_kernel(float* out, const float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = 2.0f * x[i];
+}
+
+// The stream mistakes, each on two streams a and b (b created second) with n floats.
+static void stream_case(const std::string& c) {
+    const int n = 1024;
+    float *x = zeros(n), *y = zeros(n), *h;
+    CK(cudaMallocHost(&h, n * sizeof(float)));
+    for (int i = 0; i < n; i++) h[i] = (float)i;
+    cudaStream_t a, b;
+    CK(cudaStreamCreate(&a));
+    CK(cudaStreamCreate(&b));
+    cudaEvent_t e;
+    CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    if (c == "stream_no_event") {
+        // a writes x, b reads it: no event between them.
+        stream_writer_kernel<<<n / 256, 256, 0, a>>>(x, 1.0f, n);
+        stream_reader_kernel<<<n / 256, 256, 0, b>>>(y, x, n);
+    } else if (c == "stream_pinned_copy_other_stream") {
+        // The upload runs on a, the kernel that reads what it uploads on b.
+        CK(cudaMemcpyAsync(x, h, n * sizeof(float), cudaMemcpyHostToDevice, a));
+        stream_reader_kernel<<<n / 256, 256, 0, b>>>(y, x, n);
+    } else if (c == "stream_download_wrong_stream") {
+        // The kernel writes y on a; the download of y is issued on b (meant for a).
+        stream_reader_kernel<<<n / 256, 256, 0, a>>>(y, x, n);
+        CK(cudaMemcpyAsync(h, y, n * sizeof(float), cudaMemcpyDeviceToHost, b));
+        CK(cudaStreamSynchronize(b));
+        printf("%f\n", h[3]);
+    } else if (c == "stream_event_before_kernel") {
+        // The event is recorded before the kernel it should follow: b's wait orders nothing.
+        CK(cudaEventRecord(e, a));
+        stream_writer_kernel<<<n / 256, 256, 0, a>>>(x, 1.0f, n);
+        CK(cudaStreamWaitEvent(b, e, 0));
+        stream_reader_kernel<<<n / 256, 256, 0, b>>>(y, x, n);
+    } else if (c == "stream_memset_wrong_stream") {
+        // x is cleared for its next use on b while a's kernels may still write and read it.
+        stream_writer_kernel<<<n / 256, 256, 0, a>>>(x, 1.0f, n);
+        stream_reader_kernel<<<n / 256, 256, 0, a>>>(y, x, n);
+        CK(cudaMemsetAsync(x, 0, n * sizeof(float), b));
+    } else if (c == "stream_nonblocking_vs_legacy") {
+        // A non-blocking stream is not ordered with the legacy default stream.
+        cudaStream_t nb;
+        CK(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking));
+        stream_writer_kernel<<<n / 256, 256>>>(x, 1.0f, n);
+        stream_reader_kernel<<<n / 256, 256, 0, nb>>>(y, x, n);
+    } else if (c == "stream_managed_host_write") {
+        // The host writes managed memory while a kernel that reads it may still run.
+        float* m;
+        CK(cudaMallocManaged(&m, n * sizeof(float)));
+        for (int i = 0; i < n; i++) m[i] = 1.0f;
+        stream_reader_kernel<<<n / 256, 256, 0, a>>>(y, m, n);
+        m[5] = 2.0f;
+        CK(cudaStreamSynchronize(a));
+    }
+#if defined(CUDA_CPU_NCCL)
+    else if (c == "stream_nccl_no_wait") {
+        // The all-reduce runs on b (the comm stream); a reads its result without waiting for b.
+        ncclComm_t comm;
+        ncclUniqueId id;
+        ncclGetUniqueId(&id);
+        ncclCommInitRank(&comm, 1, id, 0);
+        float* z = zeros(n);
+        stream_writer_kernel<<<n / 256, 256, 0, a>>>(x, 1.0f, n);
+        CK(cudaEventRecord(e, a));
+        CK(cudaStreamWaitEvent(b, e, 0));
+        ncclAllReduce(x, z, n, ncclFloat32, ncclSum, comm, b);
+        stream_reader_kernel<<<n / 256, 256, 0, a>>>(y, z, n);
+        CK(cudaDeviceSynchronize());
+        ncclCommDestroy(comm);
+    }
+#endif
+    CK(cudaDeviceSynchronize());
+}
+
 // ---- the cases ----
 static int run_case(const std::string& c) {
     const int n = 64;
@@ -261,6 +447,65 @@ static int run_case(const std::string& c) {
             h[3] = 1.0f;
             CK(cudaStreamSynchronize(s));
         }
+    } else if (c.compare(0, 7, "stream_") == 0) {
+        stream_case(c);
+    } else if (c == "atomic_sum" || c == "atomic_sum_read") {
+        std::vector<float> h(4096);
+        for (int i = 0; i < 4096; i++) h[i] = (float)((i * 7919) % 1000) * (i % 3 ? 1e-3f : 1.0f);
+        float *x, *sum, *out;
+        unsigned* done;
+        CK(cudaMalloc(&x, 4096 * sizeof(float)));
+        CK(cudaMemcpy(x, h.data(), 4096 * sizeof(float), cudaMemcpyHostToDevice));
+        sum = zeros(1);
+        out = zeros(1);
+        CK(cudaMalloc(&done, sizeof(unsigned)));
+        CK(cudaMemset(done, 0, sizeof(unsigned)));
+        float r = 0.0f;
+        if (c == "atomic_sum") {
+            atomic_sum_kernel<<<16, 256>>>(sum, x, 4096);
+            CK(cudaMemcpy(&r, sum, sizeof(float), cudaMemcpyDeviceToHost));
+            uint32_t bits;
+            memcpy(&bits, &r, 4);
+            printf("bits %08x\n", bits);
+        } else {
+            bug_atomic_sum_read_kernel<<<16, 256>>>(out, sum, done, x, 4096);
+        }
+    } else if (c == "registers") {
+        bug_registers_kernel<<<1, 1024>>>(zeros(1024), zeros(1024), 2);
+    } else if (c == "device_var_race") {
+        bug_device_var_race_kernel<<<4, 32>>>();
+    } else if (c == "device_var_host_read") {
+        int zero = 0;
+        CK(cudaMemcpyToSymbol(bug_counter, &zero, sizeof(int)));
+        printf("%d\n", bug_counter);  // the host reads the device variable itself
+    } else if (c == "unfenced_last_block") {
+        unsigned* done;
+        CK(cudaMalloc(&done, sizeof(unsigned)));
+        CK(cudaMemset(done, 0, sizeof(unsigned)));
+        bug_unfenced_last_block_kernel<<<8, 32>>>(zeros(1), zeros(8), done);
+    } else if (c == "barrier_sites") {
+        bug_barrier_sites_kernel<<<1, 64>>>(zeros(64));
+    } else if (c == "barrier_trip_count") {
+        bug_barrier_trip_count_kernel<<<1, 64>>>(zeros(64), 2);
+    } else if (c == "shuffle_width") {
+        bug_shuffle_width_kernel<<<1, 32>>>(zeros(32));
+    } else if (c == "host_global") {
+        bug_host_global_kernel<<<1, 32>>>(zeros(32), bug_host_table);
+    } else if (c == "big_locals") {
+        big_locals_kernel<<<1, 32>>>(zeros(32), 7);
+    } else if (c == "memcpy_overlap") {
+        float* d = zeros(256);
+        cudaError_t e = cudaMemcpy(d + 16, d, 128 * sizeof(float), cudaMemcpyDeviceToDevice);
+        if (e != cudaSuccess) abort();  // a program's cudaCheck would stop here
+#if defined(CUDA_CPU_NCCL)
+    } else if (c == "nccl_overlap") {
+        ncclComm_t comm;
+        ncclUniqueId id;
+        ncclGetUniqueId(&id);
+        ncclCommInitRank(&comm, 1, id, 0);
+        float* d = zeros(256);
+        ncclAllReduce(d, d + 8, 128, ncclFloat32, ncclSum, comm, 0);  // half overlapping
+#endif
     } else if (c == "use_after_free") {
         float* d = zeros(64);
         CK(cudaFree(d));
@@ -279,6 +524,23 @@ static int run_case(const std::string& c) {
     return 0;
 }
 
+// Did make record ptxas's registers for the runtime to check (it needs nvcc)?
+static bool registers_known() {
+#if defined(CUDA_CPU)
+    const char* e = getenv("CUDA_CPU_REGISTERS");
+    std::string path = e && *e ? e : CUDA_CPU_REGISTERS_FILE;
+    FILE* f = fopen(path.c_str(), "r");
+    if (!f) return false;
+    char line[512];
+    bool any = false;
+    while (fgets(line, sizeof(line), f)) any |= strstr(line, "bug_registers_kernel") != nullptr;
+    fclose(f);
+    return any;
+#else
+    return false;
+#endif
+}
+
 struct Case {
     const char* name;
     std::vector<std::string> env;
@@ -287,8 +549,11 @@ struct Case {
 };
 
 int main(int argc, char** argv) {
-    if (argc == 3 && !strcmp(argv[1], "--child")) return run_case(argv[2]);
-    const std::vector<Case> cases = {
+    if (argc == 3 && !strcmp(argv[1], "--child")) {
+        setenv("OMPI_MCA_opal_signal", "", 0);  // no backtrace banner from OpenMPI after the runtime's line
+        return run_case(argv[2]);
+    }
+    std::vector<Case> cases = {
         {"missing_barrier", {}, "bug_missing_barrier_kernel", "data race on shared memory"},
         {"lane0_broadcast", {}, "bug_lane0_broadcast_kernel", "data race on shared memory"},
         {"shared_counter", {}, "bug_shared_counter_kernel", "data race on shared memory"},
@@ -322,7 +587,43 @@ int main(int argc, char** argv) {
         // Without the checks, the guard page after an allocation still stops a write past its end
         // (here the allocation, 256 bytes, ends right at the guard page).
         {"write_past_end", {"CUDA_CPU_CHECK=0"}, "bug_write_past_end_kernel", "0 bytes past the end of a 256-byte"},
+        {"atomic_sum_read", {}, "bug_atomic_sum_read_kernel", "the result depends on the order threads run in"},
+        {"device_var_race", {}, "bug_device_var_race_kernel", "data race on global memory: this thread reads 4 bytes at __device__ variable 'bug_counter'"},
+        {"device_var_host_read", {}, "", "host code reads 4 bytes of the __device__ variable 'bug_counter'"},
+        {"unfenced_last_block", {}, "bug_unfenced_last_block_kernel", "blocks of one launch are not ordered"},
+        {"barrier_sites", {}, "bug_barrier_sites_kernel", "threads wait at two different __syncthreads"},
+        {"barrier_trip_count", {}, "bug_barrier_trip_count_kernel", "threads wait at two different __syncthreads"},
+        {"shuffle_width", {}, "bug_shuffle_width_kernel", "__shfl_sync with width 12"},
+        {"host_global", {}, "bug_host_global_kernel", "the host global variable 'bug_host_table'"},
+        {"big_locals", {"CUDA_CPU_STACK_KB=128"}, "big_locals_kernel", "overflowed its 128 KiB stack"},
+        {"memcpy_overlap", {}, "", "overlap; a CUDA copy is a memcpy"},
+#if defined(CUDA_CPU_NCCL)
+        {"nccl_overlap", {}, "", "ncclAllReduce (rank 0): the send buffer"},
+#endif
+        // Streams: the happens-before checker names the access and both ops...
+        {"stream_no_event", {}, "stream_reader_kernel", "which kernel 'stream_writer_kernel' on stream 1"},
+        {"stream_pinned_copy_other_stream", {}, "stream_reader_kernel", "which cudaMemcpyAsync host to device (4096 bytes) on stream 1"},
+        {"stream_download_wrong_stream", {}, "", "cudaMemcpyAsync device to host (4096 bytes) on stream 2"},
+        {"stream_event_before_kernel", {}, "stream_reader_kernel", "which kernel 'stream_writer_kernel' on stream 1"},
+        {"stream_memset_wrong_stream", {}, "kernel 'stream_", "cudaMemsetAsync (4096 bytes) on stream 2"},
+        {"stream_nonblocking_vs_legacy", {}, "stream_reader_kernel", "on the legacy default stream"},
+        {"stream_managed_host_write", {}, "stream_reader_kernel", "which host code"},
+#if defined(CUDA_CPU_NCCL)
+        {"stream_nccl_no_wait", {}, "kernel 'stream_reader_kernel' on stream 1", "ncclAllReduce (4096 bytes) on stream 2"},
+#endif
+        // ... and without it, the two stream orders give different results, and the runtime names the
+        // two ops whose order makes the difference.
+        {"stream_no_event", {"CUDA_CPU_CHECK=0"}, "", "the result depends on the order of work that nothing orders"},
+        {"stream_pinned_copy_other_stream", {"CUDA_CPU_CHECK=0"}, "", "cudaMemcpyAsync host to device (4096 bytes) on stream 1"},
+        {"stream_event_before_kernel", {"CUDA_CPU_CHECK=0"}, "", "kernel 'stream_writer_kernel' on stream 1"},
+        {"stream_memset_wrong_stream", {"CUDA_CPU_CHECK=0"}, "", "cudaMemsetAsync (4096 bytes) on stream 2"},
+        {"stream_nonblocking_vs_legacy", {"CUDA_CPU_CHECK=0"}, "", "kernel 'stream_writer_kernel' on the legacy default stream"},
+#if defined(CUDA_CPU_NCCL)
+        {"stream_nccl_no_wait", {"CUDA_CPU_CHECK=0"}, "", "ncclAllReduce (4096 bytes) on stream 2"},
+#endif
     };
+    if (registers_known()) cases.push_back({"registers", {}, "bug_registers_kernel", "ptxas gives the kernel 134 registers"});
+    else printf("SKIP bug_caught_registers: no kernel registers recorded (make writes them with nvcc)\n");
     for (const Case& k : cases) {
         ChildResult r = run_child_case(k.name, k.env);
         std::string label = std::string("bug_caught_") + k.name;
@@ -334,5 +635,18 @@ int main(int argc, char** argv) {
         test_report(r.aborted() && named && one_line, label.c_str(), why.c_str());
         if (r.aborted() && named) fprintf(stdout, "  %s\n", r.why().c_str());
     }
+    // Float atomics: two launches that sum the same numbers give different bits (as they may on a
+    // GPU), in one process and in two with different seeds; one seed repeats its bits.
+    auto bits_of = [](const std::vector<std::string>& env) {
+        ChildResult r = run_child_case("atomic_sum", env);
+        size_t at = r.out.find("bits ");
+        return at == std::string::npos ? std::string("none: ") + r.why() : r.out.substr(at + 5, 8);
+    };
+    std::string a = bits_of({"CUDA_CPU_ATOMIC_SEED=1"}), b = bits_of({"CUDA_CPU_ATOMIC_SEED=2"}),
+                c = bits_of({"CUDA_CPU_ATOMIC_SEED=1"});
+    test_report(a != b && a.size() == 8 && b.size() == 8, "float_atomics_differ_between_runs_with_other_seeds",
+                ("bits " + a + " and " + b).c_str());
+    test_report(a == c && a.size() == 8, "float_atomics_repeat_with_one_seed", ("bits " + a + " and " + c).c_str());
+    printf("  sums of the same 4096 floats: %s (seed 1), %s (seed 2)\n", a.c_str(), b.c_str());
     return test_finish();
 }

@@ -9,16 +9,26 @@
 #
 # ptxas's resource use (-Xptxas -v) of every kernel of kernels/, per precision and architecture,
 # goes to $out/registers.txt (registers, spill stores and loads in bytes, stack frame), and the FP16
-# lines are printed. Registers are not modelled by the CPU runtime: this is where to look.
+# lines are printed.
+#
+# --build (make runs it so before the tests): compile what changed and write $out/registers.db, every
+# kernel's mangled name with its sm_90 registers and stack frame, which the CPU runtime reads to refuse
+# a launch whose block a GPU could not give registers (README: "Launch resources"); no test lines.
 set -u
 cd "$(dirname "$0")/../.."
+build_only=0
+[ "${1:-}" = --build ] && build_only=1
+out=${CUDA_CPU_OUT:-build/cuda_cpu}/nvcc
+mkdir -p "$out/headers"
 nvcc=$(command -v nvcc || echo "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc")
 if [ ! -x "$nvcc" ]; then
+    if [ $build_only = 1 ]; then
+        echo "# no nvcc at make time: no kernel's registers are known" > "$out/registers.db"
+        exit 0
+    fi
     echo "SKIP nvcc_compile: no nvcc (CUDA toolkit) on this machine"
     exit 0
 fi
-out=${CUDA_CPU_OUT:-build/cuda_cpu}/nvcc
-mkdir -p "$out/headers"
 archs="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90"
 mpi_flags=$(mpicxx -showme:compile 2>/dev/null || true)
 # Everything a compile may include: one hash over all of it (a header edit recompiles all).
@@ -66,6 +76,18 @@ for job in "${jobs[@]}"; do
     names+=("$name:$key:$src:$defs")
 done
 wait
+# The runtime's table: sm_90 entries of every compile (the last one seen of a name in one file wins;
+# the runtime keeps the smallest and largest count of a name over files).
+db="$out/registers.db"
+{
+    echo "# mangled_name registers stack_frame_bytes (ptxas -v, sm_90, nvcc $("$nvcc" --version | sed -n 's/.*release \([^,]*\),.*/\1/p'))"
+    for log in "$out"/*.log; do
+        awk '/Compiling entry function/ { fn = ""; if ($0 ~ /sm_90/) { match($0, /function .[^'\'']*/); fn = substr($0, RSTART + 10, RLENGTH - 10) }; stack = 0; next }
+             /bytes stack frame/ && fn != "" { stack = $1; next }
+             /Used [0-9]+ registers/ && fn != "" { match($0, /Used [0-9]+/); print fn, substr($0, RSTART + 5, RLENGTH - 5), stack; fn = "" }' "$log"
+    done | sort -u
+} > "$db.tmp" && mv "$db.tmp" "$db"
+[ $build_only = 1 ] && exit 0
 status=0
 for nk in "${names[@]}"; do
     IFS=':' read -r name key src defs <<< "$nk"

@@ -9,6 +9,9 @@
 #include <cooperative_groups/scan.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#if defined(CUDA_CPU_NCCL)
+#include <nccl.h>
+#endif
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -601,6 +604,240 @@ __global__ void fast_math_kernel(float* out, const float* x, int n) {
 
 static double ulp_of(double r) { return r == 0.0 ? ldexp(1.0, -149) : ldexp(1.0, ilogb((float)r) - 23); }
 
+// ---- fenced last-block reductions, __device__ variables, big locals, many registers ----
+
+// Each block writes its partial sum, fences, and counts itself done with an atomic; the last block
+// (the one whose atomic sees every other) adds the partials in block order: exact and repeatable.
+__device__ unsigned blocks_done;
+__global__ void last_block_sum_kernel(float* out, float* partial, const float* x, int n) {
+    __shared__ float s[128];
+    __shared__ bool last;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    s[threadIdx.x] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    for (int k = blockDim.x / 2; k > 0; k /= 2) {
+        if ((int)threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        partial[blockIdx.x] = s[0];
+        __threadfence();
+        last = atomicAdd(&blocks_done, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (last && threadIdx.x == 0) {
+        float t = 0.0f;
+        for (unsigned b = 0; b < gridDim.x; b++) t += partial[b];
+        out[0] = t;
+        blocks_done = 0;  // ready for the next launch
+    }
+}
+
+// An atomic counter in a __device__ variable, and a __device__ table the host fills by symbol.
+__device__ int hits;
+__constant__ float scale_table[4];
+__global__ void count_and_scale_kernel(float* y, const float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        y[i] = x[i] * scale_table[i % 4];
+        if (x[i] > 0.0f) atomicAdd(&hits, 1);
+    }
+}
+
+// 160 KiB of locals a thread (a GPU allows 512 KiB).
+__global__ void big_locals_kernel(float* out, int n) {
+    float local[40 * 1024];
+    for (int i = 0; i < 40 * 1024; i++) local[i] = (float)(i % n);
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < 40 * 1024; i += 97) s += local[i];
+    out[threadIdx.x] = s;
+}
+
+// 134 registers a thread (ptxas, sm_90): 256 threads fit in a block's 65536.
+__global__ void many_registers_kernel(float* out, const float* in, int n) {
+    float acc[64];
+#pragma unroll
+    for (int k = 0; k < 64; k++) acc[k] = in[k * 16 + threadIdx.x % 16];
+    for (int it = 0; it < n; it++) {
+#pragma unroll
+        for (int k = 0; k < 64; k++) acc[k] = acc[k] * acc[(k + 1) % 64] + in[k];
+    }
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 64; k++) s += acc[k] * (float)(k + 1);
+    out[threadIdx.x] = s;
+}
+
+static void test_block_order_patterns() {
+    const int n = 1000, blocks = (n + 127) / 128;
+    std::vector<float> x = random_vec(n);
+    float *d = upload(x), *partial, *out;
+    CK(cudaMalloc(&partial, blocks * sizeof(float)));
+    CK(cudaMalloc(&out, sizeof(float)));
+    unsigned zero = 0;
+    CK(cudaMemcpyToSymbol(blocks_done, &zero, sizeof(zero)));
+    bool same = true;
+    float first = 0.0f;
+    for (int rep = 0; rep < 2; rep++) {
+        last_block_sum_kernel<<<blocks, 128>>>(out, partial, d, n);
+        float got;
+        CK(cudaMemcpy(&got, out, sizeof(float), cudaMemcpyDeviceToHost));
+        if (rep == 0) first = got;
+        else same = got == first;
+    }
+    double ref = 0.0;
+    for (float v : x) ref += v;
+    CHECK(same && fabs(first - ref) < 1e-3, "last_block_reduction_with_threadfence_exact_and_repeatable");
+
+    float table[4] = {1.0f, -2.0f, 0.5f, 4.0f};
+    CK(cudaMemcpyToSymbol(scale_table, table, sizeof(table)));
+    int hz = 0;
+    CK(cudaMemcpyToSymbol(hits, &hz, sizeof(hz)));
+    float* y;
+    CK(cudaMalloc(&y, n * sizeof(float)));
+    count_and_scale_kernel<<<blocks, 128>>>(y, d, n);
+    int hits_host = 0;
+    CK(cudaMemcpyFromSymbol(&hits_host, hits, sizeof(int)));
+    std::vector<float> yh = download(y, n);
+    int positive = 0, bad = 0;
+    for (int i = 0; i < n; i++) {
+        positive += x[i] > 0.0f;
+        bad += yh[i] != x[i] * table[i % 4];
+    }
+    CHECK(hits_host == positive && bad == 0, "device_variable_atomic_counter_and_constant_table_by_symbol");
+
+    float* o;
+    CK(cudaMalloc(&o, 256 * sizeof(float)));
+    big_locals_kernel<<<1, 64>>>(o, 7);
+    std::vector<float> oh = download(o, 64);
+    bad = 0;
+    for (int t = 0; t < 64; t++) {
+        float s2 = 0.0f;
+        for (int i = t; i < 40 * 1024; i += 97) s2 += (float)(i % 7);
+        bad += oh[t] != s2;
+    }
+    CHECK(bad == 0, "160_KiB_of_locals_a_thread");
+
+    std::vector<float> in = random_vec(1024, 0.5f);
+    float* din = upload(in);
+    many_registers_kernel<<<1, 256>>>(o, din, 0);
+    CK(cudaGetLastError());
+    std::vector<float> mh = download(o, 64);
+    bad = 0;
+    for (int t = 0; t < 64; t++) {
+        float s2 = 0.0f;
+        for (int k = 0; k < 64; k++) s2 += in[k * 16 + t % 16] * (float)(k + 1);
+        bad += fabsf(mh[t] - s2) > 1e-3f * (1.0f + fabsf(s2));
+    }
+    CHECK(bad == 0, "134_registers_a_thread_at_256_threads");
+    CK(cudaFree(d));
+    CK(cudaFree(partial));
+    CK(cudaFree(out));
+    CK(cudaFree(y));
+    CK(cudaFree(o));
+    CK(cudaFree(din));
+}
+
+// ---- streams and events used correctly: nothing may be flagged, every result as in one stream ----
+__global__ void axpb_kernel(float* y, const float* x, float a, float b, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + b;
+}
+
+static void test_streams() {
+    const int n = 4096, pieces = 4, p = n / pieces;
+    std::vector<float> x = random_vec(n);
+    float *d_in = upload(x), *d_mid, *d_out, *h;
+    CK(cudaMalloc(&d_mid, n * sizeof(float)));
+    CK(cudaMalloc(&d_out, n * sizeof(float)));
+    CK(cudaMallocHost(&h, n * sizeof(float)));
+    cudaStream_t compute, comm;
+    CK(cudaStreamCreate(&compute));
+    CK(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
+    cudaEvent_t ready[pieces], done[pieces], all;
+    for (int k = 0; k < pieces; k++) {
+        CK(cudaEventCreateWithFlags(&ready[k], cudaEventDisableTiming));
+        CK(cudaEventCreateWithFlags(&done[k], cudaEventDisableTiming));
+    }
+    CK(cudaEventCreate(&all));
+    // A pipeline over two rounds: compute makes piece k, comm transforms it (waiting for it) and
+    // copies it down; compute reuses its piece of d_mid only after comm is done with it.
+    int bad = 0;
+    for (int round = 0; round < 2; round++) {
+        for (int k = 0; k < pieces; k++) {
+            if (round > 0) CK(cudaStreamWaitEvent(compute, done[k], 0));
+            axpb_kernel<<<p / 256, 256, 0, compute>>>(d_mid + k * p, d_in + k * p, 2.0f, (float)round, p);
+            CK(cudaEventRecord(ready[k], compute));
+            CK(cudaStreamWaitEvent(comm, ready[k], 0));
+            axpb_kernel<<<p / 256, 256, 0, comm>>>(d_out + k * p, d_mid + k * p, 1.0f, 1.0f, p);
+            CK(cudaMemcpyAsync(h + k * p, d_out + k * p, p * sizeof(float), cudaMemcpyDeviceToHost, comm));
+            CK(cudaEventRecord(done[k], comm));
+        }
+        for (int k = 0; k < pieces; k++) {
+            CK(cudaEventSynchronize(done[k]));
+            for (int i = k * p; i < (k + 1) * p; i++) bad += h[i] != 2.0f * x[i] + (float)round + 1.0f;
+        }
+    }
+    CHECK(bad == 0, "streams_two_stream_pipeline_with_events");
+    // The legacy default stream orders blocking streams: a kernel on it, then one on a blocking
+    // stream that reads its output, then a synchronous copy that waits for both.
+    axpb_kernel<<<n / 256, 256>>>(d_mid, d_in, 3.0f, 0.0f, n);
+    axpb_kernel<<<n / 256, 256, 0, compute>>>(d_out, d_mid, 1.0f, -1.0f, n);
+    std::vector<float> got(n);
+    CK(cudaMemcpy(got.data(), d_out, n * sizeof(float), cudaMemcpyDeviceToHost));
+    bad = 0;
+    for (int i = 0; i < n; i++) bad += got[i] != 3.0f * x[i] - 1.0f;
+    CHECK(bad == 0, "streams_legacy_default_stream_orders_blocking_streams");
+    // Host and device take turns on pinned and managed memory, each after synchronizing.
+    float* m;
+    CK(cudaMallocManaged(&m, n * sizeof(float)));
+    for (int i = 0; i < n; i++) m[i] = x[i];
+    axpb_kernel<<<n / 256, 256, 0, comm>>>(m, m, 2.0f, 0.0f, n);
+    CK(cudaEventRecord(all, comm));
+    CK(cudaEventSynchronize(all));
+    bad = 0;
+    for (int i = 0; i < n; i++) bad += m[i] != 2.0f * x[i];
+    for (int i = 0; i < n; i++) h[i] = 1.0f;
+    CK(cudaMemcpyAsync(d_mid, h, n * sizeof(float), cudaMemcpyHostToDevice, compute));
+    CK(cudaStreamSynchronize(compute));
+    for (int i = 0; i < n; i++) h[i] = 5.0f;  // the upload is done: the source is free again
+    CK(cudaMemcpy(got.data(), d_mid, n * sizeof(float), cudaMemcpyDeviceToHost));
+    for (int i = 0; i < n; i++) bad += got[i] != 1.0f;
+    CHECK(bad == 0, "streams_host_takes_turns_with_device_on_pinned_and_managed_memory");
+#if defined(CUDA_CPU_NCCL)
+    // NCCL on a comm stream with the waits it needs on both sides (one rank).
+    ncclComm_t nc;
+    ncclUniqueId id;
+    ncclGetUniqueId(&id);
+    bool ok = ncclCommInitRank(&nc, 1, id, 0) == ncclSuccess;
+    axpb_kernel<<<n / 256, 256, 0, compute>>>(d_mid, d_in, 1.0f, 1.0f, n);
+    CK(cudaEventRecord(ready[0], compute));
+    CK(cudaStreamWaitEvent(comm, ready[0], 0));
+    ok = ok && ncclAllReduce(d_mid, d_mid, n, ncclFloat32, ncclSum, nc, comm) == ncclSuccess;
+    CK(cudaEventRecord(done[0], comm));
+    CK(cudaStreamWaitEvent(compute, done[0], 0));
+    axpb_kernel<<<n / 256, 256, 0, compute>>>(d_out, d_mid, 2.0f, 0.0f, n);
+    CK(cudaMemcpyAsync(h, d_out, n * sizeof(float), cudaMemcpyDeviceToHost, compute));
+    CK(cudaStreamSynchronize(compute));
+    bad = 0;
+    for (int i = 0; i < n; i++) bad += h[i] != 2.0f * (x[i] + 1.0f);
+    ok = ok && ncclCommDestroy(nc) == ncclSuccess;
+    CHECK(ok && bad == 0, "streams_nccl_on_a_comm_stream_with_waits");
+#endif
+    for (int k = 0; k < pieces; k++) {
+        CK(cudaEventDestroy(ready[k]));
+        CK(cudaEventDestroy(done[k]));
+    }
+    CK(cudaEventDestroy(all));
+    CK(cudaStreamDestroy(compute));
+    CK(cudaStreamDestroy(comm));
+    CK(cudaFree(m));
+    CK(cudaFreeHost(h));
+    CK(cudaFree(d_in));
+    CK(cudaFree(d_mid));
+    CK(cudaFree(d_out));
+}
+
 static void test_fast_math() {
     const int n = 512;
     std::vector<float> x = random_vec(n, 5.0f);
@@ -643,6 +880,8 @@ int main() {
     test_atomics();
     test_barrier_patterns();
     test_same_name_launcher();
+    test_block_order_patterns();
+    test_streams();
     test_fast_math();
     return test_finish();
 }

@@ -471,6 +471,8 @@ static void test_pinned_async_copies() {
     CK(cudaStreamWaitEvent(a, up, 0));
     scale_kernel<<<(n + 255) / 256, 256, 0, a>>>(d2, 2.0f, n);  // device work after the uploads
     CK(cudaGetLastError());
+    CK(cudaEventRecord(piece[0], a));  // b's download of d2 comes after a's kernel
+    CK(cudaStreamWaitEvent(b, piece[0], 0));
     CK(cudaMemcpyAsync(h, d2, n * sizeof(float), cudaMemcpyDeviceToHost, b));
     CK(cudaEventRecord(up, b));
     CK(cudaStreamWaitEvent(a, up, 0));

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# test_stream_sync.sh: the trainer's own stream synchronization, proven on the CPU runtime. Every
+# event record, stream wait and host synchronization in train_gpt2.cu's ZeRO and offload code is
+# removed in turn (CUDA_CPU_DROP=train_gpt2.cu:LINE: a runtime test hook that makes the call at that
+# line do nothing; the source is not edited) and the emulated run must stop with the runtime's line
+# naming the missing order: two ops the streams leave unordered whose order changes the result, or
+# pinned memory the host touches before synchronizing with its copy. With every call in place the
+# same runs pass (test_zero.sh and test_memory_plan.sh check what they compute).
+set -u
+cd "$(dirname "$0")/.."
+emu=build/emu/train_gpt2_emu_fp32
+gen=build/test/gen_data
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+status=0
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; status=1; }
+export CUDA_CPU_THREADS=1 OMP_NUM_THREADS=1
+
+# Four layers, so that backward reuses each of the two layer buckets; two micro-steps a step, so that
+# the edge buckets and the step's sums are reused too.
+$gen model "$dir/model.bin" 4 32 2 257 32 1 > /dev/null && $gen shard "$dir/train.bin" 20000 257 2 > /dev/null \
+    || { echo "FAIL stream_sync: gen_data"; exit 1; }
+common=(-e "$dir/model.bin" -i "$dir/train.bin" -t 16 -b 2 -d 64 -v 0 -s 0 -l 3e-3 -u 1 -x 2 -o "")
+declare -A config=(
+    [z2]="-z 2"
+    [grads]="-z 2 --offload grads"
+    [optimizer]="--offload optimizer"
+)
+
+# The calls to remove: every cudaEventRecord, cudaStreamWaitEvent, cudaEventSynchronize and
+# cudaStreamSynchronize inside the functions of the ZeRO and offload paths, with the configuration
+# that runs each function.
+declare -A fn_config=(
+    [offload_settle_layer]=grads [bucket_reduce_layer]=z2 [bucket_begin_layer]=z2 [bucket_begin_edges]=z2
+    [bucket_reduce_edges]=z2 [reduce_step_gradients]=z2 [offload_adamw]=optimizer
+    [offload_step_gradients]=grads [gpu_optimizer_step]=z2
+)
+# Calls that order nothing CUDA leaves unordered (the test checks that the run is unchanged without
+# them): the step's statistics come down into pageable memory, which CUDA's copy returns complete.
+redundant_pattern='cudaStreamSynchronize(g->stream));$'
+redundant_after='cudaMemcpyAsync(g->h_stats, stats'
+mapfile -t sites < <(awk '
+    /^(static |StepResult |void )[^(]*\(/ { fn = $0; sub(/\(.*/, "", fn); sub(/.* \**/, "", fn) }
+    /cudaEventRecord|cudaStreamWaitEvent|cudaEventSynchronize|cudaStreamSynchronize/ { print fn ":" NR }' train_gpt2.cu)
+
+# Everything in place: each configuration runs to the end.
+for c in z2 grads optimizer; do
+    # shellcheck disable=SC2086
+    if $emu "${common[@]}" ${config[$c]} > "$dir/ok_$c.out" 2>&1; then
+        pass "all synchronization in place: ${config[$c]} runs without a finding"
+    else
+        fail "all synchronization in place: ${config[$c]}" "$(grep -m1 'cuda_cpu:' "$dir/ok_$c.out" | cut -c1-400)"
+    fi
+done
+
+n=0
+for site in "${sites[@]}"; do
+    fn=${site%:*}
+    line=${site#*:}
+    c=${fn_config[$fn]:-}
+    [ -n "$c" ] || continue
+    # The copies to the host that --offload grads adds in the bucket code.
+    sed -n "${line}p" train_gpt2.cu | grep -q 'landed' && c=grads
+    n=$((n + 1))
+    call=$(sed -n "${line}p" train_gpt2.cu | grep -o 'cuda\(EventRecord\|StreamWaitEvent\|EventSynchronize\|StreamSynchronize\)' | head -n 1)
+    out="$dir/drop_$line.out"
+    # shellcheck disable=SC2086
+    { (CUDA_CPU_DROP="train_gpt2.cu:$line" exec timeout 600 $emu "${common[@]}" ${config[$c]} > "$out" 2>&1); } 2> /dev/null
+    rc=$?
+    finding=$(grep -m1 -E '^cuda_cpu: (the result depends on the order|.*not yet synchronized|.*nothing orders the two|.*has not synchronized)' "$out")
+    redundant=0
+    sed -n "$((line - 1))p" train_gpt2.cu | grep -qF "$redundant_after" && sed -n "${line}p" train_gpt2.cu | grep -q "$redundant_pattern" && redundant=1
+    if ! grep -q "CUDA_CPU_DROP: skipping $call at train_gpt2.cu:$line" "$out"; then
+        fail "without $call at train_gpt2.cu:$line ($fn)" "the run never reached that call with ${config[$c]}"
+    elif [ $redundant = 1 ]; then
+        [ $rc -eq 0 ] && [ -z "$finding" ] && grep -q '^done:' "$out" \
+            && [ "$(grep -o 'loss [0-9.]*' "$out")" = "$(grep -o 'loss [0-9.]*' "$dir/ok_$c.out")" ] \
+            && pass "without $call at train_gpt2.cu:$line ($fn): the same losses, as expected (a copy into pageable memory returns complete)" \
+            || fail "without the redundant $call at train_gpt2.cu:$line" "exit $rc: $(grep -m1 'cuda_cpu:' "$out" | cut -c1-300)"
+    elif [ $rc -ne 0 ] && [ -n "$finding" ]; then
+        pass "without $call at train_gpt2.cu:$line ($fn, ${config[$c]}): stopped: $(echo "$finding" | cut -c11-330)..."
+    else
+        fail "without $call at train_gpt2.cu:$line ($fn, ${config[$c]})" "exit $rc, no finding: $(tail -n 2 "$out" | tr '\n' ' ' | cut -c1-300)"
+    fi
+done
+[ $n -ge 10 ] && pass "$n calls removed one at a time" || fail "the calls to remove" "found only $n in train_gpt2.cu"
+
+# NCCL on the comm stream: the bucket's wait removed under mpirun, two ranks.
+if command -v mpirun > /dev/null 2>&1; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+    line=$(grep -n 'cudaStreamWaitEvent(g->comm_stream, g->bucket_ready\[b\]' train_gpt2.cu | cut -d: -f1)
+    mpirun -np 2 -x CUDA_CPU_DROP="train_gpt2.cu:$line" $emu "${common[@]}" -b 1 -z 2 > "$dir/np2.out" 2>&1
+    rc=$?
+    finding=$(grep -m1 '^cuda_cpu: the result depends on the order' "$dir/np2.out")
+    [ $rc -ne 0 ] && echo "$finding" | grep -q 'ncclReduce' \
+        && pass "2 ranks without the comm stream's wait for bucket_ready (train_gpt2.cu:$line): stopped naming ncclReduce" \
+        || fail "2 ranks without the bucket_ready wait" "exit $rc: $(grep -m1 'cuda_cpu:' "$dir/np2.out" | cut -c1-300)"
+    mpirun -np 2 $emu "${common[@]}" -b 1 -z 2 > "$dir/np2ok.out" 2>&1 \
+        && pass "2 ranks, -z 2, everything in place: no finding" || fail "2 ranks, -z 2" "$(grep -m1 'cuda_cpu:\|error' "$dir/np2ok.out")"
+fi
+exit $status
