@@ -28,3 +28,18 @@ BENCHES += $(BENCH_ADAMW_HOST)
 TEST_DEPS += $(BUILD)/dev/bench_adamw_host_fp16
 gpu-checks: $(BUILD)/dev/bench_adamw_host_fp16
 endif
+
+# The kernel report (dev/kernel_report.sh): the trainer built with the runtime's instrumentation, so
+# CUDA_CPU_COUNT can count what every launch moves and computes.
+ifneq ($(CUDA_CPU_HAVE_CUDA),)
+KERNEL_COUNT_BINS := $(foreach p,fp16 bf16,$(BUILD)/dev/train_gpt2_count_$(p))
+$(foreach p,fp16 bf16,$(eval $(call cuda_cpu_program,$(BUILD)/dev/train_gpt2_count_$(p),train_gpt2.cu,\
+	kernels common reference,$(HOST_LIB),$(call precision_define,$(p)) $(CUDA_CPU_CHECK_FLAGS))))
+.PHONY: kernel-report
+kernel-report: $(KERNEL_COUNT_BINS) $(BUILD)/test/gen_data $(CUDA_CPU_REGISTERS_DB)
+	@bash dev/kernel_report.sh
+endif
+ifneq ($(CUDA_CPU_HAVE_CUDA),)
+TESTS += test/test_kernel_report.sh
+TEST_DEPS += $(BUILD)/dev/train_gpt2_count_fp16
+endif

@@ -464,6 +464,10 @@ inline void cc_access(const volatile void* p, size_t size, int acc, uintptr_t pc
         }
         return;
     }
+    if (g_count_run) {
+        if (a - g_dev_lo < g_dev_span) count_global(w, a, size, acc & ACC_WRITE);
+        else if (a - (uintptr_t)w->arena < w->arena_size + kPage) (acc & ACC_WRITE ? w->c_swrite : w->c_sread) += size;
+    }
     if (!g_check_run) return;
     if (w->pending.on) check_pending_write(w);
     if (a - g_dev_lo < g_dev_span) return device_access(w, a, size, acc, pc);

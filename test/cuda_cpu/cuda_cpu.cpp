@@ -97,6 +97,9 @@ static int env_choice(const char* name, const char* const* choices, int n, int d
 // ============================================================================================
 
 bool g_instrumented;  // set by __tsan_init (check_cpu.cpp) before main
+FILE* g_count_file;
+bool g_count_run;
+bool g_blas_skip;
 bool g_check;
 bool g_check_run;
 bool g_protect;
@@ -140,6 +143,16 @@ static void modes_init() {
     g_check = check;
     g_protect = env_choice("CUDA_CPU_PROTECT", onoff, 2, g_instrumented ? 1 : 0);
     g_eager = env_choice("CUDA_CPU_ASYNC", onoff, 2, 1) == 0;
+    const char* count = getenv("CUDA_CPU_COUNT");
+    if (count && *count) {
+        if (!g_instrumented)
+            cuda_cpu_fail("CUDA_CPU_COUNT=%s: counting needs a program built with the check instrumentation "
+                          "(CUDA_CPU_CHECK_FLAGS)", count);
+        g_count_file = fopen(count, "w");
+        if (!g_count_file) cuda_cpu_fail("CUDA_CPU_COUNT=%s: cannot write it: %s", count, strerror(errno));
+    }
+    static const char* const blas[] = {"run", "skip"};
+    g_blas_skip = env_choice("CUDA_CPU_BLAS", blas, 2, 0) == 1;
     static const char* const strict[] = {"off", "warn", "abort"};
     g_strict_exit = env_choice("CUDA_CPU_STRICT_EXIT", strict, 3, 0);
     g_watchdog_s = (double)env_size("CUDA_CPU_WATCHDOG_S", 60, true);
@@ -969,7 +982,7 @@ void cuda_cpu_bad_shuffle_width(const char* name, int width) {
 #define CUDA_CPU_REGISTERS_DB ""
 #endif
 struct KernelRegs {
-    int regs_min, regs_max, stack;
+    int regs_min, regs_max, stack, smem;
 };
 static std::unordered_map<std::string, KernelRegs>* g_regs;
 static std::string g_regs_path;
@@ -989,15 +1002,16 @@ static void load_registers() {
     char line[8192];
     while (fgets(line, sizeof(line), f)) {
         char name[8000];
-        int regs, stack;
-        if (line[0] == '#' || sscanf(line, "%7999s %d %d", name, &regs, &stack) != 3) continue;
+        int regs, stack, smem = 0;
+        if (line[0] == '#' || sscanf(line, "%7999s %d %d %d", name, &regs, &stack, &smem) < 3) continue;
         auto it = g_regs->find(name);
-        if (it == g_regs->end()) (*g_regs)[name] = {regs, regs, stack};
+        if (it == g_regs->end()) (*g_regs)[name] = {regs, regs, stack, smem};
         else {
             // One kernel built in several precisions with one signature: trust only what all agree on.
             it->second.regs_min = std::min(it->second.regs_min, regs);
             it->second.regs_max = std::max(it->second.regs_max, regs);
             it->second.stack = std::max(it->second.stack, stack);
+            it->second.smem = std::max(it->second.smem, smem);
         }
     }
     fclose(f);
@@ -1031,7 +1045,14 @@ void cuda_cpu_kernel_entry(void) {
     uintptr_t pc = (uintptr_t)__builtin_return_address(0);
     RuntimeScope scope;
     L->resources_checked.store(true);
-    const KernelRegs* r = kernel_regs(pc, nullptr);
+    std::string sym;
+    const KernelRegs* r = kernel_regs(pc, &sym);
+    if (g_count_file) {  // the kernel report wants ptxas's view of the kernel beside the counts
+        const ElfSym* e = elf_symbol(pc, true);
+        L->count_symbol = e ? e->name : "?";
+        L->count_regs = r ? r->regs_min : -1;
+        L->count_ptxas_smem = r ? r->smem : -1;
+    }
     if (!r) return;
     // Registers are given out per warp, 256 at a time (8 a thread); a block gets at most 65536.
     unsigned warps = (L->nthreads + 31) / 32;
@@ -1055,6 +1076,71 @@ void cuda_cpu_launch_bounds_check(int max_threads) {
 void cuda_cpu_trap(const char* what) {
     current_thread_worker(what);
     die_in_kernel("%s: the kernel stopped itself (on a GPU the launch fails with an unspecified launch failure)", what);
+}
+
+// ---- CUDA_CPU_COUNT: what each op moves and computes (the kernel report) ----
+// Global memory: the bytes each access asks for, and the 32-byte sectors (a GPU's unit of DRAM
+// traffic) the launch touches for the first time: each sector of the device region carries the
+// stamp of the last launch that read (wrote) it.
+static uint16_t* g_sector_read;
+static uint16_t* g_sector_write;
+static uint16_t g_count_stamp;
+
+void count_global(Worker* w, uintptr_t a, size_t size, bool write) {
+    (write ? w->c_gwrite : w->c_gread) += size;
+    uint16_t* stamps = write ? g_sector_write : g_sector_read;
+    for (uintptr_t s = (a - g_dev_lo) / 32; s <= (a + size - 1 - g_dev_lo) / 32; s++) {
+        uint16_t old = __atomic_exchange_n(&stamps[s], g_count_stamp, __ATOMIC_RELAXED);
+        if (old != g_count_stamp) (write ? w->c_gwrite_sectors : w->c_gread_sectors)++;
+    }
+}
+
+void count_line(const char* fmt, ...) {
+    static std::mutex mu;
+    std::lock_guard<std::mutex> lk(mu);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(g_count_file, fmt, ap);
+    va_end(ap);
+    fputc('\n', g_count_file);
+    fflush(g_count_file);
+}
+
+static void count_start() {
+    if (!g_sector_read) {
+        size_t n = g_dev_span / 32 * sizeof(uint16_t);
+        g_sector_read = (uint16_t*)mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        g_sector_write = (uint16_t*)mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (g_sector_read == MAP_FAILED || g_sector_write == MAP_FAILED) cuda_cpu_fail("out of memory for CUDA_CPU_COUNT's sectors");
+    }
+    if (++g_count_stamp == 0) {  // the stamps wrapped: start them afresh
+        size_t n = g_dev_span / 32 * sizeof(uint16_t);
+        madvise(g_sector_read, n, MADV_DONTNEED);
+        madvise(g_sector_write, n, MADV_DONTNEED);
+        g_count_stamp = 1;
+    }
+    std::lock_guard<std::mutex> lk(g_workers_mu);
+    for (Worker* w : g_workers)
+        w->c_gread = w->c_gwrite = w->c_gread_sectors = w->c_gwrite_sectors = w->c_sread = w->c_swrite = w->c_mma_flops = w->c_static = 0;
+}
+
+static void count_finish(const Launch* L) {
+    uint64_t c[7] = {0, 0, 0, 0, 0, 0, 0};
+    size_t static_smem = 0;
+    {
+        std::lock_guard<std::mutex> lk(g_workers_mu);
+        for (Worker* w : g_workers) {
+            uint64_t v[7] = {w->c_gread, w->c_gwrite, w->c_gread_sectors, w->c_gwrite_sectors, w->c_sread, w->c_swrite, w->c_mma_flops};
+            for (int i = 0; i < 7; i++) c[i] += v[i];
+            static_smem = std::max(static_smem, w->c_static);
+        }
+    }
+    count_line("kernel name=%s symbol=%s regs=%d ptxas_smem=%d grid=%u,%u,%u block=%u,%u,%u smem=%zu static_smem=%zu "
+               "read=%llu write=%llu read_sectors=%llu write_sectors=%llu smem_read=%llu smem_write=%llu mma_flops=%llu",
+               L->name, L->count_symbol.c_str(), L->count_regs, L->count_ptxas_smem, L->grid.x, L->grid.y, L->grid.z,
+               L->block.x, L->block.y, L->block.z, L->smem, static_smem,
+               (unsigned long long)c[0], (unsigned long long)c[1], (unsigned long long)c[2], (unsigned long long)c[3],
+               (unsigned long long)c[4], (unsigned long long)c[5], (unsigned long long)c[6]);
 }
 
 // ---- float atomics ----
@@ -1212,6 +1298,7 @@ static void run_blocks(const Launch* L) {
         if (i >= L->nblocks) break;
         uint64_t b = (uint64_t)(((unsigned __int128)i * L->block_stride + L->block_offset) % L->nblocks);
         run_block(w, L, b);
+        if (g_count_run && w->static_gpu > w->c_static) w->c_static = w->static_gpu;
         uint64_t slot = w->blk - L->run_base;
         if (g_run_blocks && slot < g_run_blocks_n) g_run_blocks[slot] = (uint32_t)b;
     }
@@ -1409,9 +1496,12 @@ void launch_run(Launch* L, const OpRun& run) {
         L->sched = &g_schedules[s];
         L->sched_index = (unsigned)s;
         g_check_run = g_check && run.first && s == 0;
+        g_count_run = g_count_file && run.first && s == 0;
+        if (g_count_run) count_start();
         run_schedule(L);
         reorder_float_atomics(L, (unsigned)s, g_check_run);
-        g_check_run = false;
+        if (g_count_run) count_finish(L);
+        g_check_run = g_count_run = false;
         if (nsched > 1) {
             {
                 std::lock_guard<std::mutex> lk(g_workers_mu);

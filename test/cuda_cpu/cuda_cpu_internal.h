@@ -85,6 +85,8 @@ struct Launch {
     void (*free_arg)(void*);  // frees arg (the launch's copy of its arguments) once it is retired
     unsigned sched_index;   // which of g_schedules runs now (the float atomics' order depends on it)
     std::set<uintptr_t> fa_keep;  // float atomic targets also accessed plainly: left as they happened
+    std::string count_symbol;     // CUDA_CPU_COUNT: the kernel's symbol, ptxas's registers and smem
+    int count_regs = -1, count_ptxas_smem = -1;
 };
 
 // A static __shared__ variable of the running block (cu2cpu.pl rewrites function-scope __shared__
@@ -146,6 +148,10 @@ struct Worker {
     // the arena ranges marked addressable for the running block (reset at the next block)
     std::vector<std::pair<size_t, size_t>> sm_marked;
     PendingWrite pending;
+    // CUDA_CPU_COUNT: this launch's global bytes read and written, the 32-byte sectors first touched
+    // by it, shared memory bytes, tensor-core FLOPs
+    uint64_t c_gread, c_gwrite, c_gread_sectors, c_gwrite_sectors, c_sread, c_swrite, c_mma_flops;
+    size_t c_static;  // static shared memory of its blocks
     // race detector: what this block acquired of other blocks' writes through fenced atomics
     // (check_cpu.cpp: other block -> (their barrier interval and thread released, ours acquired in))
     std::unordered_map<uint32_t, std::vector<std::array<uint32_t, 4>>> acquired;
@@ -331,6 +337,13 @@ uintptr_t exe_bias();
 extern bool g_instrumented;  // an instrumented TU called __tsan_init: the checks can run
 extern bool g_check;         // races, bounds, initialisation, host pointers (instrumented programs)
 extern bool g_check_run;     // ... in the schedule running now: the first of a launch's schedules only
+// CUDA_CPU_COUNT=PATH (an instrumented program): every op's work counted in its first run and written
+// to PATH, a line an op (the kernel report, dev/kernel_report.sh).
+extern FILE* g_count_file;
+extern bool g_count_run;     // counting the launch running now
+extern bool g_blas_skip;     // CUDA_CPU_BLAS=skip: cuBLASLt counts and writes zeros (the kernel report)
+void count_global(Worker* w, uintptr_t a, size_t size, bool write);
+void count_line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 extern bool g_protect;       // device allocations inaccessible to the host outside the runtime
 extern int g_strict_exit;    // 0: exited threads count as arrived at __syncthreads; 1 warn; 2 abort
 extern std::vector<Schedule> g_schedules;

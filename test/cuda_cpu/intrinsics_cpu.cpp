@@ -197,6 +197,7 @@ void cuda_cpu_wmma_store(void* p, const void* frag, int type, int rows, int cols
 }
 
 void cuda_cpu_wmma_mma(void* d, const void* a, const void* b, const void* c, int M, int N, int K, int ab, int cd) {
+    if (g_count_run && tw && cuda_cpu_lane() == 0) tw->c_mma_flops += 2ull * M * N * K;  // once a warp
     size_t ea = elem_size(ab), ec = elem_size(cd);
     size_t na = (size_t)M * K * ea, nb = (size_t)K * N * ea, nc = (size_t)M * N * ec;
     RuntimeScope scope;

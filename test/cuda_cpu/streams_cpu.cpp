@@ -757,6 +757,9 @@ static void copy_run(Op* op, const OpRun& r, void* dst, const void* src, size_t 
             if (in_device_region(dst)) hb_access((uintptr_t)dst, n, true, 0);
         }
     }
+    if (r.first && g_count_file)
+        count_line("copy bytes=%zu from=%s to=%s", n, in_device_region(src) ? "device" : "host",
+                   in_device_region(dst) ? "device" : "host");
     runtime_copy(dst, staged ? staged->data() : src, n);
     DevAlloc* D = r.first && in_device_region(dst) ? live_holding(dst, n, true) : nullptr;
     if (D && D->kind == A_HOST) guards_written(op->id, (uintptr_t)dst, (uintptr_t)dst + n);
@@ -802,6 +805,7 @@ static cudaError_t memset_issue(const char* api, void* p, int value, size_t n, c
     snprintf(what, sizeof(what), "%s (%zu bytes)", api, n);
     op_issue(s, what, [p, value, n](Op*, const OpRun& r) {
         if (r.first && g_check) hb_access((uintptr_t)p, n, true, 0);
+        if (r.first && g_count_file) count_line("memset bytes=%zu", n);
         memset(p, value, n);
         device_written(p, n);
     }, {{(uintptr_t)p, (uintptr_t)p + n, true}});

@@ -80,11 +80,13 @@ wait
 # the runtime keeps the smallest and largest count of a name over files).
 db="$out/registers.db"
 {
-    echo "# mangled_name registers stack_frame_bytes (ptxas -v, sm_90, nvcc $("$nvcc" --version | sed -n 's/.*release \([^,]*\),.*/\1/p'))"
+    echo "# mangled_name registers stack_frame_bytes static_smem_bytes (ptxas -v, sm_90, nvcc $("$nvcc" --version | sed -n 's/.*release \([^,]*\),.*/\1/p'))"
     for log in "$out"/*.log; do
         awk '/Compiling entry function/ { fn = ""; if ($0 ~ /sm_90/) { match($0, /function .[^'\'']*/); fn = substr($0, RSTART + 10, RLENGTH - 10) }; stack = 0; next }
              /bytes stack frame/ && fn != "" { stack = $1; next }
-             /Used [0-9]+ registers/ && fn != "" { match($0, /Used [0-9]+/); print fn, substr($0, RSTART + 5, RLENGTH - 5), stack; fn = "" }' "$log"
+             /Used [0-9]+ registers/ && fn != "" { match($0, /Used [0-9]+/); regs = substr($0, RSTART + 5, RLENGTH - 5);
+                 smem = 0; if (match($0, /[0-9]+ bytes smem/)) smem = substr($0, RSTART, RLENGTH - 11);
+                 print fn, regs, stack, smem; fn = "" }' "$log"
     done | sort -u
 } > "$db.tmp" && mv "$db.tmp" "$db"
 [ $build_only = 1 ] && exit 0

@@ -9,8 +9,9 @@
 #      when compute-sanitizer is there;
 #   4. checks end-to-end loss parity with the C engine (10 steps, FP16 within 2e-2);
 #   5. measures tokens/s and MFU for d12 (B=16, T=1024) and d48 (T=1024, the largest B that fits),
-#      peak device memory, and per-kernel times (flash attention against the three-kernel
-#      attention), and llm.c's train_gpt2cu on the same model and batch when ./llm.c is there;
+#      each beside the kernel report's prediction (docs/kernel_report_fp16.json), peak device memory,
+#      and per-kernel times (flash attention against the three-kernel attention), and llm.c's
+#      train_gpt2cu on the same model and batch when ./llm.c is there;
 #   6. runs dev/bench_memory.sh for d12 (B=8, T=1024, one rank): activation bytes and step time of
 #      recompute levels 0-3 and of gradient accumulation (ZeRO needs several GPUs: not here);
 #   7. runs the 48 GB recipe (scripts/run_gpt2_1558M_48GB.sh: d48, the planner's -b and -r,
@@ -165,14 +166,35 @@ bench_run() {  # label, model, B, T, steps
     if [ $rc -ne 0 ]; then echo "exit $rc: $(tail -n 1 "$out")"; return $rc; fi
     echo "$(speed_of "$out"), engine memory $(grep '^memory:' "$out" | sed 's/.*total //'), device peak $(cat "$work/peak")$(grep -q '^[0-9]' "$work/peak" && echo ' MiB')"
 }
+# The kernel report's prediction for a model and micro-batch (docs/kernel_report_fp16.json, T=1024) on
+# this GPU's row of its model (H100 SXM when the GPU is not one of its rows).
+predicted() {
+    python3 - "$1" "$2" "$gpu" <<'PY' 2>/dev/null || echo "n/a (docs/kernel_report_fp16.json unreadable)"
+import json, sys
+model, batch, gpu = sys.argv[1:4]
+pred = json.load(open("docs/kernel_report_fp16.json"))["predicted"]
+rows = {"H200": "H200", "H100": "H100 SXM", "A100": "A100 SXM 80GB", "A6000": "RTX A6000", "L40S": "L40S"}
+key = next((v for k, v in rows.items() if k in gpu), "H100 SXM")
+p = pred.get(model, {}).get(batch, {}).get(key)
+print(f"{p['step_ms']} ms/step, {p['tokens_per_s']} tok/s, MFU {100 * p['mfu']:.1f}% (the {key} row)" if p else "n/a")
+PY
+}
 if [ $DRY = 1 ]; then
     r=$(bench_run dry d1 1 64 3) && row "d1 B=1 T=64 (dry run)" "$r" || fail "bench d1" "$r"
+    r=$(predicted d12 16) && [ "${r#n/a}" = "$r" ] && row "predicted d12 B=16 T=1024 (kernel report)" "$r" \
+        || fail "kernel report prediction" "$r"
     $bench d1 1 64 1 > "$work/kernels.txt" 2>&1 || fail "bench_kernels" "$(tail -n 2 "$work/kernels.txt")"
 else
     r=$(bench_run d12 d12 16 1024 12) && row "d12 B=16 T=1024 (fp16)" "$r" || fail "bench d12" "$r"
+    row "  predicted by the kernel report" "$(predicted d12 16)"
     d48=""
     for B in 32 24 16 12 8 4 2 1; do
-        if r=$(bench_run d48 d48 $B 1024 6); then d48=$B; row "d48 B=$B T=1024 (fp16, largest B that fits)" "$r"; break; fi
+        if r=$(bench_run d48 d48 $B 1024 6); then
+            d48=$B
+            row "d48 B=$B T=1024 (fp16, largest B that fits)" "$r"
+            row "  predicted by the kernel report" "$(predicted d48 $B)"
+            break
+        fi
         grep -q "out of GPU memory" "$work/run_d48_$B.out" || { fail "bench d48 B=$B" "$r"; break; }
     done
     $bench d12 16 1024 20 > "$work/kernels.txt" 2>&1 || fail "bench_kernels d12" "$(tail -n 2 "$work/kernels.txt")"

@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""kernel_report.py: the kernel report's tables from the counts dev/kernel_report.sh made.
+
+The counts: one line per op of a training step (the CPU runtime's CUDA_CPU_COUNT), for 1 and 2 layers
+at micro-batch 1 and 2, T = 1024. Every count of a step is bilinear in (layers L, batch B): the
+embedding, classifier and optimizer work once, each layer's work L times, activations in proportion to
+B. Four runs fix a + b L + c B + d L B for every kernel, which gives d12 (L = 12) and d48 (L = 48) at
+B = 8 exactly (up to the rounding of a grid size).
+
+THE MODEL (written before it was applied; only a GPU measurement may change it):
+  For a kernel launch of G blocks of n threads, with r registers a thread and s bytes of shared memory a
+  block (ptxas, sm_90; dynamic from the launch):
+    blocks per SM  = min(the GPU's blocks per SM, floor(threads per SM / n),
+                         floor(65536 / (warps * ceil(32 r / 256) * 256)),
+                         floor(shared memory per SM / (s + 1024)))
+    waves          = ceil(G / (SMs * blocks per SM)); filled = G / (waves * SMs * blocks per SM)
+    t_dram         = 32 * (sectors read + sectors written) / (0.90 * DRAM bandwidth)
+                     (each 32-byte sector the launch touches moves once: re-reads hit L2)
+    t_smem         = shared-memory bytes / (128 bytes a clock * clock * SMs)   (no bank conflicts)
+    t_tensor       = tensor-core FLOPs / dense fp16/bf16 peak
+    t              = max(t_dram, t_smem, t_tensor) / filled + 3 us
+  A cuBLASLt product (m, n, k): tiles = ceil(m/128) ceil(n/128), one a SM at a time,
+    t = max(2 m n k / (0.80 * peak), (A + B + C + D bytes) / (0.90 * bandwidth)) / (tiles /
+        (ceil(tiles / SMs) * SMs)) + 5 us
+    (0.80: cuBLASLt's large-shape efficiency, ~790 of 989 TFLOP/s measured by others on an H200).
+  A memset: bytes / (0.90 * bandwidth) + 2 us.
+  A step is the sum over its launches (one stream, no overlap). MFU = (6 P + 6 L C T) * B T / t / peak
+  (llm.c's formula; P the parameters).
+  Not modelled: instruction issue (the SASS mix), latency at low occupancy beyond the filled fraction,
+  bank conflicts, L2 misses of re-read data, clocks below boost.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import sys
+from collections import OrderedDict, defaultdict
+
+# The GPUs: dense fp16/bf16 tensor peak with fp32 accumulate (TFLOP/s), DRAM (GB/s), SMs, boost
+# clock (GHz), shared memory per SM (KiB), threads and blocks per SM. Sources: NVIDIA's H100 (SXM5),
+# H200 (SXM), A100 (SXM4 80GB), RTX A6000 and L40S datasheets and the CUDA programming guide's compute
+# capability tables (8.0, 8.6, 8.9, 9.0).
+GPUS = OrderedDict([
+    ("H100 SXM", dict(peak=989.4, bw=3350, sms=132, clock=1.98, smem=228, threads=2048, blocks=32)),
+    ("H200", dict(peak=989.4, bw=4800, sms=132, clock=1.98, smem=228, threads=2048, blocks=32)),
+    ("A100 SXM 80GB", dict(peak=312.0, bw=2039, sms=108, clock=1.41, smem=164, threads=2048, blocks=32)),
+    ("RTX A6000", dict(peak=154.8, bw=768, sms=84, clock=1.80, smem=100, threads=1536, blocks=16)),
+    ("L40S", dict(peak=362.1, bw=864, sms=142, clock=2.52, smem=100, threads=1536, blocks=24)),
+])
+MODELS = {"d12": dict(L=12, C=768, NH=12), "d48": dict(L=48, C=1600, NH=25)}
+V, VP, T, B_TARGET = 50257, 50304, 1024, 8
+METRICS = ["launches", "blocks", "read", "write", "read_sectors", "write_sectors", "smem_read", "smem_write",
+           "mma_flops", "flops", "gemm_bytes", "bytes"]
+
+
+def parse(path):
+    """The step's ops: from the first encoder forward on (what came before is start-up)."""
+    ops, started = [], False
+    with open(path) as f:
+        for line in f:
+            kind, _, rest = line.strip().partition(" ")
+            kv = dict(x.split("=", 1) for x in rest.split())
+            if kind == "kernel" and kv["name"].startswith("encoder_forward"):
+                started = True
+            if started:
+                ops.append((kind, kv))
+    if not ops:
+        sys.exit(f"kernel_report: no step in {path}")
+    return ops
+
+
+def group_key(kind, kv, bt):
+    if kind == "kernel":
+        return ("kernel", kv["name"], kv["symbol"], kv["block"], kv["smem"])
+    if kind == "blas":
+        dims = tuple("BT" if int(kv[d]) == bt else int(kv[d]) for d in ("m", "n", "k"))
+        return ("blas", dims, kv["batch"], kv["epilogue"])
+    return (kind,)
+
+
+def totals(ops, bt):
+    """Per group: the sums of its metrics over the step, and its constant attributes."""
+    sums, attrs = defaultdict(lambda: defaultdict(float)), {}
+    for kind, kv in ops:
+        k = group_key(kind, kv, bt)
+        s = sums[k]
+        s["launches"] += 1
+        if kind == "kernel":
+            g = [int(x) for x in kv["grid"].split(",")]
+            s["blocks"] += g[0] * g[1] * g[2]
+            for m in ("read", "write", "read_sectors", "write_sectors", "smem_read", "smem_write", "mma_flops"):
+                s[m] += int(kv[m])
+            b = [int(x) for x in kv["block"].split(",")]
+            attrs[k] = dict(threads=b[0] * b[1] * b[2], regs=int(kv["regs"]),
+                            smem=int(kv["smem"]) + max(int(kv["static_smem"]), int(kv["ptxas_smem"])))
+        elif kind == "blas":
+            s["flops"] += int(kv["flops"])
+            s["gemm_bytes"] += sum(int(kv[x]) for x in ("a", "b", "c", "d", "bias", "aux"))
+            attrs[k] = {}
+        else:
+            s["bytes"] += int(kv["bytes"])
+            attrs[k] = {}
+    return sums, attrs
+
+
+def bilinear(f11, f12, f21, f22, L, B):
+    d = f22 - f21 - f12 + f11
+    c = f12 - f11 - d
+    b = f21 - f11 - d
+    a = f11 - b - c - d
+    return a + b * L + c * B + d * L * B
+
+
+def params(m):
+    L, C = m["L"], m["C"]
+    return VP * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
+
+
+def kernel_time(gpu, a, launch):
+    """Seconds for one launch of a kernel group (the model above), and what bounds it."""
+    threads, regs, smem = a["threads"], a["regs"], a["smem"]
+    warps = (threads + 31) // 32
+    per_sm = [gpu["blocks"], gpu["threads"] // threads]
+    if regs > 0:
+        per_sm.append(65536 // (warps * ((32 * regs + 255) // 256 * 256)))
+    per_sm.append(int(gpu["smem"] * 1024 // (smem + 1024)))
+    bps = max(1, min(per_sm))
+    slots = gpu["sms"] * bps
+    grid = max(1.0, launch["blocks"])
+    waves = math.ceil(grid / slots)
+    filled = grid / (waves * slots)
+    t = {"dram": 32 * (launch["read_sectors"] + launch["write_sectors"]) / (0.90 * gpu["bw"] * 1e9),
+         "smem": (launch["smem_read"] + launch["smem_write"]) / (128 * gpu["clock"] * 1e9 * gpu["sms"]),
+         "tensor": launch["mma_flops"] / (gpu["peak"] * 1e12)}
+    bound = max(t, key=t.get)
+    return t[bound] / filled + 3e-6, bound, bps, waves
+
+
+def gemm_time(gpu, dims, launch, bt):
+    m, n, k = (bt if d == "BT" else d for d in dims)
+    tiles = math.ceil(m / 128) * math.ceil(n / 128)
+    filled = tiles / (math.ceil(tiles / gpu["sms"]) * gpu["sms"])
+    tf = launch["flops"] / (0.80 * gpu["peak"] * 1e12)
+    tb = launch["gemm_bytes"] / (0.90 * gpu["bw"] * 1e9)
+    return max(tf, tb) / filled + 5e-6, ("tensor" if tf >= tb else "dram")
+
+
+def family(name):
+    n = name.split("<")[0]
+    for f in ("attention_forward", "attention_backward_dkdv", "attention_backward_dq", "attention_backward_rowdot",
+              "layernorm_forward", "layernorm_backward_reduce", "layernorm_backward", "gelu_forward", "gelu_backward",
+              "matmul_dbias_partial", "matmul_dbias_finish", "fused_classifier", "encoder_forward", "encoder_backward",
+              "adamw", "global_norm", "loss_accumulate"):
+        if n.startswith(f):
+            return f
+    return n
+
+
+def extrapolate(counts_dir, prefix, L, B, T):
+    """Every group's step totals at (L, B) from the four counted runs (bilinear in layers and batch)."""
+    runs = {}
+    for l in (1, 2):
+        for b in (1, 2):
+            runs[(l, b)] = totals(parse(os.path.join(counts_dir, f"{prefix}_L{l}_B{b}.count")), b * T)
+    keys = list(OrderedDict.fromkeys(k for (s, _) in runs.values() for k in s))
+    attrs = {}
+    for (_, a) in runs.values():
+        attrs.update(a)
+    at = {k: {mt: bilinear(*(runs[lb][0][k][mt] for lb in ((1, 1), (1, 2), (2, 1), (2, 2))), L, B) for mt in METRICS}
+          for k in keys}
+    return keys, attrs, at
+
+
+def check_exact(counts_dir, prefix, L, B, T, path):
+    """The extrapolation against a counted run at (L, B): every group's every total, exactly, but for
+    two things that are not bilinear: a grid's size is rounded up (at most one block a launch), and
+    the embedding kernels touch the rows of the tokens the batch holds (repeats share rows: within 2%)."""
+    keys, _, at = extrapolate(counts_dir, prefix, L, B, T)
+    real, _ = totals(parse(path), B * T)
+    bad = []
+    for k in set(keys) | set(real):
+        data = len(k) > 1 and str(k[1]).startswith("encoder_")
+        for mt in METRICS:
+            want, got = real[k][mt] if k in real else 0.0, at[k][mt] if k in at else 0.0
+            tol = 1e-9 * max(1.0, abs(want))
+            if mt == "blocks":
+                tol = max(tol, real[k]["launches"] if k in real else 0.0)
+            elif data:
+                tol = max(tol, 0.02 * abs(want))
+            if abs(want - got) > tol:
+                bad.append(f"{k[1] if len(k) > 1 else k[0]} {mt}: counted {want:.0f}, extrapolated {got:.0f}")
+    return keys, bad
+
+
+def step_times(precision, counts_dir, model_name, B):
+    """Predicted step time per GPU at micro-batch B (the model, without the tables)."""
+    m = MODELS[model_name]
+    keys, attrs, at = extrapolate(counts_dir, f"{model_name}_{precision}", m["L"], B, T)
+    bt = B * T
+    out = {}
+    for gname, gpu in GPUS.items():
+        total = 0.0
+        for k in keys:
+            x = at[k]
+            n = round(x["launches"])
+            if n <= 0:
+                continue
+            per = {mt: x[mt] / x["launches"] for mt in METRICS}
+            if k[0] == "kernel":
+                t = kernel_time(gpu, attrs[k], per)[0]
+            elif k[0] == "blas":
+                t = gemm_time(gpu, k[1], per, bt)[0]
+            else:
+                t = per["bytes"] / (0.90 * gpu["bw"] * 1e9) + 2e-6
+            total += t * n
+        mfu = (6 * params(m) + 6 * m["L"] * m["C"] * T) * bt / total / (gpu["peak"] * 1e12)
+        out[gname] = dict(step_ms=round(total * 1e3, 2), tokens_per_s=round(bt / total), mfu=round(mfu, 4))
+    return out
+
+
+def report(precision, counts_dir, model_name):
+    m = MODELS[model_name]
+    keys, attrs, at = extrapolate(counts_dir, f"{model_name}_{precision}", m["L"], B_TARGET, T)
+    bt = B_TARGET * T
+    lines = []
+    P = params(m)
+    model_flops = (6 * P + 6 * m["L"] * m["C"] * T) * bt
+    attn_fwd_flops = 4 * B_TARGET * T * T * m["NH"] * (m["C"] // m["NH"]) / 2 * m["L"]
+    summary = []
+    for gname, gpu in GPUS.items():
+        fam = defaultdict(lambda: dict(t=0.0, launches=0.0, read=0.0, sectors=0.0, smem=0.0, flops=0.0, bound=defaultdict(float),
+                                       detail=None))
+        total = 0.0
+        for k in keys:
+            x = at[k]
+            n = round(x["launches"])
+            if n <= 0:
+                continue
+            per = {mt: x[mt] / x["launches"] for mt in METRICS}
+            if k[0] == "kernel":
+                t, bound, bps, waves = kernel_time(gpu, attrs[k], per)
+                f = family(k[1])
+                detail = (attrs[k]["threads"], attrs[k]["regs"], attrs[k]["smem"], bps, waves, per["blocks"])
+            elif k[0] == "blas":
+                t, bound = gemm_time(gpu, k[1], per, bt)
+                f = "matmul (cuBLASLt)"
+                detail = None
+            else:
+                t, bound = per["bytes"] / (0.90 * gpu["bw"] * 1e9) + 2e-6, "dram"
+                f = k[0]
+                detail = None
+            F = fam[f]
+            F["t"] += t * n
+            F["launches"] += n
+            F["read"] += x["read"] + x["write"] + x["gemm_bytes"] + x["bytes"]
+            F["sectors"] += 32 * (x["read_sectors"] + x["write_sectors"]) + x["gemm_bytes"] + x["bytes"]
+            F["smem"] += x["smem_read"] + x["smem_write"]
+            F["flops"] += x["mma_flops"] + x["flops"]
+            F["bound"][bound] += t * n
+            if detail and (F["detail"] is None or t > F["detail"][0]):
+                F["detail"] = (t, detail)
+            total += t * n
+        mfu = model_flops / total / (gpu["peak"] * 1e12)
+        summary.append((gname, total, bt / total, mfu))
+        if gname != "H100 SXM":
+            continue
+        lines.append(f"### {model_name}, {precision.upper()}, B={B_TARGET}, T={T}, `-r 0`, {gname}: predicted")
+        lines.append("")
+        lines.append("| kernel family | launches | requested MB | unique MB | smem MB | TFLOP | block, regs, smem KiB, blocks/SM, waves | bound | ms | % |")
+        lines.append("|---|---:|---:|---:|---:|---:|---|---|---:|---:|")
+        for f, F in sorted(fam.items(), key=lambda kv: -kv[1]["t"]):
+            d = F["detail"][1] if F["detail"] else None
+            shape = f"{d[0]}, {d[1]}, {d[2] / 1024:.1f}, {d[3]}, {d[4]}" if d else "-"
+            bound = max(F["bound"], key=F["bound"].get)
+            lines.append(f"| {f} | {F['launches']:.0f} | {F['read'] / 1e6:,.0f} | {F['sectors'] / 1e6:,.0f} | "
+                         f"{F['smem'] / 1e6:,.0f} | {F['flops'] / 1e12:.2f} | {shape} | {bound} | "
+                         f"{F['t'] * 1e3:.2f} | {100 * F['t'] / total:.1f} |")
+        att = fam["attention_forward"]["t"]
+        attb = sum(fam[f]["t"] for f in ("attention_backward_dkdv", "attention_backward_dq", "attention_backward_rowdot"))
+        lines.append("")
+        lines.append(f"Step {total * 1e3:.1f} ms, {bt / total:,.0f} tokens/s, MFU {100 * mfu:.1f}%. Attention "
+                     f"{attn_fwd_flops / att / 1e12:.0f} TFLOP/s forward, "
+                     f"{3.5 * attn_fwd_flops / (att + attb) / 1e12:.0f} forward+backward (causal FLOPs, backward 2.5x). "
+                     "A roofline: the model has no term for instruction issue, so a kernel whose time goes to "
+                     "non-memory instructions (attention's softmax in fp32 through shared memory) is predicted "
+                     "faster than it can run.")
+        lines.append("")
+    lines.append(f"| {model_name}, {precision.upper()}, B={B_TARGET}: predicted | step ms | tokens/s | MFU |")
+    lines.append("|---|---:|---:|---:|")
+    for gname, total, tps, mfu in summary:
+        lines.append(f"| {gname} | {total * 1e3:.1f} | {tps:,.0f} | {100 * mfu:.1f}% |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--precision", default="fp16")
+    ap.add_argument("--counts", required=True)
+    ap.add_argument("--registers", default="")
+    ap.add_argument("--out", default="")
+    ap.add_argument("--check", nargs=5, metavar=("PREFIX", "L", "B", "T", "COUNT"),
+                    help="test the extrapolation from PREFIX_L{1,2}_B{1,2}.count against a counted run")
+    args = ap.parse_args()
+    if args.check:
+        prefix, L, B, T_, path = args.check
+        keys, bad = check_exact(args.counts, prefix, int(L), int(B), int(T_), path)
+        for b in bad:
+            print(f"  {b}")
+        print(f"{len(keys)} groups of ops; {len(bad)} totals differ")
+        sys.exit(1 if bad else 0)
+    text = []
+    for name in ("d12", "d48"):
+        r = report(args.precision, args.counts, name)
+        print(r)
+        text.append(r)
+    with open(os.path.join(args.out, f"report_{args.precision}.md"), "w") as f:
+        f.write("\n".join(text))
+    # The predictions test/gpu/check.sh prints beside what it measures (its batches too).
+    pred = {name: {str(B): step_times(args.precision, args.counts, name, B) for B in (1, 2, 4, 8, 12, 16, 24, 32)}
+            for name in ("d12", "d48")}
+    with open(os.path.join(args.out, f"predicted_{args.precision}.json"), "w") as f:
+        json.dump({"model": "dev/kernel_report.py", "precision": args.precision, "T": T, "predicted": pred}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# kernel_report.sh (make kernel-report): what every kernel of a training step moves and computes, and
+# how long a written model says it takes on a GPU. No GPU is used: the trainer runs through the CPU
+# runtime built with its instrumentation (build/dev/train_gpt2_count_fp16) under CUDA_CPU_COUNT, which
+# counts per launch the global bytes asked for, the 32-byte sectors touched (each byte once: the
+# kernel's own minimum of DRAM traffic), shared-memory bytes and tensor-core FLOPs, and per cuBLASLt
+# call its shape (CUDA_CPU_BLAS=skip: the products are counted, not computed). A step is counted for
+# 1 and 2 layers at micro-batch 1 and 2 (T = 1024), every count is bilinear in (layers, batch), and
+# dev/kernel_report.py extrapolates to d12 and d48 at B = 8 and applies the model (written at its top)
+# with ptxas's registers and shared memory (build/cuda_cpu/nvcc/registers.db). About 20 minutes on 2
+# cores. Output: a table per model on stdout, and build/dev/kernel_report/*.md.
+#   bash dev/kernel_report.sh [fp16|bf16]
+set -u
+cd "$(dirname "$0")/.."
+p=${1:-fp16}
+bin=build/dev/train_gpt2_count_$p
+gen=build/test/gen_data
+out=build/dev/kernel_report
+db=build/cuda_cpu/nvcc/registers.db
+for f in $bin $gen $db; do
+    [ -e "$f" ] || { echo "kernel_report: $f is missing (make kernel-report builds it)"; exit 1; }
+done
+mkdir -p "$out"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+$gen shard "$work/train.bin" 40000 50257 2 > /dev/null || exit 1
+for model in d12:768:12 d48:1600:25; do
+    name=${model%%:*}
+    rest=${model#*:}
+    C=${rest%%:*}
+    NH=${rest#*:}
+    for L in 1 2; do
+        $gen model "$work/$name.L$L.bin" $L "$C" "$NH" 50257 1024 1 > /dev/null || exit 1
+        for B in 1 2; do
+            f="$out/${name}_${p}_L${L}_B${B}.count"
+            start=$(date +%s)
+            if ! CUDA_CPU_CHECK=0 CUDA_CPU_SCHEDULES=forward CUDA_CPU_STREAM_ORDERS=forward CUDA_CPU_BLAS=skip \
+                 CUDA_CPU_COUNT="$f" $bin -e "$work/$name.L$L.bin" -i "$work/train.bin" -b $B -t 1024 -x 1 -v 0 -s 0 \
+                 -o "" > "$work/run.out" 2>&1; then
+                echo "kernel_report: the counting run of $name L=$L B=$B failed:"
+                tail -n 5 "$work/run.out"
+                exit 1
+            fi
+            echo "counted $name ($C channels, $NH heads) with $L layer(s) at B=$B, T=1024: $(( $(date +%s) - start )) s" >&2
+        done
+    done
+done
+python3 dev/kernel_report.py --precision "$p" --counts "$out" --registers "$db" --out "$out"

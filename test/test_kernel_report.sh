@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# test_kernel_report.sh: the kernel report's counting (the CPU runtime's CUDA_CPU_COUNT through the
+# instrumented trainer, build/dev/train_gpt2_count_fp16) and its exactness claim: every total of a step
+# is bilinear in (layers, micro-batch), so four counted runs (1 and 2 layers, B = 1 and 2) give any
+# other; here a counted run at 3 layers and B = 3 must equal the extrapolation for every group of ops
+# and every count (exactly, but a grid's rounding, a block a launch, and the embedding kernels, whose
+# bytes depend on the tokens, within 2%). And the counts themselves: GELU forward reads and writes its
+# n elements once each, in bytes asked for and in 32-byte sectors touched.
+set -u
+cd "$(dirname "$0")/.."
+bin=build/dev/train_gpt2_count_fp16
+gen=build/test/gen_data
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+status=0
+$gen shard "$dir/train.bin" 20000 512 2 > /dev/null || { echo "FAIL kernel_report: gen_data"; exit 1; }
+count() {  # L B: one counted step of a 96-channel model (T = 64; no model dimension equals B*T) into $dir/tiny_L$1_B$2.count
+    $gen model "$dir/m$1.bin" "$1" 96 2 512 64 1 > /dev/null &&
+    CUDA_CPU_CHECK=0 CUDA_CPU_SCHEDULES=forward CUDA_CPU_STREAM_ORDERS=forward CUDA_CPU_BLAS=skip \
+        CUDA_CPU_COUNT="$dir/tiny_L$1_B$2.count" $bin -e "$dir/m$1.bin" -i "$dir/train.bin" -b "$2" -t 64 -x 1 -v 0 -s 0 \
+        -o "" > "$dir/run.out" 2>&1 || { echo "FAIL kernel_report: counting run L=$1 B=$2: $(tail -n 2 "$dir/run.out")"; exit 1; }
+}
+for L in 1 2 3; do for B in 1 2 3; do
+    case "$L$B" in 11|12|21|22|33) count $L $B ;; esac
+done; done
+out=$(python3 dev/kernel_report.py --counts "$dir" --check tiny 3 3 64 "$dir/tiny_L3_B3.count" 2>&1)
+if [ $? -eq 0 ]; then
+    echo "PASS kernel_report: 3 layers at B=3 counted = extrapolated from 1-2 layers at B=1-2 ($(echo "$out" | tail -n 1))"
+else
+    echo "FAIL kernel_report: the extrapolation is not exact: $(echo "$out" | head -n 4 | tr '\n' ' ')"
+    status=1
+fi
+# GELU forward at B=3: n = 3 * 64 * 4 * 96 fp16 elements read and written once.
+line=$(grep -m1 '^kernel name=gelu_forward_kernel' "$dir/tiny_L3_B3.count")
+n=$((3 * 64 * 384 * 2))
+v() { echo "$line" | grep -o " $1=[0-9]*" | cut -d= -f2; }
+if [ "$(v read)" = $n ] && [ "$(v write)" = $n ] && [ $(( $(v read_sectors) * 32 )) = $n ] && [ $(( $(v write_sectors) * 32 )) = $n ]; then
+    echo "PASS kernel_report: GELU forward reads and writes its $n bytes once (asked for and in sectors)"
+else
+    echo "FAIL kernel_report: GELU forward's counts: $line"
+    status=1
+fi
+grep -q '^kernel name=attention_forward_kernel<HS> symbol=_Z.* mma_flops=[1-9]' "$dir/tiny_L3_B3.count" \
+    && pass_flops=1 || pass_flops=0
+[ $pass_flops = 1 ] && echo "PASS kernel_report: attention's tensor-core FLOPs counted, its symbol named for ptxas's registers" \
+    || { echo "FAIL kernel_report: no attention line with its symbol and FLOPs"; status=1; }
+exit $status
