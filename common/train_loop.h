@@ -36,6 +36,8 @@ typedef struct {
     long resume_step;             // -y 1: the checkpoint chosen (the newest intact one); -1 without -y
     int overwrite_pending;        // a fresh run found checkpoint files (--overwrite, or halves): deleted before it writes
     char record[RUN_RECORD_MAX];  // this run's record (flags and data) for its checkpoints
+    uint64_t model_sum;           // -e FILE: a checksum of its contents (0 for a descriptor)
+    char lock_text[256];          // what rank 0 wrote into OUT/train.lock (every rank reads it back)
 } TrainSetup;
 
 // Flags, the model's shape, the output dir (locked for this run), the data (every token checked),

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# preemptible.sh: runs a training command so that a scheduler's SIGTERM (or SIGINT, SIGHUP) ends it
+# with a checkpoint, however long its steps are:
+#
+#   scripts/preemptible.sh mpirun -np 8 ./train_gpt2 ... -o out/run      (or: ./train_gpt2 ...)
+#
+# Why: mpirun (OpenMPI 4) answers its own SIGTERM by sending the ranks SIGCONT, waiting its kill
+# delay (odls_base_sigkill_timeout, 1 s by default), sending SIGTERM, waiting the delay again and
+# sending SIGKILL: with the default the ranks have one second, which no checkpoint of a large model
+# fits in. SIGUSR1 and SIGUSR2, however, mpirun forwards to every rank at once and does not follow
+# with a kill. So this script runs the command in the background and turns a stop signal into
+# SIGUSR1 for it: the trainer (SIGUSR1 is a stop request like SIGTERM) abandons the step under way
+# at the next micro-step, writes a checkpoint of the last completed step and exits; mpirun then ends
+# with the ranks. The script exits with the command's status.
+#
+# Give mpirun two settings (the recipes do): `--mca odls_base_sigkill_timeout 30`, because a
+# scheduler that signals every process of the job (Slurm's scancel and time limit do) also reaches
+# mpirun, which would kill the ranks 2 s later (with 30: 60 s; a SIGTERM sent to mpirun alone
+# reaches the ranks only after that delay, and they then have as long again); and
+# `--mca orte_abort_on_non_zero_status 0`, because the ranks of a stopped run exit with 128 + the
+# signal, on which mpirun would otherwise "abort" the finished job through the same two delays. Under Slurm's srun (srun --mpi=pmix ./train_gpt2 ...) every task receives the SIGTERM at
+# once and has the job's KillWait (30 s by default) before SIGKILL; this script is not needed there.
+set -u
+[ $# -gt 0 ] || { echo "usage: $0 COMMAND [ARGS...]" >&2; exit 2; }
+# Job control on: the command runs in a process group of its own, so a signal to this script's group
+# (Ctrl-C at a terminal, GNU timeout) reaches this script alone and mpirun gets only the SIGUSR1 (a
+# SIGTERM of its own would start its kill sequence, after which it forwards nothing). Its stdin is
+# /dev/null: a background group reading a terminal would be stopped.
+set -m
+"$@" < /dev/null &
+child=$!
+stopped_by=0
+stop() { stopped_by=$1; kill -USR1 "$child" 2> /dev/null; }
+trap 'stop 15' TERM
+trap 'stop 2' INT
+trap 'stop 1' HUP
+# wait returns early when a trapped signal arrives: wait again until the command has ended.
+status=0
+while :; do
+    wait "$child"
+    status=$?
+    kill -0 "$child" 2> /dev/null || break
+done
+# With orte_abort_on_non_zero_status 0 (see above) mpirun exits 0 after the ranks' stop: a stopped
+# run still ends with 128 + the signal, as the trainer alone does, so a requeue loop can tell.
+[ $status = 0 ] && [ $stopped_by != 0 ] && status=$((128 + stopped_by))
+exit $status
