@@ -67,7 +67,7 @@ static const Flag FLAGS[] = {
     {"-r", "--recompute", FLAG_INT | NO_BYTES, OPT(recompute), "0", "activation recompute: 0 keep all, 1 GELU, 2 also LayerNorms, 3 whole blocks"},
     {NULL, "--recompute-every", FLAG_INT | NO_BYTES, OPT(recompute_every), "0", "with -r 3: keep the input of every K-th block (0 = about sqrt(layers))"},
     {"-ge", "--gelu-fusion", FLAG_INT, OPT(gelu_fusion), "0", "GPU: GELU in the matmul epilogue: 0 none, 1 forward, 2 forward and backward"},
-    {NULL, "--loss-scale", FLAG_FLOAT | RECORDED, OPT(loss_scale), "65536", "FP16: initial dynamic loss scale"},
+    {NULL, "--loss-scale", FLAG_FLOAT | RECORDED, OPT(loss_scale), "65536", "FP16: initial dynamic loss scale (at least 1, its floor)"},
     {NULL, "--loss-scale-interval", FLAG_INT | RECORDED, OPT(loss_scale_interval), "2000", "FP16: finite steps before the loss scale doubles"},
     {NULL, "--skip-outliers", FLAG_FLOAT | RECORDED, OPT(skip_outliers), "0", "skip an update whose loss or grad norm is more than Z standard deviations above its running mean (0 = off)"},
     {NULL, "--overwrite", FLAG_SWITCH | NO_BYTES, OPT(overwrite), "0", "start afresh in an output dir that holds another run's checkpoints (they are deleted)"},

@@ -879,6 +879,12 @@ static void checkpoint_write(TrainSetup* s, Engine* e, TrainState* st, int step)
     printf("checkpoint: wrote %s and %s\n", mp, sp);
 }
 
+// The exit status of a stopped run: 128 + the signal, as a shell reports one; with several ranks 0,
+// because mpirun takes a rank's non-zero status for a failure and "aborts" the finished job through
+// its kill delays (and would hang on a crashed rank with that check off). Under mpirun its own exit
+// status, or scripts/preemptible.sh's 128 + the signal, says that the run was stopped.
+static int stop_status(const TrainSetup* s, int sig) { return s->num_ranks > 1 ? 0 : 128 + sig; }
+
 // The line a stopped run ends with: where its work is and how to go on. abandoned: step + 1 was
 // under way and is dropped (a resume does it again).
 static void stop_report(const TrainSetup* s, int sig, int step, int abandoned) {
@@ -977,7 +983,7 @@ int train_run(TrainSetup* s, Engine* e) {
         if (saved_here) checkpoint_write(s, e, &st, step);
         if (stopping) {
             stop_report(s, signal_seen, step, 0);
-            status = 128 + signal_seen;
+            status = stop_status(s, signal_seen);
             break;
         }
         if (last) break;
@@ -997,7 +1003,7 @@ int train_run(TrainSetup* s, Engine* e) {
             dataloader_set_pos(&s->train, step_start);
             if (o->output_dir[0] && step > start_step && !saved_here) checkpoint_write(s, e, &st, step);
             stop_report(s, abandon, step, 1);
-            status = 128 + abandon;
+            status = stop_status(s, abandon);
             break;
         }
         float lr = lr_at_step(step, s->max_steps, o->lr, o->warmup, o->final_lr_frac);

@@ -47,7 +47,8 @@ typedef struct {
 // --plan, prints the memory plan and exits.
 void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision);
 // The run: weights (fresh, from -e, or resumed), then the step loop. Destroys e; returns the
-// exit status: 0, or 128 + the signal when SIGINT or SIGTERM stopped it (after a checkpoint).
+// exit status: 0, or 128 + the signal when a stop request (SIGINT, SIGTERM, SIGUSR1, SIGUSR2)
+// ended it with a checkpoint (0 with several ranks: see stop_status in train_loop.c).
 int train_run(TrainSetup* s, Engine* e);
 
 #ifdef __cplusplus

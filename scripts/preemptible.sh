@@ -13,13 +13,17 @@
 # at the next micro-step, writes a checkpoint of the last completed step and exits; mpirun then ends
 # with the ranks. The script exits with the command's status.
 #
-# Give mpirun two settings (the recipes do): `--mca odls_base_sigkill_timeout 30`, because a
-# scheduler that signals every process of the job (Slurm's scancel and time limit do) also reaches
-# mpirun, which would kill the ranks 2 s later (with 30: 60 s; a SIGTERM sent to mpirun alone
-# reaches the ranks only after that delay, and they then have as long again); and
-# `--mca orte_abort_on_non_zero_status 0`, because the ranks of a stopped run exit with 128 + the
-# signal, on which mpirun would otherwise "abort" the finished job through the same two delays. Under Slurm's srun (srun --mpi=pmix ./train_gpt2 ...) every task receives the SIGTERM at
-# once and has the job's KillWait (30 s by default) before SIGKILL; this script is not needed there.
+# Give mpirun a kill delay longer than a micro-step and a checkpoint take (the recipes give
+# `--mca odls_base_sigkill_timeout 20`): a scheduler that signals every process of the job (Slurm's
+# scancel and time limit do) reaches the ranks directly (they stop at once) and mpirun too, which
+# would kill them 2 s later by default (40 s with 20). A SIGTERM sent to mpirun alone reaches the
+# ranks only after that delay, and they then have as long again. The cost: an error on one rank
+# takes two delays to end the others (mpirun's abort goes through the same sequence).
+# Several ranks that stopped exit 0 (mpirun would take a non-zero status for a failure and abort the
+# finished job through both delays): this script then exits with 128 + the signal it received.
+#
+# Under Slurm's srun (srun --mpi=pmix ./train_gpt2 ...) every task receives the SIGTERM at once and
+# has the job's KillWait (30 s by default) before SIGKILL; this script is not needed there.
 set -u
 [ $# -gt 0 ] || { echo "usage: $0 COMMAND [ARGS...]" >&2; exit 2; }
 # Job control on: the command runs in a process group of its own, so a signal to this script's group
@@ -41,7 +45,7 @@ while :; do
     status=$?
     kill -0 "$child" 2> /dev/null || break
 done
-# With orte_abort_on_non_zero_status 0 (see above) mpirun exits 0 after the ranks' stop: a stopped
-# run still ends with 128 + the signal, as the trainer alone does, so a requeue loop can tell.
+# The ranks of a stopped run exit 0 (see above): a stopped run still ends with 128 + the signal, as
+# the trainer alone does, so a requeue loop can tell.
 [ $status = 0 ] && [ $stopped_by != 0 ] && status=$((128 + stopped_by))
 exit $status

@@ -87,14 +87,12 @@ gib() { python3 -c 'import sys; print(f"{int(sys.argv[1]) / 2**30:.2f}")' "$1"; 
 # launch_ranks NP: sets LAUNCH, what starts NP ranks (nothing for one: the trainer takes a SIGTERM
 # itself). Several ranks start under mpirun set up for preemption (README, "Preemption"):
 # scripts/preemptible.sh turns a scheduler's SIGTERM into SIGUSR1, which mpirun forwards to the ranks
-# at once (they abandon the step under way and write a checkpoint); a kill delay of 20 s, within
+# at once (they abandon the step under way and write a checkpoint), and a kill delay of 20 s, within
 # which a rank signalled directly (Slurm signals every process) finishes one micro-step and its
-# checkpoint before mpirun kills it; and no "abort" (through those delays) of a job whose ranks
-# stopped with 128 + the signal.
+# checkpoint before mpirun kills it.
 launch_ranks() {
     LAUNCH=()
-    [ "$1" -gt 1 ] && LAUNCH=(scripts/preemptible.sh ${MPIRUN:-mpirun} --mca odls_base_sigkill_timeout 20
-                              --mca orte_abort_on_non_zero_status 0 -np "$1")
+    [ "$1" -gt 1 ] && LAUNCH=(scripts/preemptible.sh ${MPIRUN:-mpirun} --mca odls_base_sigkill_timeout 20 -np "$1")
 }
 
 show_and_run() {
