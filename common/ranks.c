@@ -36,7 +36,8 @@ static void abort_others_on_exit(void) {
 void ranks_init(Ranks* r) {
     int size = env_int("OMPI_COMM_WORLD_SIZE", 1);
     // srun (Slurm's launcher, --mpi=pmix or pmi2) sets no OMPI_* variable before MPI_Init; its
-    // PMI variables say the process is one task of a parallel launch.
+    // PMI variables say the process is one task of a parallel launch (tested with srun --mpi=pmix,
+    // Slurm 22.05: before, each task ran as a run of its own).
     int launched = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
 #ifdef USE_MPI
     if (size > 1 || launched) {
@@ -125,10 +126,12 @@ int ranks_find_difference(const char* text, char** rank0_text) {
 
 void ranks_await_abort(void) {
 #ifdef USE_MPI
-    // The reporting rank's exit aborts the job (MPI_Abort from its exit handler), ending this one;
-    // should that not come, this rank ends itself without a second error line.
+    // The reporting rank's exit aborts the job (MPI_Abort from its exit handler), ending this one.
+    // mpirun's abort may take its kill delay twice (odls_base_sigkill_timeout, 20 s as the recipes
+    // set it), so after 2 s, by which the reporting rank has long printed its line, this rank ends
+    // itself, without a second error line or an abort of its own.
     if (g_ranks.mpi) {
-        for (int i = 0; i < 600; i++) usleep(100000);
+        for (int i = 0; i < 20; i++) usleep(100000);
         g_finalized = 1;  // no MPI_Abort of our own: the reporting rank's line is the one to read
         _exit(1);
     }

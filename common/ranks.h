@@ -33,7 +33,7 @@ void ranks_broadcast(void* data, size_t bytes, int root);
 // 0's text in *rank0_text (malloc'd) on every rank, so that rank can name the difference.
 int ranks_find_difference(const char* text, char** rank0_text);
 // For the ranks that are not reporting an error another rank reports: wait to be ended by its exit
-// (which aborts every rank), and end quietly if that does not come within a minute.
+// (which aborts every rank), and end quietly if that has not come within 2 s.
 void ranks_await_abort(void) __attribute__((noreturn));
 void ranks_finalize(void);
 

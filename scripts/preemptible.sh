@@ -2,7 +2,8 @@
 # preemptible.sh: runs a training command so that a scheduler's SIGTERM (or SIGINT, SIGHUP) ends it
 # with a checkpoint, however long its steps are:
 #
-#   scripts/preemptible.sh mpirun -np 8 ./train_gpt2 ... -o out/run      (or: ./train_gpt2 ...)
+#   scripts/preemptible.sh mpirun --mca odls_base_sigkill_timeout 20 -np 8 ./train_gpt2 ... -o out/run
+#   (or srun --mpi=pmix ..., or ./train_gpt2 ... alone)
 #
 # Why: mpirun (OpenMPI 4) answers its own SIGTERM by sending the ranks SIGCONT, waiting its kill
 # delay (odls_base_sigkill_timeout, 1 s by default), sending SIGTERM, waiting the delay again and
@@ -22,8 +23,10 @@
 # Several ranks that stopped exit 0 (mpirun would take a non-zero status for a failure and abort the
 # finished job through both delays): this script then exits with 128 + the signal it received.
 #
-# Under Slurm's srun (srun --mpi=pmix ./train_gpt2 ...) every task receives the SIGTERM at once and
-# has the job's KillWait (30 s by default) before SIGKILL; this script is not needed there.
+# srun (Slurm) is the same: a SIGTERM to srun itself makes it kill the tasks at once ("forcing job
+# termination"), but it forwards SIGUSR1: scripts/preemptible.sh srun --mpi=pmix ./train_gpt2 ...
+# A job Slurm cancels or times out has every task signalled directly, with KillWait (30 s by
+# default) before SIGKILL.
 set -u
 [ $# -gt 0 ] || { echo "usage: $0 COMMAND [ARGS...]" >&2; exit 2; }
 # Job control on: the command runs in a process group of its own, so a signal to this script's group
