@@ -760,7 +760,9 @@ static StepResult gpu_optimizer_step(Engine* e, const AdamWConfig* opt, float lr
     // PyTorch GradScaler's rule: halve on an overflow, double after `interval` finite steps in a row.
     if (USE_LOSS_SCALING) {
         if (!finite) {
-            g->loss_scale *= 0.5;
+            // Halved, never below LOSS_SCALE_MIN (the driver stops a run whose gradients stay
+            // non-finite there).
+            g->loss_scale = g->loss_scale * 0.5 < LOSS_SCALE_MIN ? LOSS_SCALE_MIN : g->loss_scale * 0.5;
             g->good_steps = 0;
         } else if (++g->good_steps >= g->opts.loss_scale_interval) {
             if (isfinite((float)(g->loss_scale * 2.0))) g->loss_scale *= 2.0;
@@ -828,9 +830,9 @@ static void download_to_file(GPUEngine* g, CheckpointWriter* w, const float* src
 // The model file's weights: rank 0 writes them; every rank takes part when the fp32 master copy is
 // sharded (stages 1, 2 in FP16/BF16): each shard in turn is broadcast from its owner through a
 // device staging buffer. In FP32 the parameters themselves are the master, whole on every rank.
-static void write_model_file(GPUEngine* g, const char* model_path) {
+static void write_model_file(GPUEngine* g, const char* model_path, const TrainState* st) {
     CheckpointWriter w;
-    if (g->rank == 0) model_file_begin(&w, model_path, &g->cfg);
+    if (g->rank == 0) model_file_begin_checkpoint(&w, model_path, &g->cfg, st);
     int on_host = 0;
     const float* weights = master_weights(g, &on_host);
     if (!g->master || g->stage == 0 || g->num_ranks == 1 || sizeof(floatX) == sizeof(float)) {
@@ -886,7 +888,7 @@ static void gpu_checkpoint_save(Engine* e, const char* model_path, const char* s
         checkpoint_commit(&w);
     }
     ranks_barrier();
-    write_model_file(g, model_path);
+    write_model_file(g, model_path, st);
     ranks_barrier();
 }
 

@@ -14,6 +14,8 @@
 #define HEADER_INTS 256
 #define STATE_WORDS 32
 #define SUM_WORD 13  // header words 13 and 14: the checksum; word 12: CHECKSUM_TAG
+#define RUN_WORD 15  // header words 15 and 16: the run id of a checkpoint's files
+#define STEP_WORD 17  // a model file's header word 17: its checkpoint's step
 #define HEADER_BYTES ((long long)HEADER_INTS * 4)
 #define WORDS_BYTES ((long long)STATE_WORDS * 8)
 #define VERIFY_CHUNK ((size_t)1 << 20)  // floats per read when a file is checked through
@@ -60,6 +62,48 @@ void gpt2_config_diff(const GPT2Config* mine, const GPT2Config* file, char* out,
 
 static uint64_t header_sum(const int32_t* h) {
     return (uint64_t)(uint32_t)h[SUM_WORD] | (uint64_t)(uint32_t)h[SUM_WORD + 1] << 32;
+}
+
+static uint64_t header_run(const int32_t* h) {
+    return (uint64_t)(uint32_t)h[RUN_WORD] | (uint64_t)(uint32_t)h[RUN_WORD + 1] << 32;
+}
+
+static void header_put_run(int32_t* h, uint64_t run_id) {
+    h[RUN_WORD] = (int32_t)(uint32_t)run_id;
+    h[RUN_WORD + 1] = (int32_t)(uint32_t)(run_id >> 32);
+}
+
+// Where entry i of the parameters lies, for an error: "lnfb[63]", or "wte[32323] (row 505 of 512: a
+// padding row, past the vocabulary's 500)".
+static void param_entry_name(const GPT2Config* cfg, size_t i, char* out, size_t cap) {
+    ParamLayout lay = gpt2_param_layout(cfg);
+    int k = GPT2_NUM_PARAM_TENSORS - 1;
+    while (k > 0 && i < lay.tensors[k].offset) k--;
+    size_t j = i - lay.tensors[k].offset;
+    if (k == PT_WTE) {
+        size_t row = j / (size_t)cfg->channels;
+        char pad[96] = "";
+        if (row >= (size_t)cfg->vocab_size)
+            snprintf(pad, sizeof(pad), ": a padding row, past the vocabulary's %d", cfg->vocab_size);
+        snprintf(out, cap, "wte[%zu] (row %zu of %d%s)", j, row, cfg->padded_vocab_size, pad);
+    } else {
+        snprintf(out, cap, "%s[%zu]", lay.tensors[k].name, j);
+    }
+}
+
+// 0 with why naming the tensor when a value of data (entries first.. of the model) is not finite.
+static int params_finite(const float* data, size_t count, size_t first, const GPT2Config* cfg, const char* path,
+                         char* why, size_t cap) {
+    size_t nonfinite = 0;
+    for (size_t i = 0; i < count; i++) nonfinite += !isfinite(data[i]);  // no branch: it vectorizes
+    if (nonfinite == 0) return 1;
+    size_t bad = 0;
+    while (isfinite(data[bad])) bad++;
+    char where[160];
+    param_entry_name(cfg, first + bad, where, sizeof(where));
+    snprintf(why, cap, "model file %s: %s is %g; a model's weights must be finite (NaN or Inf there makes every step's "
+             "gradients NaN)", path, where, data[bad]);
+    return 0;
 }
 
 // The header as the checksum sees it: the checksum's own words zero.
@@ -199,6 +243,8 @@ static int state_words_check(const StateHead* s, const char* path, char* why, si
     else if (s->h[1] >= 2 && (w[8] < 0 || w[8] > w[0])) bad = "AdamW update count (word 8) is outside 0..step";
     else if (s->h[1] >= 2 && !(word_double(w[9]) >= 0 && isfinite(word_double(w[9]))))
         bad = "loss scale (word 9) is negative or not finite";
+    else if (s->h[1] >= 2 && word_double(w[9]) != 0 && word_double(w[9]) < LOSS_SCALE_MIN)
+        bad = "loss scale (word 9) is below the minimum of 1 (0 means none)";
     else if (s->h[1] >= 2 && w[10] < 0) bad = "loss-scale step count (word 10) is negative";
     else if (w[19] != 0 && (w[19] < 1 || w[19] > 1 << 20 || w[18] < 0 || w[18] >= w[19] || w[16] < 0 || w[17] < 0 ||
                             w[16] + w[17] > (int64_t)s->n))
@@ -283,6 +329,7 @@ static void state_head_fill(const StateHead* s, TrainState* st, OptimizerCounter
     // Fields one at a time: the caller's record buffer is as large as ours, no copy of the rest.
     st->B = s->h[8]; st->T = s->h[9]; st->num_processes = s->h[10];
     st->step = w[0];
+    st->run_id = header_run(s->h);
     st->rng_state = (uint64_t)w[1];
     st->train_pos.epoch = w[2]; st->train_pos.shard_pos = w[3]; st->train_pos.window_pos = w[4];
     st->stats_count = 0;
@@ -323,12 +370,22 @@ static void writer_begin(CheckpointWriter* w, const char* path, int32_t* header,
     writer_write(w, header, HEADER_BYTES);
 }
 
-void model_file_begin(CheckpointWriter* w, const char* path, const GPT2Config* cfg) {
+static void model_begin(CheckpointWriter* w, const char* path, const GPT2Config* cfg, const TrainState* st) {
     int32_t h[HEADER_INTS] = {0};
     h[0] = MODEL_MAGIC;
     h[1] = MODEL_VERSION_FP32;
     header_put_config(h, cfg);
+    if (st) {
+        header_put_run(h, st->run_id);
+        h[STEP_WORD] = (int32_t)st->step;  // at most CHECKPOINT_MAX_STEP: an int32
+    }
     writer_begin(w, path, h, gpt2_param_layout(cfg).num_parameters);
+}
+
+void model_file_begin(CheckpointWriter* w, const char* path, const GPT2Config* cfg) { model_begin(w, path, cfg, NULL); }
+
+void model_file_begin_checkpoint(CheckpointWriter* w, const char* path, const GPT2Config* cfg, const TrainState* st) {
+    model_begin(w, path, cfg, st);
 }
 
 void state_file_begin(CheckpointWriter* w, const char* path, const GPT2Config* cfg, const TrainState* st,
@@ -350,6 +407,7 @@ void state_file_begin_shard(CheckpointWriter* w, const char* path, const GPT2Con
     header_put_config(h, cfg);
     h[8] = st->B; h[9] = st->T; h[10] = st->num_processes;
     h[11] = (int32_t)record;
+    header_put_run(h, st->run_id);
     int64_t words[STATE_WORDS] = {0};
     words[0] = st->step;
     words[1] = (int64_t)st->rng_state;
@@ -401,17 +459,18 @@ void model_file_read_config(const char* path, GPT2Config* cfg) {
     fclose(f);
 }
 
-void model_file_check(const char* path, GPT2Config* cfg) {
+uint64_t model_file_check(const char* path, GPT2Config* cfg) {
     CheckpointReader r;
     model_file_read_config(path, cfg);
     model_file_open_read(&r, path, cfg);
-    if (r.has_sum) {
-        float* buf = (float*)malloc_check(VERIFY_CHUNK * sizeof(float), "model check buffer");
-        for (size_t done = 0; done < r.expect; done += VERIFY_CHUNK)
-            checkpoint_get(&r, buf, r.expect - done < VERIFY_CHUNK ? r.expect - done : VERIFY_CHUNK);
-        free(buf);
-    }
+    // Every value is read (and checked finite by checkpoint_get), with or without a checksum.
+    float* buf = (float*)malloc_check(VERIFY_CHUNK * sizeof(float), "model check buffer");
+    for (size_t done = 0; done < r.expect; done += VERIFY_CHUNK)
+        checkpoint_get(&r, buf, r.expect - done < VERIFY_CHUNK ? r.expect - done : VERIFY_CHUNK);
+    free(buf);
+    uint64_t sum = checksum_final(&r.sum);
     checkpoint_close(&r);
+    return sum;
 }
 
 void model_file_open_read(CheckpointReader* r, const char* path, const GPT2Config* expect) {
@@ -430,6 +489,10 @@ void model_file_open_read(CheckpointReader* r, const char* path, const GPT2Confi
     r->expect = gpt2_param_layout(&cfg).num_parameters;
     r->done = 0;
     r->bf16 = elem == 2;
+    r->model = 1;
+    r->cfg = cfg;
+    r->run_id = header_run(h);
+    r->step = h[STEP_WORD];
     r->has_sum = h[12] == CHECKSUM_TAG;
     r->want = header_sum(h);
     checksum_init(&r->sum);
@@ -456,6 +519,10 @@ void state_file_open_read_shard(CheckpointReader* r, const char* path, const GPT
     r->expect = 2 * s.shard.count;
     r->done = 0;
     r->bf16 = 0;
+    r->model = 0;
+    r->cfg = s.cfg;
+    r->run_id = header_run(s.h);
+    r->step = s.w[0];
     r->has_sum = s.h[1] >= 3;
     r->want = header_sum(s.h);
     r->sum = s.sum;
@@ -495,10 +562,11 @@ void state_read_range(const char* state_path, const GPT2Config* cfg, TrainState*
             state_shard_path(path, sizeof(path), state_path, k);
             state_file_open_read_shard(&r, path, cfg, &other, &other_oc, n, &shard);
             if (shard.files != files || shard.index != k || other.step != st->step ||
-                other_oc.adam_steps != oc->adam_steps)
-                fatal("state file %s does not belong with %s (shard %d of %d at step %lld, expected shard %d of %d at "
-                      "step %lld)", path, state_path, shard.index, shard.files, (long long)other.step, k, files,
-                      (long long)st->step);
+                other_oc.adam_steps != oc->adam_steps || other.run_id != st->run_id)
+                fatal("state file %s does not belong with %s (shard %d of %d at step %lld of run %016llx, expected "
+                      "shard %d of %d at step %lld of run %016llx)", path, state_path, shard.index, shard.files,
+                      (long long)other.step, (unsigned long long)other.run_id, k, files, (long long)st->step,
+                      (unsigned long long)st->run_id);
         } else if (shard.index != 0) {
             fatal("state file %s is shard %d of a checkpoint, expected its first", state_path, shard.index);
         }
@@ -533,6 +601,8 @@ void checkpoint_get(CheckpointReader* r, float* data, size_t count) {
             memcpy(&data[i], &bits, sizeof(float));
         }
     }
+    char why[4600];
+    if (r->model && !params_finite(data, count, r->done, &r->cfg, r->path, why, sizeof(why))) fatal("%s", why);
     r->done += count;
     if (r->done == r->expect && r->has_sum && SUMS_DIFFER(checksum_final(&r->sum), r->want))
         fatal("file %s is damaged: its checksum is %016llx, its header says %016llx", r->path,
@@ -550,6 +620,13 @@ void checkpoint_close(CheckpointReader* r) {
 void model_file_write(const char* path, const GPT2Config* cfg, const float* params) {
     CheckpointWriter w;
     model_file_begin(&w, path, cfg);
+    checkpoint_put(&w, params, w.expect);
+    checkpoint_commit(&w);
+}
+
+void model_file_write_checkpoint(const char* path, const GPT2Config* cfg, const float* params, const TrainState* st) {
+    CheckpointWriter w;
+    model_file_begin_checkpoint(&w, path, cfg, st);
     checkpoint_put(&w, params, w.expect);
     checkpoint_commit(&w);
 }
@@ -583,15 +660,28 @@ void state_file_read(const char* path, const GPT2Config* cfg, TrainState* st, Op
 // Verifying a pair
 
 // Reads the rest of f through sum; with check_moments, the values are AdamW's m then v (n each):
-// m finite, v finite and >= 0, as every update leaves them.
+// m finite, v finite and >= 0, as every update leaves them. With model (a model file's config), the
+// values are its weights: the first that is not finite goes into *nonfinite (reading goes on, so a
+// damaged file is still called damaged by its checksum first).
 static int verify_payload(FILE* f, Checksum* sum, size_t count, int elem, size_t n, int check_moments,
-                          const char* path, char* why, size_t cap) {
+                          const GPT2Config* model, char* nonfinite, size_t nonfinite_cap, const char* path, char* why,
+                          size_t cap) {
     float* buf = (float*)malloc_check(VERIFY_CHUNK * sizeof(float), "checkpoint check buffer");
     int ok = 1;
     for (size_t done = 0; done < count && ok;) {
         size_t k = count - done < VERIFY_CHUNK ? count - done : VERIFY_CHUNK;
         if (!read_exact(f, buf, k * (size_t)elem, path, why, cap)) { ok = 0; break; }
         checksum_update(sum, buf, k * (size_t)elem);
+        if (model && !nonfinite[0]) {
+            if (elem == 2) {  // bf16: widen in place, back to front
+                const uint16_t* half = (const uint16_t*)buf;
+                for (size_t i = k; i-- > 0;) {
+                    uint32_t bits = (uint32_t)half[i] << 16;
+                    memcpy(&buf[i], &bits, sizeof(float));
+                }
+            }
+            params_finite(buf, k, done, model, path, nonfinite, nonfinite_cap);
+        }
         for (size_t i = 0; i < k && check_moments; i++) {
             int is_v = done + i >= n;
             if (!isfinite(buf[i]) || (is_v && buf[i] < 0)) {
@@ -624,7 +714,7 @@ CheckpointStatus checkpoint_verify(const char* model_path, const char* state_pat
     // The state file first: it says whether its model file must carry a checksum.
     FILE* f = state_open_try(state_path, &s, why, cap);
     if (!f) return CHECKPOINT_DAMAGED;
-    int ok = verify_payload(f, &s.sum, 2 * s.shard.count, 4, s.shard.count, 1, state_path, why, cap) &&
+    int ok = verify_payload(f, &s.sum, 2 * s.shard.count, 4, s.shard.count, 1, NULL, NULL, 0, state_path, why, cap) &&
              (s.h[1] < 3 || sum_matches(&s.sum, header_sum(s.h), "state", state_path, why, cap)) &&
              state_words_check(&s, state_path, why, cap);
     fclose(f);
@@ -642,13 +732,19 @@ CheckpointStatus checkpoint_verify(const char* model_path, const char* state_pat
         state_shard_path(path, sizeof(path), state_path, k);
         FILE* g = state_open_try(path, &o, why, cap);
         if (!g) return CHECKPOINT_DAMAGED;
-        ok = verify_payload(g, &o.sum, 2 * o.shard.count, 4, o.shard.count, 1, path, why, cap) &&
+        ok = verify_payload(g, &o.sum, 2 * o.shard.count, 4, o.shard.count, 1, NULL, NULL, 0, path, why, cap) &&
              sum_matches(&o.sum, header_sum(o.h), "state", path, why, cap) && state_words_check(&o, path, why, cap);
         fclose(g);
         if (ok && (o.shard.index != k || o.shard.files != s.shard.files || o.w[0] != s.w[0] || o.shard.first != covered)) {
             snprintf(why, cap, "state file %s is not shard %d of %d at step %lld following entry %zu (it says shard %d "
                      "of %d at step %lld from entry %zu)", path, k, s.shard.files, (long long)s.w[0], covered,
                      o.shard.index, o.shard.files, (long long)o.w[0], o.shard.first);
+            ok = 0;
+        }
+        if (ok && header_run(o.h) != header_run(s.h)) {
+            snprintf(why, cap, "state file %s is from another run than %s (run id %016llx, not %016llx): a checkpoint's "
+                     "files must all come from one run", path, state_path, (unsigned long long)header_run(o.h),
+                     (unsigned long long)header_run(s.h));
             ok = 0;
         }
         covered = o.shard.first + o.shard.count;
@@ -666,7 +762,8 @@ CheckpointStatus checkpoint_verify(const char* model_path, const char* state_pat
     checksum_init(&sum);
     sum_header(&sum, h);
     size_t n = gpt2_param_layout(&mcfg).num_parameters;
-    ok = verify_payload(f, &sum, n, elem, n, 0, model_path, why, cap);
+    char nonfinite[4600] = "";
+    ok = verify_payload(f, &sum, n, elem, n, 0, &mcfg, nonfinite, sizeof(nonfinite), model_path, why, cap);
     fclose(f);
     if (!ok) return CHECKPOINT_DAMAGED;
     if (h[12] == CHECKSUM_TAG) {
@@ -674,6 +771,18 @@ CheckpointStatus checkpoint_verify(const char* model_path, const char* state_pat
     } else if (s.h[1] >= 3) {
         snprintf(why, cap, "model file %s has no checksum, though its state file %s (version %d) does", model_path,
                  state_path, s.h[1]);
+        return CHECKPOINT_DAMAGED;
+    }
+    if (nonfinite[0]) {  // no run writes these: FP32 and BF16 stop at a non-finite step, FP16 skips it
+        snprintf(why, cap, "%s", nonfinite);
+        return CHECKPOINT_DAMAGED;
+    }
+    // One run, one step: the model file must be the one written with these state files.
+    if (header_run(h) != header_run(s.h) || (header_run(h) != 0 && h[STEP_WORD] != s.w[0])) {
+        snprintf(why, cap, "model file %s is not from the run and step of its state file %s (model: run %016llx step "
+                 "%d; state: run %016llx step %lld): a checkpoint's files must all come from one run", model_path,
+                 state_path, (unsigned long long)header_run(h), h[STEP_WORD], (unsigned long long)header_run(s.h),
+                 (long long)s.w[0]);
         return CHECKPOINT_DAMAGED;
     }
 

@@ -1,12 +1,15 @@
 // checkpoint.h: model files (llm.c's format) and training-state files.
 //
 // Model file: 256 int32 header {20240326, version, maxT, V, L, NH, C, Vp, 0, 0, 0, 0, tag, sum_lo,
-// sum_hi, 0...}, then every parameter in gpt2_param_layout() order: version 3 stores fp32 (this
-// project writes 3), version 5 stores bf16 (llm.c's other format; read and widened to fp32).
-// llm.c reads header words 0-7 only, so our files load there and llm.c's (no tag) load here.
+// sum_hi, run_lo, run_hi, step, 0...}, then every parameter in gpt2_param_layout() order: version 3
+// stores fp32 (this project writes 3), version 5 stores bf16 (llm.c's other format; read and widened
+// to fp32). llm.c reads header words 0-7 only, so our files load there and llm.c's (no tag) load here.
+// Words 15-17 tie a checkpoint's model file to its state files: the run id and the step (0s in a
+// model file that is not part of a checkpoint). Every value is finite: a NaN or Inf anywhere, the
+// padding rows of wte included, is refused naming the file, the tensor and the entry.
 //
 // State file (version 3): 256 int32 header {20241130, 3, maxT, V, L, NH, C, Vp, B, T, ranks,
-// record_bytes, tag, sum_lo, sum_hi, 0...}; 32 int64 words: the driver's TrainState (0: step,
+// record_bytes, tag, sum_lo, sum_hi, run_lo, run_hi, 0...}; 32 int64 words: the driver's TrainState (0: step,
 // 1: RNG, 2-4: data position, 5: parameter count, 11: outlier-guard steps seen, 12-15: the guard's
 // loss mean and variance and gradient-norm mean and variance, as the bits of doubles), the
 // engine's OptimizerCounters (8: AdamW updates applied, 9: loss scale as the bits of a double,
@@ -16,6 +19,11 @@
 // train_loop.c); then AdamW m and v (the file's entries) as fp32. With the model file of the same step it holds everything a resumed
 // run needs to continue bit for bit. Versions 1 (no counters) and 2 (no checksum, no record) still
 // load.
+//
+// The run id (header words 15 and 16 of every file of a checkpoint: model, state and each shard)
+// says which run wrote it (train_loop.c: a hash of what decides a fresh run's bytes, kept by every
+// resume); a checkpoint whose files carry different run ids, or whose model file another step, is
+// a mix of two runs and is treated as damaged. Files written before run ids hold 0 there.
 //
 // The checksum (tag CHECKSUM_TAG in header word 12, the value in words 13 and 14) covers every
 // byte of the file with words 13 and 14 read as zero: flipped bits, a zeroed block or a file cut
@@ -60,6 +68,8 @@ typedef struct {
     // of the gradient norm over the finite steps seen, so a resumed run decides as an unbroken one.
     int64_t stats_count;
     double loss_mean, loss_var, norm_mean, norm_var;
+    // Which run wrote the checkpoint (header words 15-16 of each of its files); 0 = not recorded.
+    uint64_t run_id;
     // What made this run's trajectory, "name value" per line (flags, data fingerprints), written
     // by the driver and compared on resume; "" in files of versions 1 and 2.
     char record[RUN_RECORD_MAX];
@@ -74,10 +84,14 @@ typedef struct {
     int index, files;
 } StateShard;
 
+// The FP16 loss scale never falls below this (DeepSpeed's min_loss_scale): below 1 the scale
+// shrinks the gradients instead of guarding them, and halving it forever would reach 0.
+#define LOSS_SCALE_MIN 1.0
+
 // What an engine counts beside m and v; resume needs them to continue bit for bit.
 typedef struct {
     int64_t adam_steps;        // AdamW updates applied: the bias correction's t (skipped steps don't count)
-    double loss_scale;         // FP16 dynamic loss scale; 0 = the writer used none
+    double loss_scale;         // FP16 dynamic loss scale (>= LOSS_SCALE_MIN); 0 = the writer used none
     int64_t scale_good_steps;  // consecutive finite steps since the scale last changed
 } OptimizerCounters;
 
@@ -95,12 +109,18 @@ typedef struct {
     char path[4200];
     size_t expect, done;  // payload floats
     int bf16;             // a version 5 model file: 2 bytes an entry, widened on reading
+    int model;            // a model file: every value is checked to be finite, naming its tensor
+    GPT2Config cfg;       // its model (to name the tensor of an entry)
+    uint64_t run_id;      // header words 15-16 (0: not part of a checkpoint, or older)
+    int64_t step;         // a model file's word 17: the checkpoint's step
     int has_sum;          // the file carries a checksum, checked at the last get
     uint64_t want;        // that checksum
     Checksum sum;         // of every byte read so far
 } CheckpointReader;
 
 void model_file_begin(CheckpointWriter* w, const char* path, const GPT2Config* cfg);
+// The model file of a checkpoint: st's run id and step in its header.
+void model_file_begin_checkpoint(CheckpointWriter* w, const char* path, const GPT2Config* cfg, const TrainState* st);
 // n: parameters; the payload is m (n floats) then v (n floats).
 void state_file_begin(CheckpointWriter* w, const char* path, const GPT2Config* cfg, const TrainState* st,
                       const OptimizerCounters* oc, size_t n);
@@ -134,10 +154,13 @@ void state_read_range(const char* state_path, const GPT2Config* cfg, TrainState*
 
 // ---- whole buffers ----
 void model_file_write(const char* path, const GPT2Config* cfg, const float* params);
+void model_file_write_checkpoint(const char* path, const GPT2Config* cfg, const float* params, const TrainState* st);
 // Reads the header of a model file into cfg (validated). Fatal on a wrong magic, version or size.
 void model_file_read_config(const char* path, GPT2Config* cfg);
-// The same, then the whole file through its checksum when it has one (llm.c's files have none).
-void model_file_check(const char* path, GPT2Config* cfg);
+// The same, then the whole file read through: its checksum (when it has one: llm.c's files have
+// none) and every value finite. Returns a checksum of the file's contents (the header's when it has
+// one, else one computed here), which ranks compare to see that they read the same model.
+uint64_t model_file_check(const char* path, GPT2Config* cfg);
 // Reads the parameters into params (cfg's layout, fp32). Fatal if the file does not match cfg.
 void model_file_read_params(const char* path, const GPT2Config* cfg, float* params);
 

@@ -15,6 +15,10 @@ typedef enum { FLAG_INT, FLAG_LONG, FLAG_FLOAT, FLAG_STRING, FLAG_SWITCH } FlagT
 // Or'ed into a row's type: the flag changes the run's trajectory, so checkpoints record its value
 // and a resume must give the same (cli_record, cli_record_check).
 #define RECORDED 0x100
+// Or'ed into a row's type: the flag changes no byte of a checkpoint (where and when files are
+// written, evaluation, printing, choices that are bit-identical by design, paths whose contents
+// the driver fingerprints itself), so the run id leaves it out (cli_record_all).
+#define NO_BYTES 0x200
 #define FLAG_TYPE(f) ((FlagType)((f)->type & 0xff))
 
 typedef struct {
@@ -29,10 +33,10 @@ typedef struct {
 #define OPT(field) offsetof(TrainOptions, field)
 
 static const Flag FLAGS[] = {
-    {"-i", "--train", FLAG_STRING, OPT(train_data), "", "train data: glob of token shards (\"\" = the built-in corpus)"},
-    {"-j", "--val", FLAG_STRING, OPT(val_data), "", "val data: glob of token shards (\"\" = none, or the built-in corpus's)"},
-    {"-e", "--model", FLAG_STRING, OPT(model), "d2", "model: a descriptor d1..d6, d12, d24, d36, d48, or a model file"},
-    {"-o", "--output", FLAG_STRING, OPT(output_dir), "out", "output dir for log.jsonl and checkpoints (\"\" = none)"},
+    {"-i", "--train", FLAG_STRING | NO_BYTES, OPT(train_data), "", "train data: glob of token shards (\"\" = the built-in corpus)"},
+    {"-j", "--val", FLAG_STRING | NO_BYTES, OPT(val_data), "", "val data: glob of token shards (\"\" = none, or the built-in corpus's)"},
+    {"-e", "--model", FLAG_STRING | NO_BYTES, OPT(model), "d2", "model: a descriptor d1..d6, d12, d24, d36, d48, or a model file"},
+    {"-o", "--output", FLAG_STRING | NO_BYTES, OPT(output_dir), "out", "output dir for log.jsonl and checkpoints (\"\" = none)"},
     {"-b", "--batch", FLAG_INT, OPT(B), "4", "micro-batch size B (sequences per forward, per rank)"},
     {"-t", "--seq", FLAG_INT | RECORDED, OPT(T), "64", "sequence length T (at most the model's max, 1024 for descriptors)"},
     {"-d", "--total-batch", FLAG_LONG | RECORDED, OPT(total_batch), "-1", "tokens per optimizer step, a multiple of B*T*ranks (-1 = B*T*ranks)"},
@@ -45,37 +49,39 @@ static const Flag FLAGS[] = {
     {"-B1", "--beta1", FLAG_FLOAT | RECORDED, OPT(beta1), "0.9", "AdamW beta1"},
     {"-B2", "--beta2", FLAG_FLOAT | RECORDED, OPT(beta2), "0.95", "AdamW beta2"},
     {"-E", "--adam-eps", FLAG_FLOAT | RECORDED, OPT(eps), "1e-8", "AdamW epsilon"},
-    {"-v", "--val-every", FLAG_INT, OPT(val_every), "100", "evaluate val loss every N steps (0 = never)"},
-    {"-m", "--val-steps", FLAG_INT, OPT(val_steps), "20", "batches per val evaluation (-1 = the whole val set)"},
+    {"-v", "--val-every", FLAG_INT | NO_BYTES, OPT(val_every), "100", "evaluate val loss every N steps (0 = never)"},
+    {"-m", "--val-steps", FLAG_INT | NO_BYTES, OPT(val_steps), "20", "batches per val evaluation (-1 = the whole val set)"},
     {"-s", "--sample-every", FLAG_INT, OPT(sample_every), "100", "print a sample every N steps (0 = never)"},
     {"-g", "--gen-tokens", FLAG_INT, OPT(gen_tokens), "64", "tokens per sample"},
     {"-T", "--temperature", FLAG_FLOAT, OPT(temperature), "1.0", "sampling temperature (0 = greedy)"},
     {"-k", "--top-k", FLAG_INT, OPT(top_k), "0", "sample from the k most likely tokens (0 = all)"},
-    {"-n", "--checkpoint-every", FLAG_INT, OPT(checkpoint_every), "0", "write a checkpoint every N steps and at the end (0 = never)"},
-    {"-y", "--resume", FLAG_INT, OPT(resume), "0", "1 = resume from the latest checkpoint in the output dir"},
+    {"-n", "--checkpoint-every", FLAG_INT | NO_BYTES, OPT(checkpoint_every), "0", "write a checkpoint every N steps and at the end (0 = never)"},
+    {"-y", "--resume", FLAG_INT | NO_BYTES, OPT(resume), "0", "1 = resume from the latest checkpoint in the output dir"},
     {"-S", "--seed", FLAG_LONG | RECORDED, OPT(seed), "1337", "seed for initialization, shuffling and sampling"},
     {"-sf", "--shuffle", FLAG_INT | RECORDED, OPT(shuffle), "0", "1 = shuffle shard order and windows within shards (seeded)"},
     {"-z", "--zero", FLAG_INT, OPT(zero_stage), "0", "ZeRO stage over MPI ranks: 0 data parallel, 1 shard the optimizer state, 2 also the gradients"},
     {"-a", "--overfit", FLAG_INT | RECORDED, OPT(overfit), "0", "1 = train on the first batch only (debugging)"},
-    {"-p", "--print-every", FLAG_INT, OPT(log_every), "1", "print a step line every N steps"},
-    {"-K", "--tokenizer", FLAG_STRING, OPT(tokenizer), "data/vocab/gpt2_tokenizer.bin", "tokenizer file for decoding samples (byte-level if absent)"},
-    {NULL, "--engine", FLAG_STRING, OPT(engine), "auto", "auto (the GPU if one can be used, else the C engine), gpu or cpu"},
-    {"-r", "--recompute", FLAG_INT, OPT(recompute), "0", "activation recompute: 0 keep all, 1 GELU, 2 also LayerNorms, 3 whole blocks"},
-    {NULL, "--recompute-every", FLAG_INT, OPT(recompute_every), "0", "with -r 3: keep the input of every K-th block (0 = about sqrt(layers))"},
+    {"-p", "--print-every", FLAG_INT | NO_BYTES, OPT(log_every), "1", "print a step line every N steps"},
+    {"-K", "--tokenizer", FLAG_STRING | NO_BYTES, OPT(tokenizer), "data/vocab/gpt2_tokenizer.bin", "tokenizer file for decoding samples (byte-level if absent)"},
+    {NULL, "--engine", FLAG_STRING | NO_BYTES, OPT(engine), "auto", "auto (the GPU if one can be used, else the C engine), gpu or cpu"},
+    {"-r", "--recompute", FLAG_INT | NO_BYTES, OPT(recompute), "0", "activation recompute: 0 keep all, 1 GELU, 2 also LayerNorms, 3 whole blocks"},
+    {NULL, "--recompute-every", FLAG_INT | NO_BYTES, OPT(recompute_every), "0", "with -r 3: keep the input of every K-th block (0 = about sqrt(layers))"},
     {"-ge", "--gelu-fusion", FLAG_INT, OPT(gelu_fusion), "0", "GPU: GELU in the matmul epilogue: 0 none, 1 forward, 2 forward and backward"},
-    {NULL, "--loss-scale", FLAG_FLOAT | RECORDED, OPT(loss_scale), "65536", "FP16: initial dynamic loss scale"},
+    {NULL, "--loss-scale", FLAG_FLOAT | RECORDED, OPT(loss_scale), "65536", "FP16: initial dynamic loss scale (at least 1, its floor)"},
     {NULL, "--loss-scale-interval", FLAG_INT | RECORDED, OPT(loss_scale_interval), "2000", "FP16: finite steps before the loss scale doubles"},
     {NULL, "--skip-outliers", FLAG_FLOAT | RECORDED, OPT(skip_outliers), "0", "skip an update whose loss or grad norm is more than Z standard deviations above its running mean (0 = off)"},
-    {NULL, "--overwrite", FLAG_SWITCH, OPT(overwrite), "0", "start afresh in an output dir that holds another run's checkpoints (they are deleted)"},
+    {NULL, "--overwrite", FLAG_SWITCH | NO_BYTES, OPT(overwrite), "0", "start afresh in an output dir that holds another run's checkpoints (they are deleted)"},
     {NULL, "--precision", FLAG_STRING, OPT(precision), "", "the GPU engine's precision: fp16, bf16 or fp32 (\"\" = this build's; --plan plans any)"},
     {NULL, "--offload", FLAG_STRING, OPT(offload), "none", "optimizer (alone: --offload): fp32 master weights, m and v in pinned host memory, AdamW on CPU threads; grads: the gradients too; none"},
-    {NULL, "--max-memory", FLAG_STRING, OPT(max_memory), "", "keep the GPU engine within SIZE of device memory per rank (e.g. 48GiB): refuse a plan over it, stop if the device's use passes it"},
-    {NULL, "--plan", FLAG_SWITCH, OPT(plan), "0", "print the GPU engine's memory plan for these flags (any machine, no GPU needed) and exit"},
-    {NULL, "--json", FLAG_SWITCH, OPT(json), "0", "with --plan: as one JSON object"},
-    {NULL, "--memory-budget", FLAG_STRING, OPT(memory_budget), "", "with --plan: SIZE per rank (e.g. 48GiB): does it fit, the largest -b that does, the cheapest change that makes it fit"},
-    {NULL, "--ranks", FLAG_INT, OPT(plan_ranks), "0", "with --plan: the number of ranks to plan for (0 = the ranks running)"},
+    {NULL, "--max-memory", FLAG_STRING | NO_BYTES, OPT(max_memory), "", "keep the GPU engine within SIZE of device memory per rank (e.g. 48GiB): refuse a plan over it, stop if the device's use passes it"},
+    {NULL, "--plan", FLAG_SWITCH | NO_BYTES, OPT(plan), "0", "print the GPU engine's memory plan for these flags (any machine, no GPU needed) and exit"},
+    {NULL, "--json", FLAG_SWITCH | NO_BYTES, OPT(json), "0", "with --plan: as one JSON object"},
+    {NULL, "--memory-budget", FLAG_STRING | NO_BYTES, OPT(memory_budget), "", "with --plan: SIZE per rank (e.g. 48GiB): does it fit, the largest -b that does, the cheapest change that makes it fit"},
+    {NULL, "--ranks", FLAG_INT | NO_BYTES, OPT(plan_ranks), "0", "with --plan: the number of ranks to plan for (0 = the ranks running)"},
 };
 #define NUM_FLAGS ((int)(sizeof(FLAGS) / sizeof(FLAGS[0])))
+// TrainOptions.given has a bit per row.
+_Static_assert(sizeof(FLAGS) / sizeof(FLAGS[0]) <= 64, "more flags than TrainOptions.given has bits");
 
 // "-l (--lr)", or "--engine" for a flag with a long name only: how errors name a flag.
 static const char* flag_names(const Flag* f) {
@@ -193,6 +199,85 @@ static int flag_value_is(const Flag* f, const TrainOptions* opts, const char* te
     return 0;
 }
 
+static const Flag* flag_by_long_name(const char* name) {
+    for (int i = 0; i < NUM_FLAGS; i++)
+        if (strcmp(FLAGS[i].long_name, name) == 0) return &FLAGS[i];
+    return NULL;
+}
+
+int cli_given(const TrainOptions* opts, const char* long_name) {
+    const Flag* f = flag_by_long_name(long_name);
+    if (!f) fatal("cli_given: no flag %s", long_name);
+    return (int)(opts->given >> (f - FLAGS) & 1);
+}
+
+char* cli_record_all(const TrainOptions* opts, int for_run_id) {
+    size_t cap = 1024, used = 0;
+    char* out = (char*)malloc_check(cap, "flag record");
+    out[0] = '\0';
+    for (int i = 0; i < NUM_FLAGS; i++) {
+        const Flag* f = &FLAGS[i];
+        if (for_run_id && (f->type & NO_BYTES)) continue;
+        char v[64];
+        const char* text = v;
+        if (FLAG_TYPE(f) == FLAG_STRING) text = *(const char* const*)((const char*)opts + f->offset);
+        else flag_format(f, opts, v, sizeof(v));
+        // "name value\n", the value's control characters and backslashes escaped (\xHH): a line a value.
+        size_t need = strlen(f->long_name) + 4 * strlen(text) + 4;
+        if (used + need >= cap) {
+            cap = 2 * (used + need);
+            out = (char*)realloc(out, cap);
+            if (!out) fatal("out of host memory for the flag record");
+        }
+        used += (size_t)sprintf(out + used, "%s ", f->long_name + 2);
+        for (const unsigned char* c = (const unsigned char*)text; *c; c++)
+            used += (size_t)(*c < 0x20 || *c == '\\' || *c == 0x7f ? sprintf(out + used, "\\x%02x", *c)
+                                                                    : sprintf(out + used, "%c", *c));
+        out[used++] = '\n';
+        out[used] = '\0';
+    }
+    return out;
+}
+
+int cli_record_diff(const char* mine, const char* theirs, char* what, size_t what_cap, char* mine_value,
+                    char* theirs_value, size_t value_cap) {
+    for (const char* line = mine; *line;) {
+        const char* end = strchr(line, '\n');
+        size_t n = end ? (size_t)(end - line) : strlen(line);
+        const char* space = memchr(line, ' ', n);
+        size_t key = space ? (size_t)(space - line) : n;
+        char name[128];
+        snprintf(name, sizeof(name), "%.*s", (int)key, line);
+        // The other record's value for this name ("(none)" when it has no such line).
+        size_t other_cap = strlen(theirs) + 8;
+        char* other = (char*)malloc_check(other_cap, "flag record");
+        if (!cli_record_value(theirs, name, other, other_cap)) snprintf(other, other_cap, "(none)");
+        const char* value = space ? space + 1 : line + n;
+        size_t vlen = (size_t)(line + n - value);
+        int differs = strlen(other) != vlen || strncmp(other, value, vlen) != 0;
+        if (differs) {
+            char dashed[132];
+            snprintf(dashed, sizeof(dashed), "--%s", name);
+            const Flag* f = flag_by_long_name(dashed);
+            if (f) snprintf(what, what_cap, "flag %s", flag_names(f));
+            else snprintf(what, what_cap, "%s", name);
+            snprintf(mine_value, value_cap, "%.*s", (int)vlen, value);
+            snprintf(theirs_value, value_cap, "%s", other);
+        }
+        free(other);
+        if (differs) return 1;
+        line += n + (end ? 1 : 0);
+    }
+    // Every line of mine matches: theirs may still have lines mine lacks.
+    if (strlen(mine) != strlen(theirs)) {
+        snprintf(what, what_cap, "the run record");
+        snprintf(mine_value, value_cap, "%zu bytes", strlen(mine));
+        snprintf(theirs_value, value_cap, "%zu bytes", strlen(theirs));
+        return 1;
+    }
+    return 0;
+}
+
 int cli_record_check(const TrainOptions* opts, const char* record, char* why, size_t cap) {
     for (int i = 0; i < NUM_FLAGS; i++) {
         const Flag* f = &FLAGS[i];
@@ -242,6 +327,7 @@ void cli_parse(TrainOptions* opts, int argc, char** argv) {
             if ((FLAGS[i].short_name && strcmp(arg, FLAGS[i].short_name) == 0) || strcmp(arg, FLAGS[i].long_name) == 0)
                 f = &FLAGS[i];
         if (!f) fatal("unknown flag '%s' (see %s -h)", arg, argv[0]);
+        opts->given |= 1ull << (f - FLAGS);
         if (FLAG_TYPE(f) == FLAG_SWITCH) {
             flag_set(opts, f, "1");
             continue;

@@ -52,6 +52,7 @@ typedef struct {
     const char* precision;     // fp16 | bf16 | fp32; "" = the GPU build's
     const char* max_memory;    // the GPU engine's device bytes per rank at most ("" = no limit)
     const char* offload;       // none | optimizer | grads
+    unsigned long long given;  // a bit per flag given on the command line (cli_given)
 } TrainOptions;
 
 // Fills opts from the table's defaults, then argv. Prints usage and exits 0 on -h/--help;
@@ -69,6 +70,17 @@ size_t cli_record(const TrainOptions* opts, char* out, size_t cap);
 int cli_record_check(const TrainOptions* opts, const char* record, char* why, size_t why_cap);
 // The value on the record's line for name, into out; 0 if there is none.
 int cli_record_value(const char* record, const char* name, char* out, size_t cap);
+
+// Whether the flag (by its long name, "--loss-scale") was given on the command line.
+int cli_given(const TrainOptions* opts, const char* long_name);
+// Every flag's value, "name value" per line (control characters escaped), in a malloc'd string:
+// what the ranks of a run compare before anything else. for_run_id: only the flags that can change
+// a byte of a checkpoint (what the run id hashes).
+char* cli_record_all(const TrainOptions* opts, int for_run_id);
+// 1 when the records differ: *what names the first line of mine that theirs does not have alike
+// ("flag -x (--steps)" for a flag, the line's name otherwise), with both values; 0 when equal.
+int cli_record_diff(const char* mine, const char* theirs, char* what, size_t what_cap, char* mine_value,
+                    char* theirs_value, size_t value_cap);
 
 #ifdef __cplusplus
 }

@@ -29,11 +29,15 @@ Engine* engine_select(const char* which, EngineCreateFn gpu_create, EngineCreate
         Engine* e = NULL;
         if (gpu_create) e = gpu_create(cfg, opts, why, sizeof(why));
         else snprintf(why, sizeof(why), "this trainer was built without CUDA (no nvcc at make time)");
-        if (e) return e;
+        if (e) {
+            e->kind = "gpu";
+            return e;
+        }
         if (strcmp(which, "gpu") == 0) fatal("flag --engine gpu: no usable GPU: %s", why);
         printf("engine: no usable GPU (%s); using the C reference engine\n", why);
     }
     Engine* e = cpu_create(cfg, opts, why, sizeof(why));
     if (!e) fatal("the C reference engine cannot run this configuration: %s", why);
+    e->kind = "cpu";
     return e;
 }

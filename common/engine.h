@@ -101,6 +101,7 @@ struct Engine {
     double peak_flops;    // the device's dense peak FLOP/s at this precision; 0 = unknown (no MFU printed)
     int loss_scaling;     // 1 = FP16 dynamic loss scaling: a skipped update is its normal answer to an
                           // overflow; without it a skipped update means training diverged
+    const char* kind;     // "gpu" or "cpu": which engine_select made (NULL when made directly)
     void* self;
 
     // The weights, fp32 in gpt2_param_layout() order (a fresh init or a model file).
@@ -116,8 +117,8 @@ struct Engine {
     // The update after the step's micro-steps: the mean loss and the global gradient norm, clipping
     // to clip (0 = off; PyTorch's rule: scale by clip / (norm + 1e-6) when the norm exceeds clip),
     // then AdamW with lr. A non-finite gradient skips the update entirely (weights, m, v and the
-    // count of applied updates stay bit for bit); with FP16 loss scaling it also halves the scale,
-    // which doubles after options.loss_scale_interval finite steps. A loss or norm above
+    // count of applied updates stay bit for bit); with FP16 loss scaling it also halves the scale
+    // (never below LOSS_SCALE_MIN), which doubles after options.loss_scale_interval finite steps. A loss or norm above
     // opt->skip_loss_above / skip_norm_above (when > 0) skips the update the same way, the scale
     // counting it as a finite step. Zeroes the gradients.
     StepResult (*optimizer_step)(Engine* e, const AdamWConfig* opt, float lr, float clip);

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -19,8 +20,17 @@ static long line_step(const char* line) {
     return end != line + strlen(key) && (*end == ',' || *end == '}') ? step : -1;
 }
 
+// Every write is flushed and checked, and the path must still name the file being written: a log
+// deleted, renamed, or replaced (by a directory, another file) would take every later line with
+// it, silently.
 static void log_check(Logger* log, int rc) {
     if (rc < 0 || fflush(log->f) != 0) fatal("cannot write log file %s (%s)", log->path, strerror(errno));
+    struct stat open_st, path_st;
+    if (fstat(fileno(log->f), &open_st) != 0) fatal("cannot stat log file %s (%s)", log->path, strerror(errno));
+    int gone = stat(log->path, &path_st) != 0;
+    if (gone || open_st.st_nlink == 0 || open_st.st_dev != path_st.st_dev || open_st.st_ino != path_st.st_ino)
+        fatal("log file %s was %s while the run wrote it: its lines would go nowhere; stopping", log->path,
+              gone ? "deleted" : S_ISDIR(path_st.st_mode) ? "replaced by a directory" : "deleted or replaced");
 }
 
 void logger_open(Logger* log, const char* output_dir, long keep_upto_step) {
@@ -46,8 +56,7 @@ void logger_open(Logger* log, const char* output_dir, long keep_upto_step) {
     // The kept lines are durable under the real name before anything new is appended to them;
     // the stream stays open across the rename (same file), so nothing can come in between.
     log->f = out;
-    log_check(log, 0);
-    if (fsync(fileno(out)) != 0) fatal("cannot write log file %s (%s)", tmp, strerror(errno));
+    if (fflush(out) != 0 || fsync(fileno(out)) != 0) fatal("cannot write log file %s (%s)", tmp, strerror(errno));
     atomic_commit(tmp, log->path);
 }
 

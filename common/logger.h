@@ -6,7 +6,8 @@
 // value that is not finite is written as null, so every line is valid JSON. A fresh run starts
 // the file anew; a resumed run keeps the lines up to its checkpoint's step and drops the rest
 // (steps the interrupted run did after it), so each step appears once. Plots read it with any
-// JSON reader. A failed write (a full disk) is fatal, naming the file.
+// JSON reader. A failed write (a full disk), or a log deleted or replaced under the run (checked at
+// every write), is fatal, naming the file.
 #ifndef COMMON_LOGGER_H
 #define COMMON_LOGGER_H
 

@@ -156,7 +156,33 @@ static void json_string(FILE* f, const char* s) {
     fputc('"', f);
 }
 
-void memory_plan_print_json(const MemoryPlan* p, size_t budget, int accum, FILE* f) {
+int run_shape_check(long B, long T, long ranks, long total_batch, long* accum, char* why, size_t cap) {
+    if (B <= 0 || T <= 0 || ranks <= 0) {
+        snprintf(why, cap, "flags -b and -t: B=%ld T=%ld on %ld ranks, expected positive values", B, T, ranks);
+        return 0;
+    }
+    long tokens = B * T * ranks;
+    if (tokens > RUN_MAX_TOKENS_PER_MICRO_STEP) {
+        snprintf(why, cap, "flags -b and -t: B*T*ranks = %ld tokens per micro-step, more than the limit of %ld", tokens,
+                 RUN_MAX_TOKENS_PER_MICRO_STEP);
+        return 0;
+    }
+    long total = total_batch == -1 ? tokens : total_batch;
+    if (total <= 0 || total % tokens != 0) {
+        snprintf(why, cap, "flag -d (total batch) is %ld tokens, expected a positive multiple of B*T*ranks = %ld", total,
+                 tokens);
+        return 0;
+    }
+    if (total / tokens > RUN_MAX_MICRO_STEPS) {
+        snprintf(why, cap, "flag -d (total batch) is %ld tokens = %ld micro-steps of B*T*ranks = %ld; at most %ld are "
+                 "allowed", total, total / tokens, tokens, RUN_MAX_MICRO_STEPS);
+        return 0;
+    }
+    *accum = total / tokens;
+    return 1;
+}
+
+void memory_plan_print_json(const MemoryPlan* p, size_t budget, int accum, int keep_step, FILE* f) {
     const EngineOptions* o = &p->opts;
     fprintf(f, "{\"model\": {\"layers\": %d, \"channels\": %d, \"heads\": %d, \"vocab\": %d, \"padded_vocab\": %d, "
                "\"max_seq_len\": %d, \"parameters\": %zu},\n",
@@ -182,7 +208,7 @@ void memory_plan_print_json(const MemoryPlan* p, size_t budget, int accum, FILE*
     fprintf(f, "],\n \"device_bytes\": %zu, \"device_total\": %zu, \"host_bytes\": %zu", p->device_bytes, p->device_total,
             p->host_bytes);
     if (budget > 0) {
-        MemoryFit fit = memory_plan_fit(&p->cfg, o, accum, budget);
+        MemoryFit fit = memory_plan_fit_step(&p->cfg, o, accum, keep_step, budget);
         fprintf(f, ",\n \"budget\": {\"bytes\": %zu, \"fits\": %s, \"max_B\": %d", budget, fit.fits ? "true" : "false",
                 fit.max_B);
         if (!fit.fits && fit.found) {
@@ -242,22 +268,35 @@ static double change_seconds(const GPT2Config* cfg, const EngineOptions* o, int 
 }
 
 MemoryFit memory_plan_fit(const GPT2Config* cfg, const EngineOptions* opts, int accum, size_t budget) {
+    return memory_plan_fit_step(cfg, opts, accum, 0, budget);
+}
+
+MemoryFit memory_plan_fit_step(const GPT2Config* cfg, const EngineOptions* opts, int accum, int keep_step,
+                               size_t budget) {
     MemoryFit fit;
     memset(&fit, 0, sizeof(fit));
     MemoryPlan p;
     memory_plan_make(&p, cfg, opts);
     fit.fits = p.device_total <= budget;
+    long nr = opts->num_ranks > 0 ? opts->num_ranks : 1, steps_accum, ignored;
+    if (accum < 1) accum = 1;
+    char why[256];
+    long step_seqs = (long)opts->B * accum;  // sequences per rank per optimizer step
     // The largest B: the plan grows with B, so a binary search, up to 2^16 sequences and the
-    // trainer's limit of 2^24 tokens per micro-step over the ranks (B*T stays an int).
+    // trainer's limit on tokens per micro-step; with a fixed step, then down to a B that divides it.
     EngineOptions o = *opts;
-    long long nr = opts->num_ranks > 0 ? opts->num_ranks : 1, per = (long long)(opts->T > 0 ? opts->T : 1) * nr;
-    int lo = 0, hi = (int)((1LL << 24) / per < (1 << 16) ? (1LL << 24) / per : (1 << 16));
+    long per = (long)(opts->T > 0 ? opts->T : 1) * nr;
+    int lo = 0, hi = (int)(RUN_MAX_TOKENS_PER_MICRO_STEP / per < (1 << 16) ? RUN_MAX_TOKENS_PER_MICRO_STEP / per : (1 << 16));
     while (lo < hi) {
         o.B = lo + (hi - lo + 1) / 2;
         memory_plan_make(&p, cfg, &o);
         if (p.device_total <= budget) lo = o.B;
         else hi = o.B - 1;
     }
+    while (lo > 0 && !(keep_step ? step_seqs % lo == 0 && run_shape_check(lo, opts->T, nr, step_seqs * opts->T * nr,
+                                                                            &ignored, why, sizeof(why))
+                                  : run_shape_check(lo, opts->T, nr, -1, &ignored, why, sizeof(why))))
+        lo--;
     fit.max_B = lo;
     if (fit.fits) return fit;
 
@@ -269,8 +308,12 @@ MemoryFit memory_plan_fit(const GPT2Config* cfg, const EngineOptions* opts, int 
     double best = 0;
     int ranks = opts->num_ranks > 1;
     for (int r = opts->recompute; r <= 3; r++)
-        for (int div = 1; div <= opts->B; div *= 2) {
-            if (opts->B % div) break;
+        for (int div = 1; div <= opts->B; div++) {
+            // B divided by any of its divisors, the micro-steps multiplied by it: the step's tokens
+            // kept, and a shape the trainer runs.
+            if (opts->B % div != 0 ||
+                !run_shape_check(opts->B / div, opts->T, nr, step_seqs * opts->T * nr, &steps_accum, why, sizeof(why)))
+                continue;
             for (int z = opts->zero_stage; z <= (ranks ? 2 : opts->zero_stage); z++)
                 for (int off = opts->offload; off <= OFFLOAD_GRADS; off++) {
                     EngineOptions c = *opts;
@@ -325,7 +368,9 @@ void memory_fit_print(const MemoryFit* fit, const EngineOptions* opts, size_t bu
 size_t memory_size_parse(const char* text, const char* flag) {
     char* end = NULL;
     double x = strtod(text, &end);
-    if (end == text || !(x >= 0) || !isfinite(x)) fatal("flag %s expects a size such as 48GiB or 512MiB, got '%s'", flag, text);
+    const char* first = text + strspn(text, " \t");
+    if (end == text || !(x >= 0) || !isfinite(x) || *first == '-')  // "-0" too
+        fatal("flag %s expects a size such as 48GiB or 512MiB, got '%s'", flag, text);
     static const struct { const char* unit; double bytes; } units[] = {
         {"", 1}, {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
         {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0},
@@ -334,6 +379,9 @@ size_t memory_size_parse(const char* text, const char* flag) {
         if (strcmp(end, units[i].unit) != 0) continue;
         double b = x * units[i].bytes;
         if (b >= 1.8e19) fatal("flag %s: %s is more bytes than this program can count", flag, text);
+        // 0 is no size: a budget of nothing (and one under a byte) is refused, not read as "no limit".
+        if (b < 1) fatal("flag %s: %s is %s, expected at least one byte (leave the flag out for no limit)", flag, text,
+                         b == 0 ? "zero" : "less than a byte");
         return (size_t)b;
     }
     fatal("flag %s expects a size such as 48GiB or 512MiB, got '%s' (units: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", flag, text);

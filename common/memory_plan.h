@@ -79,6 +79,18 @@ typedef struct {
     size_t host_bytes;       // host memory the engine allocates (pinned and not)
 } MemoryPlan;
 
+// The trainer's limits on a step's shape, which the planner keeps to as well: one validation for
+// both (run_shape_check), so the planner never plans or suggests what the trainer refuses.
+// B*T*ranks tokens per micro-step (B*T is an int in the engines' layers and kernels), micro-steps
+// per optimizer step.
+#define RUN_MAX_TOKENS_PER_MICRO_STEP (1L << 24)
+#define RUN_MAX_MICRO_STEPS (1L << 20)
+// Whether the trainer runs micro-batches of B sequences of T tokens on `ranks` ranks with
+// total_batch tokens per optimizer step (-1 = one micro-step): 1 with the micro-steps per step in
+// *accum, else 0 with why naming the flags and the limit. Products are exact in 64 bits (B, T <
+// 2^31, ranks <= 2^20).
+int run_shape_check(long B, long T, long ranks, long total_batch, long* accum, char* why, size_t cap);
+
 // The plan of rank opts->rank of opts->num_ranks (rank 0's shard is never smaller than another's:
 // plan rank 0 for the per-rank figure). opts->precision picks the element size.
 void memory_plan_make(MemoryPlan* p, const GPT2Config* cfg, const EngineOptions* opts);
@@ -87,13 +99,14 @@ void memory_plan_make(MemoryPlan* p, const GPT2Config* cfg, const EngineOptions*
 // table tensor by tensor (per layer and in all), under a heading naming the configuration.
 void memory_plan_print(const MemoryPlan* p, FILE* f);
 // The same as one JSON object (for scripts: --plan --json), with the budget's answer when
-// budget > 0 (memory_plan_fit, for a step of accum micro-steps).
-void memory_plan_print_json(const MemoryPlan* p, size_t budget, int accum, FILE* f);
+// budget > 0 (memory_plan_fit_step, for a step of accum micro-steps, keep_step as there).
+void memory_plan_print_json(const MemoryPlan* p, size_t budget, int accum, int keep_step, FILE* f);
 
 // What fits in a budget of device bytes per rank.
 typedef struct {
     int fits;              // the plan as asked fits
-    int max_B;             // the largest micro-batch that fits with everything else as asked (0: none)
+    int max_B;             // the largest micro-batch that fits with everything else as asked and that
+                           // the trainer accepts (0: none)
     int found;             // a change was found that fits (when !fits)
     EngineOptions change;  // its options (B, recompute, zero_stage, offload changed)
     int accum_factor;      // micro-steps per optimizer step multiply by this (B divided by it)
@@ -102,11 +115,18 @@ typedef struct {
     size_t change_bytes;   // its device_total
     char what[256];        // the change in words, e.g. "-r 1 and -b 8 with 2x accumulation"
 } MemoryFit;
-// accum = micro-steps per optimizer step as asked (the step's token count stays fixed).
+// accum = micro-steps per optimizer step as asked (a change keeps the step's tokens). keep_step: the
+// step's tokens are fixed (-d was given), so max_B must also divide the step's sequences per rank
+// (B * accum) as the trainer requires. Every B, accumulation and the step it suggests passes
+// run_shape_check.
+MemoryFit memory_plan_fit_step(const GPT2Config* cfg, const EngineOptions* opts, int accum, int keep_step,
+                               size_t budget);
+// memory_plan_fit_step without a fixed step (the engine's out-of-memory advice).
 MemoryFit memory_plan_fit(const GPT2Config* cfg, const EngineOptions* opts, int accum, size_t budget);
 void memory_fit_print(const MemoryFit* fit, const EngineOptions* opts, size_t budget, FILE* f);
 
-// "48GiB", "48GB", "1.5TiB", "512MiB", "4096" (bytes); 0 when unreadable (fatal naming flag).
+// "48GiB", "48GB", "1.5TiB", "512MiB", "4096" (bytes), at least one byte: fatal, naming the flag,
+// on anything else (unreadable, negative, 0 or under a byte, more than 64 bits count).
 size_t memory_size_parse(const char* text, const char* flag);
 const char* offload_name(int offload);
 

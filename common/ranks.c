@@ -2,9 +2,11 @@
 // found; without it every call is the one-rank case.
 #include "ranks.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -33,18 +35,28 @@ static void abort_others_on_exit(void) {
 
 void ranks_init(Ranks* r) {
     int size = env_int("OMPI_COMM_WORLD_SIZE", 1);
+    // srun (Slurm's launcher, --mpi=pmix or pmi2) sets no OMPI_* variable before MPI_Init; its
+    // PMI variables say the process is one task of a parallel launch (tested with srun --mpi=pmix,
+    // Slurm 22.05: before, each task ran as a run of its own).
+    int launched = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
 #ifdef USE_MPI
-    if (size > 1 || getenv("OMPI_COMM_WORLD_SIZE")) {
+    if (size > 1 || launched) {
         MPI_Init(NULL, NULL);
         MPI_Comm_rank(MPI_COMM_WORLD, &g_ranks.rank);
         MPI_Comm_size(MPI_COMM_WORLD, &g_ranks.num_ranks);
-        g_ranks.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", g_ranks.rank);
-        g_ranks.local_ranks = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", g_ranks.num_ranks);
+        // The rank's place on its machine (the GPU it binds): the ranks that share memory with it,
+        // whichever launcher started them.
+        MPI_Comm node;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_ranks.rank, MPI_INFO_NULL, &node);
+        MPI_Comm_rank(node, &g_ranks.local_rank);
+        MPI_Comm_size(node, &g_ranks.local_ranks);
+        MPI_Comm_free(&node);
         g_ranks.mpi = 1;
         if (g_ranks.num_ranks > 1) fatal_set_prefix_rank(g_ranks.rank);
         atexit(abort_others_on_exit);
     }
 #else
+    (void)launched;
     if (size > 1) fatal("started by mpirun with %d ranks, but this trainer was built without MPI (install OpenMPI's "
                         "mpicc and rebuild)", size);
 #endif
@@ -81,6 +93,50 @@ void ranks_broadcast(void* data, size_t bytes, int root) {
     }
 #endif
     (void)data; (void)bytes; (void)root;
+}
+
+int ranks_find_difference(const char* text, char** rank0_text) {
+    *rank0_text = NULL;
+#ifdef USE_MPI
+    if (g_ranks.mpi && g_ranks.num_ranks > 1) {
+        // One collective when they agree: every rank's digest to every rank.
+        uint64_t mine = checksum_bytes(text, strlen(text));
+        uint64_t* all = (uint64_t*)malloc_check((size_t)g_ranks.num_ranks * sizeof(uint64_t), "rank digests");
+        MPI_Allgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+        int first = -1;
+        for (int r = 1; r < g_ranks.num_ranks && first < 0; r++)
+            if (all[r] != all[0]) first = r;
+        free(all);
+        if (first < 0) return -1;
+        // They differ: rank 0's text to every rank, so the first rank that differs can say how.
+        long long len = (long long)strlen(text);
+        MPI_Bcast(&len, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+        if (len < 0 || len > (1LL << 30)) fatal("rank 0's run record is %lld bytes", len);
+        char* t = (char*)malloc_check((size_t)len + 1, "rank 0's run record");
+        if (g_ranks.rank == 0) memcpy(t, text, (size_t)len);
+        MPI_Bcast(t, (int)len, MPI_CHAR, 0, MPI_COMM_WORLD);
+        t[len] = '\0';
+        *rank0_text = t;
+        return first;
+    }
+#endif
+    (void)text;
+    return -1;
+}
+
+void ranks_await_abort(void) {
+#ifdef USE_MPI
+    // The reporting rank's exit aborts the job (MPI_Abort from its exit handler), ending this one.
+    // mpirun's abort may take its kill delay twice (odls_base_sigkill_timeout, 20 s as the recipes
+    // set it), so after 2 s, by which the reporting rank has long printed its line, this rank ends
+    // itself, without a second error line or an abort of its own.
+    if (g_ranks.mpi) {
+        for (int i = 0; i < 20; i++) usleep(100000);
+        g_finalized = 1;  // no MPI_Abort of our own: the reporting rank's line is the one to read
+        _exit(1);
+    }
+#endif
+    exit(1);
 }
 
 void ranks_finalize(void) {

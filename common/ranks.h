@@ -28,6 +28,13 @@ void ranks_barrier(void);
 void ranks_sum(double* values, int n);          // every rank gets the sums, in place
 void ranks_max(int* values, int n);             // every rank gets the maxima, in place
 void ranks_broadcast(void* data, size_t bytes, int root);
+// Compares a text across the ranks: -1 when every rank's is the same (one collective: each rank's
+// 64-bit digest to every rank); else the lowest rank whose text differs from rank 0's, with rank
+// 0's text in *rank0_text (malloc'd) on every rank, so that rank can name the difference.
+int ranks_find_difference(const char* text, char** rank0_text);
+// For the ranks that are not reporting an error another rank reports: wait to be ended by its exit
+// (which aborts every rank), and end quietly if that has not come within 2 s.
+void ranks_await_abort(void) __attribute__((noreturn));
 void ranks_finalize(void);
 
 #ifdef __cplusplus

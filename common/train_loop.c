@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "checkpoint.h"
@@ -29,8 +30,6 @@
 
 // Bounds on sizes that come from flags, so every product below is exact in 64 bits and every
 // count fits the int it is stored in. Far above any real run.
-#define MAX_TOKENS_PER_MICRO_STEP (1L << 24)  // B*T*ranks
-#define MAX_MICRO_STEPS (1L << 20)            // gradient accumulation steps per optimizer step
 #define MAX_GEN_TOKENS (1 << 20)
 #define MAX_PLAN_RANKS (1 << 20)              // --ranks: far above any cluster
 #define MAX_THREADS 1024                      // libgomp itself overflows its stack near 70000
@@ -38,6 +37,12 @@
 // (about the last 50 steps), active once this many finite steps were seen.
 #define OUTLIER_ALPHA 0.02
 #define OUTLIER_WARMUP 20
+// FP16: a run stops when this many steps in a row were skipped for non-finite gradients at the
+// minimum loss scale (LOSS_SCALE_MIN). Halving has nothing left to try there, so a transient
+// overflow (one bad batch) has cleared by then; ten batches in a row whose gradients overflow fp16
+// at scale 1 (|g| > 65504) or are NaN mean the weights or the model are broken. From the default
+// scale of 65536 that is 16 halvings first: 26 skipped steps in all.
+#define SKIPS_AT_MIN_SCALE 10
 
 // ---------------------------------------------------------------------------------------------
 // Options and model
@@ -77,7 +82,11 @@ static void options_validate(const TrainOptions* o) {
     if (o->recompute < 0 || o->recompute > 3) fatal("flag -r (recompute) must be 0, 1, 2 or 3, got %d", o->recompute);
     if (o->recompute_every < 0) fatal("flag --recompute-every must be non-negative, got %d", o->recompute_every);
     if (o->gelu_fusion < 0 || o->gelu_fusion > 2) fatal("flag -ge (gelu fusion) must be 0, 1 or 2, got %d", o->gelu_fusion);
-    if (!(o->loss_scale > 0)) fatal("flag --loss-scale must be positive, got %g", o->loss_scale);
+    // Below 1 the scale shrinks FP16 gradients instead of guarding them (at 1e-30 every one flushes
+    // to zero and nothing is learned), and the scale never falls below LOSS_SCALE_MIN anyway.
+    if (!(o->loss_scale >= LOSS_SCALE_MIN))
+        fatal("flag --loss-scale must be at least %g (the minimum loss scale), got %g: a scale below 1 shrinks the FP16 "
+              "gradients, flushing small ones to zero", LOSS_SCALE_MIN, o->loss_scale);
     if (o->loss_scale_interval <= 0)
         fatal("flag --loss-scale-interval must be positive, got %d", o->loss_scale_interval);
     if (o->skip_outliers < 0) fatal("flag --skip-outliers must be 0 (off) or a positive z-score, got %g", o->skip_outliers);
@@ -99,15 +108,15 @@ static void options_validate(const TrainOptions* o) {
 }
 
 // A descriptor builds a fresh model (max sequence 1024, like GPT-2); anything else is a file.
-static void model_config_from_flag(const char* model, GPT2Config* cfg, int* from_file) {
+// Returns a checksum of the model file's contents (0 for a descriptor).
+static uint64_t model_config_from_flag(const char* model, GPT2Config* cfg, int* from_file) {
     *from_file = !gpt2_config_from_descriptor(model, 1024, cfg);
-    if (*from_file) {
-        if (!file_exists(model))
-            fatal("flag -e: '%s' is neither a model descriptor (d1..d6, d12, d24, d36, d48) nor a model file", model);
-        // Read through now when it carries a checksum: a damaged header must be named as such, not
-        // show up later as data that does not fit it.
-        model_file_check(model, cfg);
-    }
+    if (!*from_file) return 0;
+    if (!file_exists(model))
+        fatal("flag -e: '%s' is neither a model descriptor (d1..d6, d12, d24, d36, d48) nor a model file", model);
+    // Read through now: a damaged file, or a NaN or Inf in any weight (padding rows too), must be
+    // named as such at start-up, not show up later as a diverged loss.
+    return model_file_check(model, cfg);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -118,16 +127,39 @@ static void checkpoint_paths(const char* dir, long step, char* model_path, char*
     snprintf(state_path, cap, "%s/state_%08ld.bin", dir, step);
 }
 
-// The step of "PREFIXDIGITS.bin", or -1.
-static long checkpoint_name_step(const char* name, const char* prefix) {
-    size_t p = strlen(prefix), n = strlen(name);
-    if (n <= p + 4 || strncmp(name, prefix, p) != 0 || strcmp(name + n - 4, ".bin") != 0) return -1;
+// What a file of a checkpoint is called: model_STEP.bin, state_STEP.bin, a shard of a sharded
+// checkpoint state_STEP.rankNNN.bin, and any of them set aside as damaged (NAME.damaged).
+typedef enum { CKPT_NONE, CKPT_MODEL, CKPT_STATE, CKPT_SHARD } CheckpointFileKind;
+
+// The step of "PREFIX<digits>" at the start of name, with *rest pointing after the digits; -1 if none.
+static long name_step(const char* name, const char* prefix, const char** rest) {
+    size_t p = strlen(prefix);
+    if (strncmp(name, prefix, p) != 0 || name[p] < '0' || name[p] > '9') return -1;
     long step = 0;
-    for (size_t i = p; i < n - 4; i++) {
-        if (name[i] < '0' || name[i] > '9' || step > CHECKPOINT_MAX_STEP) return -1;
-        step = step * 10 + (name[i] - '0');
+    const char* c = name + p;
+    for (; *c >= '0' && *c <= '9'; c++) {
+        if (step > CHECKPOINT_MAX_STEP) return -1;
+        step = step * 10 + (*c - '0');
     }
+    *rest = c;
     return step;
+}
+
+static CheckpointFileKind checkpoint_file_kind(const char* name, long* step, int* damaged) {
+    const char* rest;
+    CheckpointFileKind kind = CKPT_NONE;
+    if ((*step = name_step(name, "model_", &rest)) >= 0) kind = CKPT_MODEL;
+    else if ((*step = name_step(name, "state_", &rest)) >= 0) kind = CKPT_STATE;
+    else return CKPT_NONE;
+    if (kind == CKPT_STATE && strncmp(rest, ".rank", 5) == 0 && rest[5] >= '0' && rest[5] <= '9') {
+        rest += 5;
+        while (*rest >= '0' && *rest <= '9') rest++;
+        kind = CKPT_SHARD;
+    }
+    if (strncmp(rest, ".bin", 4) != 0) return CKPT_NONE;
+    rest += 4;
+    *damaged = strcmp(rest, ".damaged") == 0;
+    return *rest == '\0' || *damaged ? kind : CKPT_NONE;
 }
 
 static int long_desc(const void* a, const void* b) {
@@ -136,7 +168,7 @@ static int long_desc(const void* a, const void* b) {
 }
 
 // Steps of the state files in dir, newest first; the count in *count (caller frees). With
-// any_file, model files count too (to see whether the dir holds any checkpoint at all).
+// any_file, every checkpoint file counts (models, shards, damaged ones: does the dir hold any?).
 static long* checkpoint_list(const char* dir, int any_file, int* count) {
     *count = 0;
     DIR* d = opendir(dir);
@@ -145,9 +177,10 @@ static long* checkpoint_list(const char* dir, int any_file, int* count) {
     int cap = 0;
     struct dirent* ent;
     while ((ent = readdir(d)) != NULL) {
-        long step = checkpoint_name_step(ent->d_name, "state_");
-        if (step < 0 && any_file) step = checkpoint_name_step(ent->d_name, "model_");
-        if (step < 0) continue;
+        long step;
+        int damaged;
+        CheckpointFileKind kind = checkpoint_file_kind(ent->d_name, &step, &damaged);
+        if (kind == CKPT_NONE || (!any_file && (kind != CKPT_STATE || damaged))) continue;
         if (*count == cap) {
             cap = cap ? 2 * cap : 64;
             steps = (long*)realloc(steps, (size_t)cap * sizeof(long));
@@ -160,41 +193,112 @@ static long* checkpoint_list(const char* dir, int any_file, int* count) {
     return steps;
 }
 
-// Held until the process ends (the descriptor is never closed): a second run on the same dir is
-// refused at once, whatever its flags. flock ends with the process, however it ends.
-static void output_dir_lock(const char* dir) {
-    char path[4200];
-    snprintf(path, sizeof(path), "%s/train.lock", dir);
+// The lock: flock() on the output directory itself, through a descriptor of it that stays open
+// until the process ends (however it ends, the kernel drops the lock with it). Nothing inside the
+// dir can be deleted to break it. train.lock beside the checkpoints only says who holds it (pid,
+// host, start time), for a second run's message and for the other ranks of this run to see that
+// they write into the same directory. On NFS, flock() becomes a POSIX byte-range lock, which needs
+// a descriptor open for writing: a directory's cannot be, so there the lock falls back to
+// train.lock itself (held by NFS's lock manager across machines; deleting the file would free it
+// for a second run, so output_dir_check stops this run as soon as train.lock is not its own file).
+// Where the file system has no locks at all (Lustre mounted without -o flock: ENOSYS), the run
+// says so and goes on without one.
+static struct {
+    char dir[4200], lock_path[4300];
+    int dir_fd, file_fd;    // descriptors held for the run (file_fd: the lock itself, on NFS)
+    struct stat dir_st, file_st;
+} g_out = {"", "", -1, -1, {0}, {0}};
+
+// The holder's lines in train.lock, into text (empty when it cannot be read).
+static void lock_file_read(const char* path, char* text, size_t cap) {
+    text[0] = '\0';
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return;
+    ssize_t n = pread(fd, text, cap - 1, 0);
+    text[n > 0 ? n : 0] = '\0';
+    close(fd);
+}
+
+static void output_dir_busy(const char* dir, const char* lock_path) {
+    char text[256], holder[160] = "";
+    lock_file_read(lock_path, text, sizeof(text));
+    const char* host = strstr(text, "\nhost ");
+    if (text[0] != '\n' && text[0])
+        snprintf(holder, sizeof(holder), " by process %.*s%s%.*s", (int)strcspn(text, "\n"), text, host ? " on host " : "",
+                 host ? (int)strcspn(host + 6, "\n") : 0, host ? host + 6 : "");
+    fatal("output dir %s is in use by another run: it is locked%s (%s); wait for it to end or choose another -o", dir, holder,
+          lock_path);
+}
+
+static void output_dir_lock(const char* dir, char* lock_text, size_t lock_cap) {
+    snprintf(g_out.dir, sizeof(g_out.dir), "%s", dir);
+    snprintf(g_out.lock_path, sizeof(g_out.lock_path), "%s/train.lock", dir);
+    const char* path = g_out.lock_path;
+    g_out.dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (g_out.dir_fd < 0 || fstat(g_out.dir_fd, &g_out.dir_st) != 0)
+        fatal("cannot open output dir %s (%s)", dir, strerror(errno));
+    // The directory first: a run refused here creates and changes nothing in it.
+    int dir_locked = flock(g_out.dir_fd, LOCK_EX | LOCK_NB) == 0;
+    if (!dir_locked && errno == EWOULDBLOCK) output_dir_busy(dir, path);
+    int dir_errno = errno;
     const char* kind = path_not_regular(path);
     if (kind) fatal("lock file %s is %s, expected a regular file", path, kind);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) fatal("cannot open lock file %s (%s)", path, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        char pid[32] = "";
-        ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
-        pid[n > 0 ? n : 0] = '\0';
-        pid[strcspn(pid, "\n")] = '\0';
-        fatal("output dir %s is in use by another run: %s is locked%s%s%s; wait for it to end or choose another -o", dir,
-              path, pid[0] ? " (by process " : "", pid, pid[0] ? ")" : "");
+    if (!dir_locked) {
+        // No lock on a directory here (NFS): train.lock itself, checked at every step.
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            g_out.file_fd = fd;
+            if (fstat(fd, &g_out.file_st) != 0) fatal("cannot stat lock file %s (%s)", path, strerror(errno));
+            printf("output: %s cannot be locked as a directory on this file system (%s); locked %s instead (deleting "
+                   "it stops this run)\n", dir, strerror(dir_errno), path);
+        } else if (errno == EWOULDBLOCK) {
+            output_dir_busy(dir, path);
+        } else {
+            printf("output: this file system cannot lock %s or %s (%s): nothing keeps a second run out of it\n", dir,
+                   path, strerror(errno));
+        }
     }
-    char pid[32];
-    int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int n = snprintf(lock_text, lock_cap, "%ld\nhost %s\nstarted %lld.%09ld\n", (long)getpid(), host, (long long)ts.tv_sec,
+                     ts.tv_nsec);
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, lock_text, (size_t)n, 0) != n || fsync(fd) != 0)
         fatal("cannot write lock file %s (%s)", path, strerror(errno));
+    if (fd != g_out.file_fd) close(fd);  // the directory's descriptor holds the lock
+}
+
+// Rank 0, at every step: the dir (and on NFS the lock file) must still be the one locked. A dir
+// deleted or moved away, or train.lock replaced, would leave this run writing where nobody looks,
+// or a second run in its dir.
+static void output_dir_check(void) {
+    if (g_out.dir_fd < 0) return;
+    struct stat st;
+    int gone = stat(g_out.dir, &st) != 0;
+    if (gone || st.st_dev != g_out.dir_st.st_dev || st.st_ino != g_out.dir_st.st_ino)
+        fatal("output dir %s was deleted, moved or replaced while this run used it (%s): its checkpoints and log would "
+              "go where nobody finds them; stopping", g_out.dir, gone ? strerror(errno) : "another directory is there now");
+    if (g_out.file_fd >= 0 && (stat(g_out.lock_path, &st) != 0 || st.st_dev != g_out.file_st.st_dev ||
+                               st.st_ino != g_out.file_st.st_ino))
+        fatal("lock file %s was deleted or replaced while this run held it: a second run may now use %s; stopping",
+              g_out.lock_path, g_out.dir);
 }
 
 // Takes the dir: lock, temporary files of interrupted runs, and no mixing with another run.
 static void output_dir_claim(TrainSetup* s) {
     const TrainOptions* o = &s->opts;
     make_dirs(o->output_dir);
-    output_dir_lock(o->output_dir);
+    output_dir_lock(o->output_dir, s->lock_text, sizeof(s->lock_text));
     long long bytes;
     int removed = remove_temp_files(o->output_dir, "", 0, &bytes);  // the lock says no live run writes here
     if (removed)
         printf("output: removed %d temporary file%s of an interrupted run (%.1f MB) from %s\n", removed,
                removed == 1 ? "" : "s", bytes / 1e6, o->output_dir);
     if (o->resume) return;
-    // Only whole pairs are checkpoints; a half (a run killed between its two files) is debris.
+    // Only whole pairs are checkpoints; a half (a run killed between its two files), a shard without
+    // its checkpoint or a damaged file set aside is debris of an earlier run.
     int count, pairs = 0;
     long* steps = checkpoint_list(o->output_dir, 1, &count);
     long newest = -1;
@@ -212,19 +316,20 @@ static void output_dir_claim(TrainSetup* s) {
     s->overwrite_pending = count > 0;
 }
 
-// A fresh run: the old run's checkpoints (--overwrite) or halves of them go before it writes anything.
+// A fresh run: every checkpoint file of the old run (--overwrite), or its debris, goes before this
+// run writes anything: models, state files, every rank's shards, damaged ones set aside. Nothing
+// else in the dir is touched (log.jsonl is replaced when this run opens its own).
 static void output_dir_clear(const char* dir) {
     DIR* d = opendir(dir);
     if (!d) return;
     struct dirent* ent;
     int removed = 0;
     while ((ent = readdir(d)) != NULL) {
-        const char* name = ent->d_name;
-        size_t n = strlen(name);
-        int damaged = n > 8 && strcmp(name + n - 8, ".damaged") == 0;
-        if (checkpoint_name_step(name, "model_") < 0 && checkpoint_name_step(name, "state_") < 0 && !damaged) continue;
+        long step;
+        int damaged;
+        if (checkpoint_file_kind(ent->d_name, &step, &damaged) == CKPT_NONE) continue;
         char path[4400];
-        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        snprintf(path, sizeof(path), "%s/%s", dir, ent->d_name);
         if (unlink(path) != 0) fatal("--overwrite: cannot delete %s (%s)", path, strerror(errno));
         removed++;
     }
@@ -236,16 +341,25 @@ static void output_dir_clear(const char* dir) {
 // ---------------------------------------------------------------------------------------------
 // Resume: the newest intact checkpoint of this same run
 
-// A damaged pair is renamed NAME.damaged: out of every later resume's way, kept for a post-mortem.
-static void checkpoint_set_aside(const char* mp, const char* sp) {
-    const char* paths[2] = {sp, mp};
-    for (int i = 0; i < 2; i++) {
-        char to[4300];
-        snprintf(to, sizeof(to), "%s.damaged", paths[i]);
-        if (file_exists(paths[i]) && rename(paths[i], to) != 0)
-            fatal("cannot rename damaged checkpoint %s to %s (%s)", paths[i], to, strerror(errno));
+// A damaged checkpoint is renamed NAME.damaged, every file of it (the model, the state file and
+// any shards of that step): out of every later resume's way, kept for a post-mortem.
+static void checkpoint_set_aside(const char* dir, long step) {
+    DIR* d = opendir(dir);
+    if (!d) fatal("cannot list output dir %s (%s)", dir, strerror(errno));
+    struct dirent* ent;
+    while ((ent = readdir(d)) != NULL) {
+        long s;
+        int damaged;
+        if (checkpoint_file_kind(ent->d_name, &s, &damaged) == CKPT_NONE || damaged || s != step) continue;
+        char from[4400], to[4420];
+        snprintf(from, sizeof(from), "%s/%s", dir, ent->d_name);
+        snprintf(to, sizeof(to), "%s.damaged", from);
+        if (rename(from, to) != 0) fatal("cannot rename damaged checkpoint %s to %s (%s)", from, to, strerror(errno));
     }
-    sync_parent_dir(sp);
+    closedir(d);
+    char any[4300];
+    snprintf(any, sizeof(any), "%s/x", dir);
+    sync_parent_dir(any);
 }
 
 // The run record: the flags that shape the trajectory, then what the train data was.
@@ -328,7 +442,7 @@ static void resume_choose(TrainSetup* s) {
         }
         printf("resume: %s; setting it aside (*.damaged) and trying an older checkpoint\n", why);
         if (!damaged) snprintf(first_damage, sizeof(first_damage), "%s", why);
-        checkpoint_set_aside(mp, sp);
+        checkpoint_set_aside(o->output_dir, steps[i]);
         damaged++;
     }
     free(steps);
@@ -336,6 +450,35 @@ static void resume_choose(TrainSetup* s) {
         fatal("flag -y 1: no intact checkpoint in %s (%d damaged, set aside as *.damaged; the newest: %s)", o->output_dir,
               damaged, first_damage);
     fatal("flag -y 1: no checkpoint (model_*.bin with state_*.bin) in %s", o->output_dir);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ranks agree: every rank of a run must be given the same flags, read the same model and data and
+// write into the same output dir. Each comparison is one collective (ranks_find_difference); a
+// difference ends every rank within seconds, the first rank that differs naming what differs and
+// both values (the others wait for its exit to abort them). Done twice at start-up: the flags and
+// the model file before any other collective, the data and the output dir once they are read.
+
+static void ranks_agree(const TrainSetup* s, const char* record) {
+    if (s->num_ranks == 1) return;
+    char* rank0 = NULL;
+    int r = ranks_find_difference(record, &rank0);
+    if (r < 0) return;
+    if (s->rank != r) ranks_await_abort();
+    char what[160], mine[1024], theirs[1024];
+    if (!cli_record_diff(record, rank0, what, sizeof(what), mine, theirs, sizeof(mine)))
+        snprintf(what, sizeof(what), "the run record");
+    if (strcmp(what, "output-dir-lock") == 0)
+        fatal("flag -o (--output) %s is not the directory rank 0 writes into: its train.lock says '%s' here and '%s' on "
+              "rank 0; every rank must write into one shared directory (a shared file system)", s->opts.output_dir, mine,
+              theirs);
+    const char* label = strcmp(what, "model-contents") == 0  ? "the model file's contents (flag -e), as a checksum,"
+                        : strcmp(what, "build-precision") == 0 ? "this program's precision (make PRECISION=)"
+                        : strcmp(what, "train-data") == 0      ? "the train data (flag -i)"
+                        : strcmp(what, "val-data") == 0        ? "the val data (flag -j)"
+                                                               : what;
+    fatal("ranks disagree: %s is '%s' on rank %d but '%s' on rank 0; every rank of a run must be given the same flags, "
+          "model and data", label, mine, r, theirs);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -365,24 +508,21 @@ static void plan_and_exit(TrainSetup* s, Precision gpu_precision) {
     eo.zero_stage = o->zero_stage;
     eo.num_ranks = o->plan_ranks > 0 ? o->plan_ranks : s->num_ranks;
     eo.offload = offload_from_flag(o->offload);
-    long tokens = (long)o->B * o->T * eo.num_ranks;  // B, T < 2^31, ranks <= 2^20: exact in 64 bits
-    if (o->total_batch > 0 && o->total_batch % tokens != 0)
-        fatal("flag -d (total batch) is %ld tokens, expected a positive multiple of B*T*ranks = %ld", o->total_batch,
-              tokens);
-    long accum = o->total_batch > 0 ? o->total_batch / tokens : 1;
-    if (accum > MAX_MICRO_STEPS)
-        fatal("flag -d (total batch) is %ld tokens = %ld micro-steps of B*T*ranks = %ld; at most %ld are allowed",
-              o->total_batch, accum, tokens, MAX_MICRO_STEPS);
+    // The trainer's own check of the step's shape: what it would refuse is not planned.
+    long accum;
+    char why[256];
+    if (!run_shape_check(o->B, o->T, eo.num_ranks, o->total_batch, &accum, why, sizeof(why))) fatal("%s", why);
+    int keep_step = o->total_batch != -1;
     size_t budget = o->memory_budget[0] ? memory_size_parse(o->memory_budget, "--memory-budget") : 0;
     MemoryPlan p;
     memory_plan_make(&p, &s->config, &eo);
     if (s->rank == 0) {
         if (o->json) {
-            memory_plan_print_json(&p, budget, (int)accum, stdout);
+            memory_plan_print_json(&p, budget, (int)accum, keep_step, stdout);
         } else {
             memory_plan_print(&p, stdout);
             if (budget) {
-                MemoryFit fit = memory_plan_fit(&s->config, &eo, (int)accum, budget);
+                MemoryFit fit = memory_plan_fit_step(&s->config, &eo, (int)accum, keep_step, budget);
                 memory_fit_print(&fit, &eo, budget, stdout);
             }
         }
@@ -410,28 +550,39 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     options_validate(o);
     s->resume_step = -1;
 
-    model_config_from_flag(o->model, &s->config, &s->model_from_file);
+    s->model_sum = model_config_from_flag(o->model, &s->config, &s->model_from_file);
+    // Every rank must run the same configuration: checked before any other collective, since a
+    // difference in flags can make the ranks' collectives differ (and hang).
+    {
+        char* flags = cli_record_all(o, 0);
+        size_t n = strlen(flags);
+        char* record = (char*)malloc_check(n + 128, "flag record");
+        snprintf(record, n + 128, "%smodel-contents %016llx\nbuild-precision %s\n", flags,
+                 (unsigned long long)s->model_sum, precision_name(gpu_precision));
+        ranks_agree(s, record);
+        free(record);
+        free(flags);
+    }
     if (o->T > s->config.max_seq_len)
         fatal("flag -t (sequence length) is %d, the model's maximum is %d", o->T, s->config.max_seq_len);
     if (o->plan) plan_and_exit(s, gpu_precision);
-    long tokens_per_micro = (long)o->B * o->T * s->num_ranks;  // B, T < 2^31 and few ranks: exact in 64 bits
-    if (tokens_per_micro > MAX_TOKENS_PER_MICRO_STEP)
-        fatal("flags -b and -t: B*T*ranks = %ld tokens per micro-step, more than the limit of %ld", tokens_per_micro,
-              MAX_TOKENS_PER_MICRO_STEP);
-    s->total_batch = o->total_batch == -1 ? tokens_per_micro : o->total_batch;
-    if (s->total_batch % tokens_per_micro != 0)
-        fatal("flag -d (total batch) is %ld tokens, expected a positive multiple of B*T*ranks = %ld", s->total_batch,
-              tokens_per_micro);
-    if (s->total_batch / tokens_per_micro > MAX_MICRO_STEPS)
-        fatal("flag -d (total batch) is %ld tokens = %ld micro-steps of B*T*ranks = %ld; at most %ld are allowed",
-              s->total_batch, s->total_batch / tokens_per_micro, tokens_per_micro, MAX_MICRO_STEPS);
-    s->accum = (int)(s->total_batch / tokens_per_micro);
+    long accum;
+    char why[256];
+    if (!run_shape_check(o->B, o->T, s->num_ranks, o->total_batch, &accum, why, sizeof(why))) fatal("%s", why);
+    s->accum = (int)accum;
+    s->total_batch = accum * o->B * o->T * s->num_ranks;
 
     // The output dir before the data: a second run on it stops at once, not after a long data check.
-    // Rank 0 owns the dir (its lock, its clean-up); the others write their state shards into it.
+    // Rank 0 owns the dir (its lock, its clean-up); the others write their state shards into it, and
+    // read back what rank 0 wrote into its train.lock (compared below: one directory for all).
     if (o->output_dir[0] && s->rank == 0) output_dir_claim(s);
     if (o->output_dir[0]) make_dirs(o->output_dir);
     ranks_barrier();
+    if (o->output_dir[0] && s->rank != 0) {
+        char path[4300];
+        snprintf(path, sizeof(path), "%s/train.lock", o->output_dir);
+        lock_file_read(path, s->lock_text, sizeof(s->lock_text));
+    }
 
     // Data: given shards, or the built-in corpus made on first use. Every token is checked here.
     s->train_pattern = o->train_data;
@@ -462,6 +613,22 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
             fatal("train data %s holds %lld steps, more than the limit of %lld; set -x", s->train_pattern,
                   (long long)epoch_steps, CHECKPOINT_MAX_STEP);
         s->max_steps = (int)epoch_steps;
+    }
+    // The data every rank read, and the output dir each one writes into, are the same.
+    {
+        char record[1024], train_fp[256], val_fp[256] = "none", lock[512] = "";
+        dataloader_fingerprint(&s->train, train_fp, sizeof(train_fp));
+        if (s->have_val) dataloader_fingerprint(&s->val, val_fp, sizeof(val_fp));
+        // train.lock's lines on one line: "12345; host node1; started 1700000000.123456789".
+        size_t used = 0;
+        for (const char* c = s->lock_text; *c && used + 3 < sizeof(lock); c++) {
+            if (*c != '\n') lock[used++] = *c;
+            else if (c[1]) used += (size_t)snprintf(lock + used, sizeof(lock) - used, "; ");
+        }
+        lock[used] = '\0';
+        if (!lock[0] && s->opts.output_dir[0]) snprintf(lock, sizeof(lock), "(none)");
+        snprintf(record, sizeof(record), "train-data %s\nval-data %s\noutput-dir-lock %s\n", train_fp, val_fp, lock);
+        ranks_agree(s, record);
     }
     run_record_make(s);
     // Rank 0 checks the checkpoints and chooses (setting damaged ones aside); every rank loads it.
@@ -586,36 +753,155 @@ static double stats_std(double mean, double var) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Signals: SIGINT and SIGTERM end the run after the current step, with a checkpoint.
+// Signals: a stop request (SIGTERM, SIGINT, SIGUSR1, SIGUSR2) ends the run with a checkpoint of
+// the last completed step, without waiting for the step under way: that step is abandoned between
+// two micro-steps (its gradients dropped, the data rewound to its start; a resumed run does it
+// again, bit for bit), so the checkpoint starts within one micro-step of the signal. Every rank
+// stops at the same micro-step (stop_requested is collective). mpirun forwards SIGUSR1 and SIGUSR2
+// at once and SIGTERM only after its kill delay (README, "Preemption"). Launchers and schedulers
+// deliver a stop more than once (mpirun forwards its SIGTERM after the scheduler's own; Slurm
+// signals every process): repeats are ignored, except a second SIGINT (Ctrl-C twice), which ends
+// the process at once (the files stay safe: every write is to a temporary name first).
 
 static volatile sig_atomic_t g_stop_signal;
+static int g_signal_quiet;  // ranks other than 0 say nothing
 
 static void on_stop_signal(int sig) {
-    static const char msg[] = "\nsignal received: finishing the current step, then a checkpoint (again to stop at once)\n";
+    if (g_stop_signal) {
+        if (sig == SIGINT) {
+            signal(SIGINT, SIG_DFL);
+            raise(SIGINT);
+        }
+        return;
+    }
+    static const char msg[] = "\nsignal received: stopping at the next micro-step with a checkpoint of the last "
+                              "completed step (SIGINT again to stop at once)\n";
     g_stop_signal = sig;
-    ssize_t ignored = write(STDERR_FILENO, msg, sizeof(msg) - 1);
-    (void)ignored;
+    if (!g_signal_quiet) {
+        ssize_t ignored = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+        (void)ignored;
+    }
 }
 
-static void stop_signals_install(void) {
+static void stop_signals_install(int quiet) {
+    g_signal_quiet = quiet;
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_stop_signal;
-    // Reads and writes in progress finish rather than fail; a second signal ends the process at once
-    // (the handler is reset), which leaves the files safe all the same.
-    sa.sa_flags = SA_RESTART | SA_RESETHAND;
+    sa.sa_flags = SA_RESTART;  // reads and writes in progress finish rather than fail
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    int sigs[] = {SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
+    for (int i = 0; i < 4; i++) sigaction(sigs[i], &sa, NULL);
+}
+
+static const char* signal_name(int sig) {
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGUSR1 ? "SIGUSR1" : sig == SIGUSR2 ? "SIGUSR2"
+                                                                                                  : "a signal";
+}
+
+// The stop request as every rank sees it: the same answer on all (collective with several ranks).
+static int stop_requested(void) {
+    int sig = g_stop_signal;
+    ranks_max(&sig, 1);
+    return sig;
 }
 
 // ---------------------------------------------------------------------------------------------
 // The run
 
+// Flags the chosen engine cannot honour are refused, naming the engine (also when --engine auto fell
+// back to the C engine for want of a GPU): a flag ignored in silence leaves a run that is not the
+// one asked for (--max-memory 1MiB on the C engine would use what it needs, --precision bf16 would
+// train in fp32, ...).
+static void engine_flags_check(const TrainSetup* s, const Engine* e) {
+    const TrainOptions* o = &s->opts;
+    int cpu = e->kind && strcmp(e->kind, "cpu") == 0;
+    char flag[96] = "";
+    const char* what = NULL;
+    if (cpu && o->recompute != 0) {
+        snprintf(flag, sizeof(flag), "-r (--recompute) %d", o->recompute);
+        what = "activation recompute";
+    } else if (cpu && o->recompute_every != 0) {
+        snprintf(flag, sizeof(flag), "--recompute-every %d", o->recompute_every);
+        what = "activation recompute";
+    } else if (cpu && o->gelu_fusion != 0) {
+        snprintf(flag, sizeof(flag), "-ge (--gelu-fusion) %d", o->gelu_fusion);
+        what = "GELU fusion (a cuBLASLt epilogue)";
+    } else if (cpu && strcmp(o->offload, "none") != 0) {
+        snprintf(flag, sizeof(flag), "--offload %.32s", o->offload);
+        what = "optimizer offload (its optimizer state is in host memory already)";
+    } else if (cpu && o->max_memory[0]) {
+        snprintf(flag, sizeof(flag), "--max-memory %.32s", o->max_memory);
+        what = "a limit on device memory (it uses host memory)";
+    } else if (cpu && o->precision[0] && strcmp(o->precision, "fp32") != 0) {
+        snprintf(flag, sizeof(flag), "--precision %.16s", o->precision);
+        what = "a 16-bit precision (it computes in fp32)";
+    } else if (!e->loss_scaling && (cli_given(o, "--loss-scale") || cli_given(o, "--loss-scale-interval"))) {
+        snprintf(flag, sizeof(flag), "%s", cli_given(o, "--loss-scale") ? "--loss-scale" : "--loss-scale-interval");
+        what = "loss scaling (FP16's alone)";
+    }
+    if (!what) return;
+    fatal("flag %s asks for %s, which %s (%s) cannot honour%s; leave the flag out%s", flag, what,
+          cpu ? "the C reference engine" : "the GPU engine", precision_name(e->precision),
+          cpu && strcmp(o->engine, "auto") == 0 ? " (--engine auto chose it: no usable GPU)" : "",
+          cpu ? " or run on a GPU" : " or build the trainer for FP16 (make PRECISION=FP16)");
+}
+
+// The run id every file of this run's checkpoints carries (checkpoint.h). A resumed run keeps its
+// checkpoint's; a fresh run's is a hash of everything that decides its checkpoints' bytes: the
+// flags that can change them, the model file's contents, the train data, the engine and its
+// precision, and the number of ranks. A random id would make two identical runs' files differ
+// (the engines are deterministic, and runs are compared file for file); two runs with one id write
+// the same bytes, so files whose ids match are interchangeable.
+static uint64_t run_id_make(const TrainSetup* s, const Engine* e) {
+    char* flags = cli_record_all(&s->opts, 1);
+    char fp[256], more[512];
+    dataloader_fingerprint(&s->train, fp, sizeof(fp));
+    snprintf(more, sizeof(more), "model %s %016llx\ntrain-data %s\nengine %s %s\nranks %d\n",
+             s->model_from_file ? "file" : s->opts.model, (unsigned long long)s->model_sum, fp, e->kind ? e->kind : "",
+             precision_name(e->precision), s->num_ranks);
+    Checksum c;
+    checksum_init(&c);
+    checksum_update(&c, flags, strlen(flags));
+    checksum_update(&c, more, strlen(more));
+    free(flags);
+    uint64_t id = checksum_final(&c);
+    return id ? id : 1;  // 0 means "none"
+}
+
+// A checkpoint of `step`: the engine writes its files (every rank its part), then says so.
+static void checkpoint_write(TrainSetup* s, Engine* e, TrainState* st, int step) {
+    char mp[4200], sp[4200];
+    checkpoint_paths(s->opts.output_dir, step, mp, sp, sizeof(mp));
+    st->step = step;
+    st->train_pos = dataloader_get_pos(&s->train);
+    e->checkpoint_save(e, mp, sp, st);
+    printf("checkpoint: wrote %s and %s\n", mp, sp);
+}
+
+// The exit status of a stopped run: 128 + the signal, as a shell reports one; with several ranks 0,
+// because mpirun takes a rank's non-zero status for a failure and "aborts" the finished job through
+// its kill delays (and would hang on a crashed rank with that check off). Under mpirun its own exit
+// status, or scripts/preemptible.sh's 128 + the signal, says that the run was stopped.
+static int stop_status(const TrainSetup* s, int sig) { return s->num_ranks > 1 ? 0 : 128 + sig; }
+
+// The line a stopped run ends with: where its work is and how to go on. abandoned: step + 1 was
+// under way and is dropped (a resume does it again).
+static void stop_report(const TrainSetup* s, int sig, int step, int abandoned) {
+    const char* name = signal_name(sig);
+    char mp[4200], sp[4200], dropped[96] = "";
+    checkpoint_paths(s->opts.output_dir, step, mp, sp, sizeof(mp));
+    if (abandoned) snprintf(dropped, sizeof(dropped), " (step %d, under way, was dropped: a resume does it again)", step + 1);
+    if (!s->opts.output_dir[0]) printf("stopped by %s after step %d: no output dir (-o), nothing saved%s\n", name, step, dropped);
+    else if (step == 0) printf("stopped by %s before the first step: nothing to save\n", name);
+    else printf("stopped by %s after step %d: checkpoint %s; resume with the same flags and -y 1%s\n", name, step, mp, dropped);
+}
+
 int train_run(TrainSetup* s, Engine* e) {
     const TrainOptions* o = &s->opts;
     const GPT2Config* cfg = &s->config;
     size_t n = gpt2_param_layout(cfg).num_parameters;
+    engine_flags_check(s, e);
 
     // Weights: a model file, or a fresh seeded init. Host fp32 only until the engine has them.
     float* host_params = (float*)malloc_check(n * sizeof(float), "parameters");
@@ -637,6 +923,9 @@ int train_run(TrainSetup* s, Engine* e) {
         dataloader_set_pos(&s->train, st.train_pos);
         printf("resume: step %lld from %s\n", (long long)st.step, mp);
     }
+    // A resumed run keeps its checkpoint's run id (a checkpoint from before run ids gets one now).
+    if (!o->resume || st.run_id == 0) st.run_id = run_id_make(s, e);
+    ranks_broadcast(&st.run_id, sizeof(st.run_id), 0);
     memcpy(st.record, s->record, sizeof(st.record));
     // Overfitting trains on the first batch only: load it whether the run starts or resumes.
     if (o->overfit) {
@@ -671,9 +960,11 @@ int train_run(TrainSetup* s, Engine* e) {
     int timed_steps = 0, status = 0;
 
     int start_step = (int)st.step;
-    stop_signals_install();
+    int skipped_in_a_row = 0, skipped_at_min_scale = 0;  // FP16: steps skipped for non-finite gradients
+    stop_signals_install(s->rank != 0);
     for (int step = start_step; step <= s->max_steps; step++) {
         int last = step == s->max_steps;
+        if (s->rank == 0) output_dir_check();
         // A resumed run's first step was evaluated and sampled before its checkpoint was written.
         int resumed_here = o->resume && step == start_step;
         if (s->have_val && (step % o->val_every == 0 || last) && !resumed_here) {
@@ -685,32 +976,35 @@ int train_run(TrainSetup* s, Engine* e) {
             !resumed_here && s->rank == 0)
             sample_and_print(e, o, tok, &st.rng_state, gen, logits, scratch);
         // A stop request writes the checkpoint here, where an unbroken run would stand at this step.
-        int signal_seen = g_stop_signal;  // every rank stops at the same step, or a collective would hang
-        ranks_max(&signal_seen, 1);
+        int signal_seen = stop_requested();  // every rank stops at the same step, or a collective would hang
         int stopping = signal_seen && !last;
         int due = o->checkpoint_every > 0 && (step % o->checkpoint_every == 0 || last);
-        char mp[4200], sp[4200];
-        checkpoint_paths(o->output_dir, step, mp, sp, sizeof(mp));
-        if ((due || (stopping && o->output_dir[0])) && step > start_step) {
-            st.step = step;
-            st.train_pos = dataloader_get_pos(&s->train);
-            e->checkpoint_save(e, mp, sp, &st);
-            printf("checkpoint: wrote %s and %s\n", mp, sp);
-        }
+        int saved_here = (due || (stopping && o->output_dir[0])) && step > start_step;
+        if (saved_here) checkpoint_write(s, e, &st, step);
         if (stopping) {
-            const char* name = signal_seen == SIGINT ? "SIGINT" : "SIGTERM";
-            if (!o->output_dir[0]) printf("stopped by %s after step %d: no output dir (-o), nothing saved\n", name, step);
-            else if (step == 0) printf("stopped by %s before the first step: nothing to save\n", name);
-            else printf("stopped by %s after step %d: checkpoint %s; resume with the same flags and -y 1\n", name, step, mp);
-            status = 128 + signal_seen;
+            stop_report(s, signal_seen, step, 0);
+            status = stop_status(s, signal_seen);
             break;
         }
         if (last) break;
 
         double t0 = wall_time_ms();
+        DataLoaderPos step_start = dataloader_get_pos(&s->train);
+        int abandon = 0;
         for (int micro = 0; micro < s->accum; micro++) {
+            // A stop request between micro-steps abandons the step (not after its last: the update
+            // is all that is left of it).
+            if (micro > 0 && (abandon = stop_requested()) != 0) break;
             if (!o->overfit) dataloader_next_batch(&s->train);
             e->micro_step(e, s->train.inputs, s->train.targets, o->B, o->T, 1.0f / s->accum, micro == s->accum - 1);
+        }
+        if (abandon) {
+            // The weights and optimizer state are still those of `step`; only the data moved on.
+            dataloader_set_pos(&s->train, step_start);
+            if (o->output_dir[0] && step > start_step && !saved_here) checkpoint_write(s, e, &st, step);
+            stop_report(s, abandon, step, 1);
+            status = stop_status(s, abandon);
+            break;
         }
         float lr = lr_at_step(step, s->max_steps, o->lr, o->warmup, o->final_lr_frac);
         int guard = o->skip_outliers > 0 && st.stats_count >= OUTLIER_WARMUP;
@@ -737,10 +1031,23 @@ int train_run(TrainSetup* s, Engine* e) {
             if (!r.applied) printf(" | skipped: %s", reason);
             printf("\n");
         }
+        if (s->rank == 0) output_dir_check();  // before the log is written there
         logger_step(&log, step + 1, r.loss, r.grad_norm, lr, ms, tok_s, r.loss_scale, r.applied ? NULL : reason);
-        if (!isfinite(r.loss)) fatal("loss is %f at step %d: training diverged", r.loss, step + 1);
+        if (!isfinite(r.loss)) fatal("loss is %s at step %d: training diverged", isnan(r.loss) ? "nan" : "inf", step + 1);
         if (!r.applied && !outlier && !e->loss_scaling)
             fatal("gradient norm is %f at step %d: training diverged (the update was not applied)", r.grad_norm, step + 1);
+        if (!r.applied && !outlier) {
+            skipped_in_a_row++;
+            skipped_at_min_scale = r.loss_scale <= LOSS_SCALE_MIN ? skipped_at_min_scale + 1 : 0;
+            if (skipped_at_min_scale >= SKIPS_AT_MIN_SCALE)
+                fatal("FP16 loss scaling: %d steps in a row were skipped for non-finite gradients (steps %d-%d), the last %d "
+                      "at the minimum loss scale %g: no scale makes these gradients finite, so nothing can be learned. "
+                      "Likely cause: a NaN or Inf in the weights (a damaged model or checkpoint), or a diverged model (a "
+                      "lower -l, or -G to clip)", skipped_in_a_row, step + 2 - skipped_in_a_row, step + 1,
+                      skipped_at_min_scale, LOSS_SCALE_MIN);
+        } else if (r.applied) {
+            skipped_in_a_row = skipped_at_min_scale = 0;
+        }
         if (finite) {
             stats_add(&st.loss_mean, &st.loss_var, r.loss, st.stats_count);
             stats_add(&st.norm_mean, &st.norm_var, r.grad_norm, st.stats_count);

@@ -36,6 +36,8 @@ typedef struct {
     long resume_step;             // -y 1: the checkpoint chosen (the newest intact one); -1 without -y
     int overwrite_pending;        // a fresh run found checkpoint files (--overwrite, or halves): deleted before it writes
     char record[RUN_RECORD_MAX];  // this run's record (flags and data) for its checkpoints
+    uint64_t model_sum;           // -e FILE: a checksum of its contents (0 for a descriptor)
+    char lock_text[256];          // what rank 0 wrote into OUT/train.lock (every rank reads it back)
 } TrainSetup;
 
 // Flags, the model's shape, the output dir (locked for this run), the data (every token checked),
@@ -45,7 +47,8 @@ typedef struct {
 // --plan, prints the memory plan and exits.
 void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision);
 // The run: weights (fresh, from -e, or resumed), then the step loop. Destroys e; returns the
-// exit status: 0, or 128 + the signal when SIGINT or SIGTERM stopped it (after a checkpoint).
+// exit status: 0, or 128 + the signal when a stop request (SIGINT, SIGTERM, SIGUSR1, SIGUSR2)
+// ended it with a checkpoint (0 with several ranks: see stop_status in train_loop.c).
 int train_run(TrainSetup* s, Engine* e);
 
 #ifdef __cplusplus

@@ -279,7 +279,7 @@ static void cpu_checkpoint_save(Engine* e, const char* model_path, const char* s
     OptimizerCounters oc = {m->adam_steps, 0.0, 0};
     // The model file goes last: a state file is only trusted next to its model file.
     state_file_write(state_path, &m->config, st, &oc, m->m, m->v, m->layout.num_parameters);
-    model_file_write(model_path, &m->config, m->params);
+    model_file_write_checkpoint(model_path, &m->config, m->params, st);
 }
 static void copy_state_piece(void* ctx, int which, size_t offset, const float* data, size_t count) {
     GPT2CPU* m = (GPT2CPU*)ctx;

@@ -6,6 +6,7 @@
 #                        and keeping TOTAL tokens per step; sets FIT_B FIT_R FIT_Z FIT_OFFLOAD
 #                        FIT_ACCUM FIT_TOTAL_BYTES
 #   data_flags           -i/-j from TRAIN and VAL; the built-in corpus when TRAIN is empty
+#   launch_ranks NP      LAUNCH: how NP ranks start (mpirun for preemption; nothing for one)
 #   show_and_run CMD...  prints the command, then runs it (unless --dry)
 # The planner is ./train_gpt2 --plan --json (any machine, no GPU); its cost model (README, "The
 # memory planner") ranks recompute levels, micro-batch halvings, ZeRO stages and offload.
@@ -82,6 +83,17 @@ data_flags() {
 }
 
 gib() { python3 -c 'import sys; print(f"{int(sys.argv[1]) / 2**30:.2f}")' "$1"; }
+
+# launch_ranks NP: sets LAUNCH, what starts NP ranks (nothing for one: the trainer takes a SIGTERM
+# itself). Several ranks start under mpirun set up for preemption (README, "Preemption"):
+# scripts/preemptible.sh turns a scheduler's SIGTERM into SIGUSR1, which mpirun forwards to the ranks
+# at once (they abandon the step under way and write a checkpoint), and a kill delay of 20 s, within
+# which a rank signalled directly (Slurm signals every process) finishes one micro-step and its
+# checkpoint before mpirun kills it.
+launch_ranks() {
+    LAUNCH=()
+    [ "$1" -gt 1 ] && LAUNCH=(scripts/preemptible.sh ${MPIRUN:-mpirun} --mca odls_base_sigkill_timeout 20 -np "$1")
+}
 
 show_and_run() {
     printf 'command:'

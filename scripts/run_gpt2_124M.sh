@@ -29,13 +29,12 @@ b=$((TOTAL / (T * NP)))
 pick_fit $MODEL $T $TOTAL "$NP" $zero $b "$BUDGET"
 offload=()
 [ "$FIT_OFFLOAD" != none ] && offload=(--offload "$FIT_OFFLOAD")
-launch=()
-[ "$NP" -gt 1 ] && launch=(${MPIRUN:-mpirun} -np "$NP")
+launch_ranks "$NP"
 
 echo "GPT-2 124M ($MODEL, T=$T) on $NP GPU(s) within $BUDGET each, FP16:"
 echo "plan: -b $FIT_B -r $FIT_R -z $FIT_Z${offload[*]:+ ${offload[*]}}, $FIT_MICRO_STEPS micro-steps of $((FIT_B * T)) tokens on each of $NP rank(s) = $TOTAL tokens per step;" \
      "$(gib "$FIT_TOTAL_BYTES") GiB per rank with the estimates ($FIT_TOTAL_BYTES bytes)"
 [ $BUILTIN = 1 ] && echo "data: none given (TRAIN=...): the built-in corpus, $STEPS steps"
-show_and_run "${launch[@]}" ./train_gpt2 --engine gpu --precision fp16 -e $MODEL -t $T -b "$FIT_B" -r "$FIT_R" \
+show_and_run "${LAUNCH[@]}" ./train_gpt2 --engine gpu --precision fp16 -e $MODEL -t $T -b "$FIT_B" -r "$FIT_R" \
     -z "$FIT_Z" "${offload[@]}" -d $TOTAL "${DATA[@]}" -x "$STEPS" \
     -l 6e-4 -u 700 -q 0.0 -c 0.1 -G 1.0 -m 20 -s 20000 -n 5000 -o "$OUT" "${EXTRA[@]}"

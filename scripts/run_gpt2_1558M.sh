@@ -38,6 +38,7 @@ echo "GPT-2 1.5B ($MODEL, T=$T) on $NP GPUs within $BUDGET each, FP16, ZeRO-$FIT
 echo "plan: -b $FIT_B -r $FIT_R -z $FIT_Z${offload[*]:+ ${offload[*]}}, $FIT_MICRO_STEPS micro-steps of $((FIT_B * T)) tokens on each of $NP ranks = $TOTAL tokens per step;" \
      "$(gib "$FIT_TOTAL_BYTES") GiB per rank with the estimates ($FIT_TOTAL_BYTES bytes)"
 [ $BUILTIN = 1 ] && echo "data: none given (TRAIN=...): the built-in corpus, $STEPS steps"
-show_and_run ${MPIRUN:-mpirun} -np "$NP" ./train_gpt2 --engine gpu --precision fp16 -e $MODEL -t $T -b "$FIT_B" \
+launch_ranks "$NP"
+show_and_run "${LAUNCH[@]}" ./train_gpt2 --engine gpu --precision fp16 -e $MODEL -t $T -b "$FIT_B" \
     -r "$FIT_R" -z "$FIT_Z" "${offload[@]}" -d "$TOTAL" "${DATA[@]}" -x "$STEPS" \
     -l 6e-4 -u 700 -q 0.1 -c 0.1 -G 1.0 -m 20 -s 20000 -n 2000 -o "$OUT" "${EXTRA[@]}"

@@ -112,6 +112,12 @@ if line is None: print("no 'command:' line"); sys.exit(1)
 if "(--dry: not run)" not in out: print("--dry did not say it ran nothing"); sys.exit(1)
 argv = shlex.split(line[len("command: "):])
 np = 1
+if argv[0] == "scripts/preemptible.sh":  # several ranks: mpirun set up for preemption (README, "Preemption")
+    argv = argv[1:]
+    if argv[0] != "mpirun": print(f"scripts/preemptible.sh runs {argv[0]}, not mpirun"); sys.exit(1)
+    for setting in (["--mca", "odls_base_sigkill_timeout", "20"],):
+        if not any(argv[i:i + 3] == setting for i in range(len(argv))): print(f"mpirun without {' '.join(setting)}"); sys.exit(1)
+elif argv[0] == "mpirun": print("mpirun without scripts/preemptible.sh"); sys.exit(1)
 if argv[0] == "mpirun":
     np = int(argv[argv.index("-np") + 1]); argv = argv[argv.index("-np") + 2:]
 if argv[0] != "./train_gpt2": print(f"the command runs {argv[0]}"); sys.exit(1)

@@ -152,6 +152,18 @@ def main():
         model_case("bit flipped at %d" % off, bytes(b))
     for name, p in special_files(md, "m"):
         run_case("model", name, [TRAIN, "-e", p, "-i", shard] + flags + ["-o", ""], "error", p)
+    # NaN and Inf anywhere (issue 18), wte's padding rows included (V=16, Vp=128: rows 16..127), with
+    # the checksum re-sealed, and in a file without one (llm.c's): refused, naming the file.
+    nparams = (len(seed_model) - 1024) // 4
+    C = struct.unpack_from("<i", seed_model, 24)[0]
+    spots = {"the first weight": 0, "a padding row of wte": 20 * C + 3, "the last padding row": 128 * C - 1,
+             "wpe": 128 * C, "the last weight": nparams - 1, "the middle": nparams // 2}
+    for where, idx in spots.items():
+        for v in (float("nan"), float("inf"), float("-inf")):
+            data = seed_model[:1024 + 4 * idx] + struct.pack("<f", v) + seed_model[1024 + 4 * idx + 4:]
+            model_case("%r in %s (entry %d), checksum re-sealed" % (v, where, idx), reseal(data))
+            if v != v:
+                model_case("nan in %s (entry %d), no checksum" % (where, idx), i32(data, 12, 0))
 
     # ---- a checkpoint: the state file and the model file beside it, as -y 1 reads them ----
     sd = os.path.join(d, "state")
@@ -194,7 +206,12 @@ def main():
                     (word in (9, 12, 13, 14, 15) and v != -1))
             ckpt_case("state", "word %d = %d, checksum re-sealed" % (word, v), state=reseal(data),
                       expect="any" if fine else "error")
-    for word, v in ((9, float("nan")), (9, -1.0), (9, float("inf")), (12, float("nan")), (13, -1.0), (15, float("inf"))):
+    for w in (15, 16):  # the run id (issue 18): another run's state file beside this model file
+        for v in (0, 1, -1):
+            if differs(good_state, w, v):
+                ckpt_case("state", "header word %d = %d (run id), checksum re-sealed" % (w, v), state=reseal(i32(good_state, w, v)))
+    for word, v in ((9, float("nan")), (9, -1.0), (9, float("inf")), (12, float("nan")), (13, -1.0), (15, float("inf")),
+                    (9, 0.5), (9, 1e-30), (9, 5e-324)):
         off = 1024 + 8 * word
         data = good_state[:off] + struct.pack("<d", v) + good_state[off + 8:]
         ckpt_case("state", "word %d = %r (double), checksum re-sealed" % (word, v), state=reseal(data))
@@ -231,6 +248,16 @@ def main():
     for off in truncations(len(good_model)):
         ckpt_case("checkpoint model", "truncated at %d" % off, model_data=good_model[:off])
     ckpt_case("checkpoint model", "without its checksum (an llm.c file)", model_data=i32(good_model, 12, 0))
+    # Issue 18: words 15-17 tie the model file to its state files (run id, step); NaN or Inf in it.
+    for w in (15, 16, 17):
+        for v in (0, 1, -1, 3):
+            if differs(good_model, w, v):
+                ckpt_case("checkpoint model", "header word %d = %d, checksum re-sealed" % (w, v),
+                          model_data=reseal(i32(good_model, w, v)))
+    for idx in (0, 200, (len(good_model) - 1024) // 4 - 1):
+        for v in (float("nan"), float("inf")):
+            ckpt_case("checkpoint model", "%r at entry %d, checksum re-sealed" % (v, idx),
+                      model_data=reseal(good_model[:1024 + 4 * idx] + struct.pack("<f", v) + good_model[1028 + 4 * idx:]))
     for name, p in special_files(sd, "cm"):
         if name != "missing file":
             ckpt_case("checkpoint model", name, special=p)
@@ -342,6 +369,24 @@ def main():
              "error", "OMP_NUM_THREADS")
     run_case("flags", "-y 1 with --overwrite", [TRAIN, "-e", model, "-i", shard] + flags + ["-o", base_run, "-y", "1", "--overwrite"],
              "error", "--overwrite")
+    # Issue 18: loss scales below 1, budgets of nothing, the planner held to the trainer's limits, and
+    # flags the C engine cannot honour (refused, naming the flag and the engine).
+    for flag, value in (("--loss-scale", "0.5"), ("--loss-scale", "1e-30"), ("--max-memory", "0"), ("--max-memory", "0.5"),
+                        ("--max-memory", "-0"), ("--max-memory", "1e-9"), ("--max-memory", "0GiB")):
+        run_case("flags", "%s %s" % (flag, value), [TRAIN, "-e", model, "-i", shard] + flags + ["-o", "", flag, value],
+                 "error", flag)
+    for value in ("0", "0.5", "1e-9", "-0", "0KiB", "-1"):
+        run_case("flags", "--plan --memory-budget %s" % value, [TRAIN, "--plan", "-e", "d2", "--memory-budget", value],
+                 "error", "--memory-budget")
+    for extra in (["-t", "1024", "-b", "32768"], ["-t", "1024", "-b", "2147483647"], ["-t", "64", "-b", "4", "-d", "100"],
+                  ["-t", "1024", "-b", "1", "-d", str(1024 << 21)]):
+        run_case("flags", "--plan %s" % " ".join(extra), [TRAIN, "--plan", "-e", "d48", "--memory-budget", "48GiB"] + extra,
+                 "error", "flag")
+    for flag, value in (("-r", "1"), ("-r", "3"), ("--recompute-every", "2"), ("-ge", "1"), ("--offload", "optimizer"),
+                        ("--offload", "grads"), ("--max-memory", "1GiB"), ("--precision", "bf16"), ("--precision", "fp16"),
+                        ("--loss-scale", "8"), ("--loss-scale-interval", "100")):
+        run_case("flags", "%s %s on the C engine" % (flag, value),
+                 [TRAIN, "-e", model, "-i", shard, "--engine", "cpu"] + flags + ["-o", "", flag, value], "error", flag)
 
     total = [0, 0]
     for reader, (tried, passed) in results.items():

@@ -1,5 +1,6 @@
-# test/reliability/module.mk: the reliability tests (issue 9): defects that once crashed, hung or lost
-# data, a generated corpus of bad files for every reader, kill -9 and resume, and fuzzing.
+# test/reliability/module.mk: the reliability tests (issues 9 and 18): defects that once crashed, hung
+# or lost data, faults across ranks, a generated corpus of bad files for every reader, kill -9 and
+# resume, fuzzing, and (in .ci/run) preemption under mpirun.
 #
 # Fuzzing needs AFL++ (Debian's afl++, which .ci/run installs); without it test_fuzz.sh says SKIP.
 # Its targets are built with afl-clang-fast under AddressSanitizer and UBSan (UB traps).
@@ -27,5 +28,8 @@ FUZZ_BINS := $(if $(AFL_CC),$(FUZZ_DIR)/fuzz_read $(FUZZ_DIR)/text_to_shards)
 fuzz: $(FUZZ_BINS) train_gpt2
 	FUZZ_SECONDS=$(or $(FUZZ_SECONDS),60) bash $(REL_DIR)/test_fuzz.sh
 
-TESTS += $(REL_DIR)/test_defects.sh $(REL_DIR)/test_bad_inputs.sh $(REL_DIR)/test_kill_resume.sh $(REL_DIR)/test_fuzz.sh
+TESTS += $(REL_DIR)/test_defects.sh $(REL_DIR)/test_ranks.sh $(REL_DIR)/test_bad_inputs.sh $(REL_DIR)/test_kill_resume.sh \
+	$(REL_DIR)/test_fuzz.sh
+# test_preempt.sh (SIGTERM to mpirun mid-step with steps longer than its kill delay, about 3 minutes)
+# is not in make test: .ci/run runs it after.
 TEST_DEPS += $(FUZZ_BINS) $(BUILD)/test/gen_data $(BUILD)/text_to_shards $(BUILD)/tokenize
