@@ -99,6 +99,7 @@ struct Engine {
     EngineOptions options;
     Precision precision;  // what it computes in
     double peak_flops;    // the device's dense peak FLOP/s at this precision; 0 = unknown (no MFU printed)
+    char peak_note[256];  // a GPU engine's "mfu:" line: the peak and its source, or why MFU is not shown
     int loss_scaling;     // 1 = FP16 dynamic loss scaling: a skipped update is its normal answer to an
                           // overflow; without it a skipped update means training diverged
     void* self;
