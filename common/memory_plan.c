@@ -291,7 +291,9 @@ MemoryFit memory_plan_fit(const GPT2Config* cfg, const EngineOptions* opts, int 
         }
     if (!fit.found) return fit;
     long ranks_n = opts->num_ranks > 0 ? opts->num_ranks : 1;
-    fit.total_batch = (long)opts->B * opts->T * ranks_n * (accum > 0 ? accum : 1);
+    // The run's -d when the engine was told it (an out-of-memory or --max-memory answer), else the
+    // step as planned here.
+    fit.total_batch = opts->total_batch > 0 ? opts->total_batch : (long)opts->B * opts->T * ranks_n * (accum > 0 ? accum : 1);
     fit.seconds_lost = best;
     fit.step_seconds = step_seconds(cfg, opts, accum);
     const EngineOptions* c = &fit.change;

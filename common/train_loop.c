@@ -550,6 +550,7 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     eo->precision = precision_from_flag(o->precision, gpu_precision);
     eo->offload = offload_from_flag(o->offload);
     eo->memory_budget = o->max_memory[0] ? memory_size_parse(o->max_memory, "--max-memory") : 0;
+    eo->total_batch = s->total_batch;
 }
 
 // ---------------------------------------------------------------------------------------------
