@@ -9,9 +9,10 @@
 # once (default: every core). The longest known ones start first: durations come from the last run
 # (build/test-logs/durations.txt) or, on a fresh clone, from test/durations.txt (measured on a
 # 2-core machine; only the order depends on them). As each test ends one line says so:
-#   [12/97] test/test_trainer.sh ... passed (31 checks, 14.2 s)
-# with its FAIL and SKIP lines under it; every test's whole output is kept in build/test-logs/.
-# At the end: the slowest tests, the failures, and the last line "N passed, N failed".
+#   [12/58] test/test_trainer.sh ... passed (26 checks, 45.1 s, cpu 16.3 s)
+# (its wall time, and the CPU time of its processes) with its FAIL and SKIP lines under it; every
+# test's whole output is kept in build/test-logs/. At the end: the slowest tests, the wall and CPU
+# time of all, the failures, and the last line "N passed, N failed".
 #   TEST_JOBS=1          one test at a time
 #   TEST_VERBOSE=1       print every line of every test's output (after the test ends)
 set -u
@@ -56,7 +57,7 @@ results=()   # "seconds name" per test, for the slowest list and durations.txt
 
 # Prints the result of test $1 (done), updates the totals.
 report() {
-    local t=$1 log rc secs p f s
+    local t=$1 log rc secs cpu p f s
     log=$(log_name "$t")
     rc=$(cat "$log.rc" 2>/dev/null || echo 255)
     secs=$(awk -v a="${start_of[$t]}" -v b="$(cat "$log.end")" 'BEGIN { printf "%.1f", b - a }')
