@@ -3,13 +3,22 @@
 #                else the C-only trainer; either runs the C engine where no GPU can be used
 #   make emu     ./train_gpt2_emu: the same train_gpt2.cu and kernels through the CPU runtime
 #                (test/cuda_cpu): the GPU code path on any machine, slowly
-#   make test    builds and runs every test that needs no GPU; ends with "N passed, N failed"
+#   make test    builds and runs the tests that need no GPU, several at once, in under 10 minutes on
+#                2 cores; prints [k/n] per test and ends with "N passed, N failed"
+#   make test-long  the slower tests (CI runs both: .ci/run)
 #   make bench   prints speed figures
 #   make clean
+# make builds with every core by default (make -j1 for one job; TEST_JOBS=1 runs one test at a time).
 # PRECISION=FP16 (default) | BF16 | FP32 picks the GPU engine's precision at build time.
 # GPU_ARCH=90 picks the GPU architecture (default: the local GPU's, else 90).
 # Each folder may add its own rules in a module.mk (included below); they append test
 # programs to TESTS (scripts add what they run to TEST_DEPS) and benchmark commands to BENCHES.
+
+# Every core unless a -j was given.
+NPROC := $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+MAKEFLAGS += -j$(NPROC)
+endif
 
 CC ?= gcc
 OPT ?= -O3 -march=native
@@ -48,24 +57,51 @@ MPI_LIBS := $(if $(MPICC),$(shell mpicc -showme:link 2>/dev/null))
 HAVE_NCCL := $(wildcard $(CUDA_HOME)/include/nccl.h)
 NVCC_NCCL := $(if $(HAVE_NCCL),-DUSE_NCCL -lnccl)
 
+# ---- the build's configuration: a stamp per group of settings ----
+# $(call config_stamp,NAME,SETTINGS) is $(BUILD)/config/NAME.stamp, rewritten (so newer than what was
+# built before) only when SETTINGS differ from those it holds. What a group's settings shape depends
+# on its stamp, so installing OpenMPI, pointing CUDA_HOME elsewhere or changing OPT rebuilds exactly
+# what they change, as PRECISION does; no `make clean` needed. A stamp made for the first time is
+# dated 1970: it says nothing against what is already built.
+CONFIG_DIR := $(BUILD)/config
+$(shell mkdir -p $(CONFIG_DIR))
+str_differ = $(subst $(1),,$(2))$(subst $(2),,$(1))
+config_stamp = $(strip $(if $(wildcard $(CONFIG_DIR)/$(1).stamp),\
+	$(if $(call str_differ,$(strip $(2)),$(strip $(file <$(CONFIG_DIR)/$(1).stamp))),\
+		$(file >$(CONFIG_DIR)/$(1).stamp,$(strip $(2)))),\
+	$(file >$(CONFIG_DIR)/$(1).stamp,$(strip $(2)))$(shell touch -d @1 $(CONFIG_DIR)/$(1).stamp))\
+	$(CONFIG_DIR)/$(1).stamp)
+# host C code: the compiler and its flags
+HOST_STAMP := $(call config_stamp,host,host: $(CC) | $(CFLAGS) | $(LDLIBS))
+# MPI found or lost (common/ranks.c; the trainer's link; the CPU runtime's NCCL over MPI)
+MPI_STAMP := $(call config_stamp,mpi,mpi: $(or $(MPICC),none) | $(MPI_CFLAGS) | $(MPI_LIBS) | \
+	$(or $(shell command -v mpicxx 2>/dev/null),none))
+# nvcc found or lost, where CUDA lives, NCCL, the architecture and nvcc's flags (PRECISION has its own stamp)
+NVCC_STAMP := $(call config_stamp,nvcc,nvcc: $(CUDA_HOME) | $(or $(HAVE_NVCC),none) | $(or $(HAVE_NCCL),no-nccl) | \
+	$(filter-out -DENABLE_%,$(NVCC_FLAGS)))
+
 COMMON_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard common/*.c))
 REF_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard reference/*.c))
 # All host code in one archive: programs link only the objects they use.
 HOST_LIB = $(BUILD)/libgpt2host.a
 KERNEL_HEADERS = $(wildcard kernels/*.cuh) kernels/sizes.h
+# Modules append test programs to TESTS (make test, within 10 minutes on 2 cores) or, when slower,
+# to TESTS_LONG (make test-long; what only those need to TEST_LONG_DEPS).
 TESTS :=
+TESTS_LONG :=
+TEST_LONG_DEPS :=
 BENCHES :=
 
-.PHONY: all train emu test bench clean
+.PHONY: all train emu test test-long bench clean
 all: train
 
 train: train_gpt2
 
-$(BUILD)/%.o: %.c $(wildcard common/*.h reference/*.h test/*.h) kernels/sizes.h
+$(BUILD)/%.o: %.c $(wildcard common/*.h reference/*.h test/*.h) kernels/sizes.h $(HOST_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/common/ranks.o: common/ranks.c $(wildcard common/*.h)
+$(BUILD)/common/ranks.o: common/ranks.c $(wildcard common/*.h) $(HOST_STAMP) $(MPI_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) -c $< -o $@
 
@@ -79,17 +115,22 @@ $(PRECISION_STAMP):
 	@touch $@
 
 ifneq ($(HAVE_NVCC),)
-train_gpt2: train_gpt2.cu $(KERNEL_HEADERS) $(HOST_LIB) $(PRECISION_STAMP)
+train_gpt2: train_gpt2.cu $(KERNEL_HEADERS) $(HOST_LIB) $(PRECISION_STAMP) $(NVCC_STAMP) $(MPI_STAMP)
 	@echo "train: building the GPU trainer ($(PRECISION), sm_$(GPU_ARCH)$(if $(MPICC),, no MPI)$(if $(HAVE_NCCL),, no NCCL)) with $(NVCC); without a usable GPU it runs the C engine"
 	$(NVCC) $(NVCC_FLAGS) train_gpt2.cu $(HOST_LIB) -lcublasLt $(NVCC_NCCL) $(MPI_LIBS) -o $@
 else
-train_gpt2: $(BUILD)/train_gpt2_cpu.o $(HOST_LIB)
+train_gpt2: $(BUILD)/train_gpt2_cpu.o $(HOST_LIB) $(NVCC_STAMP) $(MPI_STAMP)
 	@echo "train: no nvcc at $(NVCC) (set CUDA_HOME): building the C-only trainer"
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) $(MPI_LIBS)
+	$(CC) $(CFLAGS) $(filter %.o %.a,$^) -o $@ $(LDLIBS) $(MPI_LIBS)
 endif
 
 # The CPU runtime first: other modules use its make function (cuda_cpu_program).
 include test/cuda_cpu/module.mk
+# Its compiler, flags and CUDA headers: every program built through it depends on its library,
+# so the library's objects depending on the stamps rebuilds them all.
+CUDA_CPU_STAMP := $(call config_stamp,cuda_cpu,cuda_cpu: $(CUDA_HOME) | $(or $(CUDA_CPU_HAVE_CUDA),none) | \
+	$(CUDA_CPU_CXX) | $(CUDA_CPU_FLAGS) | $(CUDA_CPU_CHECK_FLAGS))
+$(CUDA_CPU_LIB_OBJ): $(CUDA_CPU_STAMP) $(MPI_STAMP)
 
 # ./train_gpt2_emu: train_gpt2.cu and the kernels through the CPU runtime, in $(PRECISION). The tests
 # use $(BUILD)/emu/train_gpt2_emu_{fp32,fp16,bf16}, one per precision.
@@ -114,6 +155,9 @@ emu: train_gpt2_emu
 
 test: $(filter-out %.sh %.py %.js,$(TESTS)) $(TEST_DEPS) train_gpt2
 	@bash test/run_tests.sh $(TESTS)
+
+test-long: $(filter-out %.sh %.py %.js,$(TESTS_LONG)) $(TEST_DEPS) $(TEST_LONG_DEPS) train_gpt2
+	@bash test/run_tests.sh $(TESTS_LONG)
 
 bench: train_gpt2 $(filter-out %.sh %.py,$(BENCHES))
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done

@@ -43,6 +43,7 @@
 #include "engine.h"
 #include "gpt2_config.h"
 #include "gpt2_cpu.h"
+#include "gpu_peak.h"
 #include "memory_plan.h"
 #include "ranks.h"
 #include "tensor_layout.h"
@@ -1056,20 +1057,15 @@ static void print_recompute_levels(const GPT2Config* cfg, const EngineOptions* o
     printf(" (level 3: segments of %d layers, each keeping only its input)\n", K);
 }
 
-// Dense tensor-core peak at this precision (fp32: the CUDA cores' peak), for MFU; 0 = unknown.
-static double device_peak_flops(const cudaDeviceProp* p) {
+// The device's peak for MFU at this precision, from the table in common/gpu_peak.c; 0 = unknown,
+// with the reason in note (the start-up report's "mfu:" line).
+static double device_peak_flops(const cudaDeviceProp* p, char* note, size_t note_cap) {
 #if defined(CUDA_CPU)
     (void)p;
-    return 0.0;  // the CPU runtime's emulated device has no meaningful peak
-#else
-    int cc = p->major * 10 + p->minor;
-    int lowp = sizeof(floatX) == 2;
-    if (cc == 90) {  // H100 / H200: SXM 989.4 TFLOP/s fp16/bf16 dense, PCIe 756
-        int pcie = strstr(p->name, "PCIe") != NULL;
-        return lowp ? (pcie ? 756e12 : 989.4e12) : (pcie ? 51.2e12 : 66.9e12);
-    }
-    if (cc == 80) return lowp ? 312e12 : 19.5e12;  // A100
+    snprintf(note, note_cap, "not shown: an emulated device (the CPU runtime) has no GPU peak; the step line shows tokens/s");
     return 0.0;
+#else
+    return gpu_peak_flops(p->name, p->major, p->minor, BUILD_PRECISION, note, note_cap);
 #endif
 }
 
@@ -1238,7 +1234,7 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     e->config = *cfg;
     e->options = *opts;
     e->precision = BUILD_PRECISION;
-    e->peak_flops = device_peak_flops(&prop);
+    e->peak_flops = device_peak_flops(&prop, e->peak_note, sizeof(e->peak_note));
     e->loss_scaling = USE_LOSS_SCALING;
     MemoryReport mr;
     memset(&mr, 0, sizeof(mr));

@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "dataloader.h"
@@ -15,6 +16,7 @@
 #define CORPUS_VAL_DOCS 50
 #define CORPUS_SEED 20241130ull
 #define CORPUS_VERSION 2  // bump when the corpus changes (grammar, size, split), so old caches are not reused
+#define CORPUS_DIR "data/cache/builtin"
 
 #define PICK(rng, arr) (arr[rng_below(rng, sizeof(arr) / sizeof(arr[0]))])
 
@@ -137,15 +139,41 @@ static uint64_t file_checksum(const char* path) {
 
 // The cache's names say what built it: the corpus version and the tokenizer (none, or the checksum
 // of its file), so shards made with another tokenizer file are never taken for these.
-void corpus_prepare(CorpusPaths* paths, const char* tokenizer_path) {
-    int bpe = tokenizer_path && file_exists(tokenizer_path);
-    const char* dir = "data/cache/builtin";
-    char kind[64] = "bytes";
-    if (bpe) snprintf(kind, sizeof(kind), "gpt2-%016llx", (unsigned long long)file_checksum(tokenizer_path));
-    snprintf(paths->train_pattern, sizeof(paths->train_pattern), "%s/v%d_%s_train_000000.bin", dir, CORPUS_VERSION, kind);
-    snprintf(paths->val_pattern, sizeof(paths->val_pattern), "%s/v%d_%s_val_000000.bin", dir, CORPUS_VERSION, kind);
+void corpus_default_kind(const char* tokenizer_path, char* kind, size_t cap) {
+    if (tokenizer_path && tokenizer_path[0] && file_exists(tokenizer_path))
+        snprintf(kind, cap, "v%d_gpt2-%016llx", CORPUS_VERSION, (unsigned long long)file_checksum(tokenizer_path));
+    else
+        snprintf(kind, cap, "v%d_bytes", CORPUS_VERSION);
+}
+
+void corpus_prepare_kind(CorpusPaths* paths, const char* kind, const char* tokenizer_path) {
+    const char* dir = CORPUS_DIR;
+    int version = 0, used = 0;
+    if (sscanf(kind, "v%d_%n", &version, &used) != 1 || used == 0 || strlen(kind) >= sizeof(paths->kind))
+        fatal("built-in corpus: '%s' is not a corpus name (v<version>_bytes or v<version>_gpt2-<checksum>)", kind);
+    const char* enc = kind + used;
+    int bpe = strncmp(enc, "gpt2-", 5) == 0;
+    if (!bpe && strcmp(enc, "bytes") != 0)
+        fatal("built-in corpus: '%s' is not a corpus name (v<version>_bytes or v<version>_gpt2-<checksum>)", kind);
+    snprintf(paths->kind, sizeof(paths->kind), "%s", kind);
+    paths->byte_level = !bpe;
+    snprintf(paths->train_pattern, sizeof(paths->train_pattern), "%s/%s_train_000000.bin", dir, kind);
+    snprintf(paths->val_pattern, sizeof(paths->val_pattern), "%s/%s_val_000000.bin", dir, kind);
     if (!file_exists(paths->train_pattern) || !file_exists(paths->val_pattern)) {
+        // Only this version's generator and the very tokenizer file named can make them again.
+        if (version != CORPUS_VERSION)
+            fatal("the built-in corpus %s (version %d of its generator; this program makes version %d) is not in %s: "
+                  "it cannot be made again", kind, version, CORPUS_VERSION, dir);
+        char have[64] = "";
+        if (bpe) {
+            corpus_default_kind(tokenizer_path, have, sizeof(have));
+            if (strcmp(have, kind) != 0)
+                fatal("the built-in corpus %s was encoded with a tokenizer file of checksum %s; %s %s, so it cannot be "
+                      "made again (restore that file and pass it with -K, or start a new run in another -o)", kind, enc + 5, tokenizer_path,
+                      file_exists(tokenizer_path) ? "has another checksum" : "does not exist");
+        }
         make_dirs(dir);
+        double t0 = wall_time_ms();
         Tokenizer* tok = bpe ? tokenizer_load(tokenizer_path) : tokenizer_bytes_only();
         size_t len, ntrain, nval;
         char* text = corpus_generate(CORPUS_DOCS, CORPUS_SEED, &len);
@@ -155,8 +183,15 @@ void corpus_prepare(CorpusPaths* paths, const char* tokenizer_path) {
         shard_write(paths->train_pattern, train, ntrain);
         free(text); free(val); free(train);
         tokenizer_free(tok);
+        printf("data: made the built-in corpus %s in %.2f s\n", kind, (wall_time_ms() - t0) / 1e3);
     }
     size_t ntrain = shard_open(paths->train_pattern, NULL), nval = shard_open(paths->val_pattern, NULL);
     printf("data: the built-in corpus (generated stories, %d documents; %s tokens: %zu train, %zu val) in %s\n",
            CORPUS_DOCS, bpe ? "GPT-2 BPE" : "byte-level", ntrain, nval, dir);
+}
+
+void corpus_prepare(CorpusPaths* paths, const char* tokenizer_path) {
+    char kind[64];
+    corpus_default_kind(tokenizer_path, kind, sizeof(kind));
+    corpus_prepare_kind(paths, kind, tokenizer_path);
 }

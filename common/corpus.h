@@ -19,10 +19,20 @@ extern "C" {
 typedef struct {
     char train_pattern[512];
     char val_pattern[512];
+    // Which corpus: "v2_bytes" (byte-level) or "v2_gpt2-<checksum of the tokenizer file>", the
+    // generator's version first. A run records it, so that a resume trains on the same corpus
+    // whatever tokenizer file exists by then (`make vocab` after the run started).
+    char kind[64];
+    int byte_level;  // 1: GPT-2 ids 0..255 and end-of-text only
 } CorpusPaths;
 
-// Writes the shards if missing (tokenizer_path used when the file exists) and says on stdout
-// what is used. Fatal if the cache dir cannot be written.
+// The corpus a fresh run uses: BPE-encoded with tokenizer_path when that file exists, else bytes.
+void corpus_default_kind(const char* tokenizer_path, char* kind, size_t cap);
+// Writes the shards of corpus `kind` if missing and says on stdout what is used. Fatal, naming the
+// corpus and what would make it, when it is not cached and cannot be made: another generator
+// version, or a BPE corpus whose tokenizer file (tokenizer_path) is gone or changed.
+void corpus_prepare_kind(CorpusPaths* paths, const char* kind, const char* tokenizer_path);
+// corpus_prepare_kind with corpus_default_kind.
 void corpus_prepare(CorpusPaths* paths, const char* tokenizer_path);
 // The corpus text itself (for tests and tools): documents separated by '\0' in one buffer.
 char* corpus_generate(size_t num_docs, unsigned long long seed, size_t* len_out);

@@ -142,10 +142,13 @@ void dataloader_init(DataLoader* dl, const char* pattern, int B, int T, int rank
     double t0 = wall_time_ms();
     Checksum sum;
     checksum_init(&sum);
+    Progress progress;  // a large data set takes a while to check: say how far it is
+    progress_begin(&progress, "data: checking", "shards", dl->nfiles);
     for (int i = 0; i < dl->nfiles; i++) {
         dl->files[i] = strdup(g.gl_pathv[i]);
         if (!dl->files[i]) fatal("out of host memory listing data files");
         dl->ntok[i] = shard_check(dl->files[i], vocab_size, &sum);
+        progress_update(&progress, i + 1);
         dl->total_tokens += (long long)dl->ntok[i];
         int64_t w = dataloader_windows(dl, i);
         dl->total_windows += w;

@@ -62,6 +62,7 @@ typedef struct {
     int loss_scale_interval;  // FP16: consecutive finite steps before the scale doubles (PyTorch: 2000)
     int gelu_fusion;          // GPU: 0 = separate GELU kernels, 1 = GELU in the matmul's forward epilogue,
                               // 2 = forward and backward epilogues
+    long total_batch;         // tokens per optimizer step (-d), for memory advice; 0 = B*T*ranks
 } EngineOptions;
 
 // What one optimizer step did, read by the driver once per step.
@@ -99,6 +100,7 @@ struct Engine {
     EngineOptions options;
     Precision precision;  // what it computes in
     double peak_flops;    // the device's dense peak FLOP/s at this precision; 0 = unknown (no MFU printed)
+    char peak_note[256];  // a GPU engine's "mfu:" line: the peak and its source, or why MFU is not shown
     int loss_scaling;     // 1 = FP16 dynamic loss scaling: a skipped update is its normal answer to an
                           // overflow; without it a skipped update means training diverged
     const char* kind;     // "gpu" or "cpu": which engine_select made (NULL when made directly)

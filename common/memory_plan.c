@@ -97,7 +97,6 @@ void memory_plan_make(MemoryPlan* p, const GPT2Config* cfg, const EngineOptions*
     p->device_total += p->device_bytes;
 }
 
-static double mib(size_t b) { return b / 1048576.0; }
 static double gib(size_t b) { return b / 1073741824.0; }
 
 static const char* recompute_words(int level) {
@@ -116,27 +115,28 @@ static void plan_heading(const MemoryPlan* p, FILE* f) {
 
 void memory_plan_print(const MemoryPlan* p, FILE* f) {
     plan_heading(p, f);
-    fprintf(f, "| %-44s | %-6s | %17s | %11s |\n", "component", "where", "bytes", "MiB");
-    fprintf(f, "|----------------------------------------------|--------|-------------------|-------------|\n");
+    // GiB, the unit of the budget lines too (memory_fit_print); the bytes are exact.
+    fprintf(f, "| %-44s | %-6s | %17s | %9s |\n", "component", "where", "bytes", "GiB");
+    fprintf(f, "|----------------------------------------------|--------|-------------------|-----------|\n");
     for (int k = 0; k < MEM_COUNT; k++) {
         const MemItem* it = &p->items[k];
         if (it->bytes == 0) continue;
         char name[64];
         snprintf(name, sizeof(name), "%s%s", it->name, it->estimate ? " (estimate)" : "");
-        fprintf(f, "| %-44s | %-6s | %17zu | %11.1f |\n", name, it->where == MEM_ON_HOST ? "host" : "device", it->bytes,
-                mib(it->bytes));
+        fprintf(f, "| %-44s | %-6s | %17zu | %9.3f |\n", name, it->where == MEM_ON_HOST ? "host" : "device", it->bytes,
+                gib(it->bytes));
     }
-    fprintf(f, "| %-44s | %-6s | %17zu | %11.1f |\n", "allocated by the engine", "device", p->device_bytes,
-            mib(p->device_bytes));
-    fprintf(f, "| %-44s | %-6s | %17zu | %11.1f |\n", "total with the estimates", "device", p->device_total,
-            mib(p->device_total));
-    fprintf(f, "| %-44s | %-6s | %17zu | %11.1f |\n", "total", "host", p->host_bytes, mib(p->host_bytes));
+    fprintf(f, "| %-44s | %-6s | %17zu | %9.3f |\n", "allocated by the engine", "device", p->device_bytes,
+            gib(p->device_bytes));
+    fprintf(f, "| %-44s | %-6s | %17zu | %9.3f |\n", "total with the estimates", "device", p->device_total,
+            gib(p->device_total));
+    fprintf(f, "| %-44s | %-6s | %17zu | %9.3f |\n", "total", "host", p->host_bytes, gib(p->host_bytes));
     // Model states in units of parameters: the ZeRO paper's 16 psi, 4 + 12/N, 2 + 14/N.
     size_t states = p->items[MEM_PARAMS].bytes + p->items[MEM_GRADS].bytes + p->items[MEM_GRAD_SHARD].bytes +
                     p->items[MEM_MASTER].bytes + p->items[MEM_ADAM_M].bytes + p->items[MEM_ADAM_V].bytes;
     fprintf(f, "model states (parameters, gradients, master, m, v, wherever they live): %zu bytes = %.3f bytes per parameter;"
-               " activations %.1f MiB = %.1f MiB per sequence\n",
-            states, (double)states / p->n, mib(p->acts.bytes), p->opts.B > 0 ? mib(p->acts.bytes) / p->opts.B : 0.0);
+               " activations %.3f GiB = %.3f GiB per sequence\n",
+            states, (double)states / p->n, gib(p->acts.bytes), p->opts.B > 0 ? gib(p->acts.bytes) / p->opts.B : 0.0);
     fprintf(f, "activations by tensor (\"layers\": how many layers' copies the level keeps):\n");
     fprintf(f, "| %-14s | %6s | %15s | %15s |\n", "tensor", "layers", "bytes per layer", "bytes");
     for (int s = 0; s < p->acts.count; s++) {
@@ -215,9 +215,9 @@ void memory_plan_print_json(const MemoryPlan* p, size_t budget, int accum, int k
             fprintf(f, ", \"advice\": {\"what\": ");
             json_string(f, fit.what);
             fprintf(f, ", \"B\": %d, \"recompute\": %d, \"zero_stage\": %d, \"offload\": \"%s\", \"accumulation_factor\": %d, "
-                       "\"device_total\": %zu, \"seconds_lost_per_step\": %.4f, \"step_seconds\": %.4f}",
+                       "\"total_batch\": %ld, \"device_total\": %zu, \"seconds_lost_per_step\": %.4f, \"step_seconds\": %.4f}",
                     fit.change.B, fit.change.recompute, fit.change.zero_stage, offload_name(fit.change.offload),
-                    fit.accum_factor, fit.change_bytes, fit.seconds_lost, fit.step_seconds);
+                    fit.accum_factor, fit.total_batch, fit.change_bytes, fit.seconds_lost, fit.step_seconds);
         } else if (!fit.fits) {
             fprintf(f, ", \"advice\": null");
         }
@@ -333,16 +333,21 @@ MemoryFit memory_plan_fit_step(const GPT2Config* cfg, const EngineOptions* opts,
                 }
         }
     if (!fit.found) return fit;
+    long ranks_n = opts->num_ranks > 0 ? opts->num_ranks : 1;
+    // The run's -d when the engine was told it (an out-of-memory or --max-memory answer), else the
+    // step as planned here.
+    fit.total_batch = opts->total_batch > 0 ? opts->total_batch : (long)opts->B * opts->T * ranks_n * (accum > 0 ? accum : 1);
     fit.seconds_lost = best;
     fit.step_seconds = step_seconds(cfg, opts, accum);
     const EngineOptions* c = &fit.change;
     char* w = fit.what;
     size_t cap = sizeof(fit.what), used = 0;
 #define ADD(...) used += (size_t)snprintf(w + used, used < cap ? cap - used : 0, __VA_ARGS__)
-    if (c->recompute != opts->recompute) ADD("%s-r %d", used ? ", " : "", c->recompute);
-    if (c->B != opts->B) ADD("%s-b %d with %dx the micro-steps (same tokens per step)", used ? ", " : "", c->B, fit.accum_factor);
-    if (c->zero_stage != opts->zero_stage) ADD("%s-z %d", used ? ", " : "", c->zero_stage);
-    if (c->offload != opts->offload) ADD("%s--offload %s", used ? ", " : "", offload_name(c->offload));
+    // Flags to pass as they are: a smaller -b comes with the -d that keeps the step's tokens.
+    if (c->recompute != opts->recompute) ADD("%s-r %d", used ? " " : "", c->recompute);
+    if (c->B != opts->B) ADD("%s-b %d -d %ld", used ? " " : "", c->B, fit.total_batch);
+    if (c->zero_stage != opts->zero_stage) ADD("%s-z %d", used ? " " : "", c->zero_stage);
+    if (c->offload != opts->offload) ADD("%s--offload %s", used ? " " : "", offload_name(c->offload));
 #undef ADD
     return fit;
 }
@@ -359,9 +364,11 @@ void memory_fit_print(const MemoryFit* fit, const EngineOptions* opts, size_t bu
         fprintf(f, "; no change of -r, -b, -z or --offload makes it fit\n");
         return;
     }
-    fprintf(f, "; the cheapest change that fits: %s -> %.2f GiB, about %.3f s more per optimizer step (%.1f%% of an "
-               "estimated %.3f s)\n",
-            fit->what, gib(fit->change_bytes), fit->seconds_lost,
+    fprintf(f, "; the cheapest change that fits: %s", fit->what);
+    if (fit->accum_factor > 1)
+        fprintf(f, " (%dx the micro-steps: the same %ld tokens per step)", fit->accum_factor, fit->total_batch);
+    fprintf(f, " -> %.2f GiB, about %.3f s more per optimizer step (%.1f%% of an estimated %.3f s)\n",
+            gib(fit->change_bytes), fit->seconds_lost,
             fit->step_seconds > 0 ? 100.0 * fit->seconds_lost / fit->step_seconds : 0.0, fit->step_seconds);
 }
 

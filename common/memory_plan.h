@@ -110,10 +110,11 @@ typedef struct {
     int found;             // a change was found that fits (when !fits)
     EngineOptions change;  // its options (B, recompute, zero_stage, offload changed)
     int accum_factor;      // micro-steps per optimizer step multiply by this (B divided by it)
+    long total_batch;      // tokens per optimizer step, kept: the -d to pass with the smaller -b
     double seconds_lost;   // its estimated cost per optimizer step
     double step_seconds;   // the estimated step time it is measured against
     size_t change_bytes;   // its device_total
-    char what[256];        // the change in words, e.g. "-r 1 and -b 8 with 2x accumulation"
+    char what[256];        // the change as flags to pass, e.g. "-r 1 -b 8 -d 32768"
 } MemoryFit;
 // accum = micro-steps per optimizer step as asked (a change keeps the step's tokens). keep_step: the
 // step's tokens are fixed (-d was given), so max_B must also divide the step's sequences per rank

@@ -44,3 +44,8 @@ int sample_token(float* logits, int V, float temperature, int top_k, uint64_t* r
     }
     return scratch[n - 1];
 }
+
+void sampler_keep_bytes(float* logits, int V, int eot) {
+    for (int i = 256; i < V; i++)
+        if (i != eot) logits[i] = -INFINITY;
+}

@@ -374,6 +374,12 @@ static void run_record_make(TrainSetup* s) {
     dataloader_fingerprint(&s->train, fp, sizeof(fp));
     int k = snprintf(s->record + n, sizeof(s->record) - n, "train-data %s\n", fp);
     if (k < 0 || (size_t)k >= sizeof(s->record) - n) fatal("run record: more than %zu bytes", sizeof(s->record));
+    n += (size_t)k;
+    // The built-in corpus by name, so a resume finds the same one whatever tokenizer file exists then.
+    if (s->opts.train_data[0] == '\0') {
+        k = snprintf(s->record + n, sizeof(s->record) - n, "train-corpus %s\n", s->corpus.kind);
+        if (k < 0 || (size_t)k >= sizeof(s->record) - n) fatal("run record: more than %zu bytes", sizeof(s->record));
+    }
 }
 
 // Fatal (naming the flag, both values) when the checkpoint was written by a run this one is not.
@@ -388,9 +394,63 @@ static void resume_check_record(const TrainSetup* s, const char* sp, const Train
     char then[256], now[256];
     dataloader_fingerprint(&s->train, now, sizeof(now));
     if (!cli_record_value(st->record, "train-data", then, sizeof(then))) snprintf(then, sizeof(then), "(not recorded)");
-    if (strcmp(then, now) != 0)
-        fatal("flag -i (--train): the train data (%s: %s) is not the data the checkpoint %s was trained on (%s)",
-              s->train_pattern, now, sp, then);
+    if (strcmp(then, now) == 0) return;
+    if (s->opts.train_data[0] == '\0') {
+        char corpus[64] = "";
+        cli_record_value(st->record, "train-corpus", corpus, sizeof(corpus));
+        fatal("flag -y 1: the checkpoint %s was trained on the built-in corpus%s%s (%s), but the built-in corpus here is "
+              "%s (%s: %s): it was changed or damaged, and the run cannot continue on other data; start a new run in "
+              "another -o (or --overwrite)", sp, corpus[0] ? " " : "", corpus, then, s->corpus.kind, s->train_pattern, now);
+    }
+    fatal("flag -i (--train): the train data (%s: %s) is not the data the checkpoint %s was trained on (%s)",
+          s->train_pattern, now, sp, then);
+}
+
+// A resumed run trains on the built-in corpus it started on, whatever tokenizer file exists by
+// now (`make vocab` made one, or it changed): the newest intact checkpoint's record names it. A
+// record from before corpora were named says it by the train data's fingerprint: the corpus the
+// tokenizer file gives now, or the byte-level one. kind keeps the default when no checkpoint is
+// intact (resume_choose then says why).
+static void resume_corpus_kind(TrainSetup* s, char* kind, size_t cap) {
+    const TrainOptions* o = &s->opts;
+    corpus_default_kind(o->tokenizer, kind, cap);
+    int count, found = 0;
+    long* steps = checkpoint_list(o->output_dir, 0, &count);
+    static TrainState st;  // 8 KiB of run record
+    OptimizerCounters oc;
+    char mp[4200], sp[4200], why[4800];
+    for (int i = 0; i < count && !found; i++) {
+        checkpoint_paths(o->output_dir, steps[i], mp, sp, sizeof(mp));
+        found = file_exists(mp) && checkpoint_verify(mp, sp, &s->config, &st, &oc, why, sizeof(why)) == CHECKPOINT_OK;
+    }
+    free(steps);
+    if (!found) return;
+    char recorded[64], then[256];
+    if (cli_record_value(st.record, "train-corpus", recorded, sizeof(recorded))) {
+        if (strcmp(recorded, kind) != 0)
+            printf("resume: this run trained on the built-in corpus %s and continues on it (a fresh run here would use "
+                   "%s)\n", recorded, kind);
+        snprintf(kind, cap, "%s", recorded);
+        return;
+    }
+    if (!cli_record_value(st.record, "train-data", then, sizeof(then))) return;
+    char bytes[64];
+    snprintf(bytes, sizeof(bytes), "v%d_bytes", atoi(kind + 1));
+    const char* candidates[2] = {kind, bytes};
+    for (int c = 0; c < 2; c++) {
+        CorpusPaths probe;
+        DataLoader dl;
+        char now[256];
+        corpus_prepare_kind(&probe, candidates[c], o->tokenizer);
+        dataloader_init(&dl, probe.train_pattern, o->B, o->T, s->rank, s->num_ranks, o->shuffle, (uint64_t)o->seed,
+                        s->config.vocab_size);
+        dataloader_fingerprint(&dl, now, sizeof(now));
+        dataloader_free(&dl);
+        if (strcmp(now, then) == 0) {
+            snprintf(kind, cap, "%s", candidates[c]);
+            return;
+        }
+    }
 }
 
 // Picks the newest checkpoint that is whole and consistent; damaged ones are set aside, saying so.
@@ -588,10 +648,17 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     s->train_pattern = o->train_data;
     s->val_pattern = o->val_data;
     if (s->train_pattern[0] == '\0') {
-        // Rank 0 writes the built-in corpus on first use; the others then find it made.
-        if (s->rank == 0) corpus_prepare(&s->corpus, o->tokenizer);
+        // Rank 0 chooses the corpus (a resumed run's own) and writes it on first use; the others
+        // then find it made.
+        char kind[64];
+        if (s->rank == 0) {
+            if (o->resume) resume_corpus_kind(s, kind, sizeof(kind));
+            else corpus_default_kind(o->tokenizer, kind, sizeof(kind));
+            corpus_prepare_kind(&s->corpus, kind, o->tokenizer);
+        }
+        ranks_broadcast(kind, sizeof(kind), 0);
         ranks_barrier();
-        if (s->rank != 0) corpus_prepare(&s->corpus, o->tokenizer);
+        if (s->rank != 0) corpus_prepare_kind(&s->corpus, kind, o->tokenizer);
         s->train_pattern = s->corpus.train_pattern;
         if (s->val_pattern[0] == '\0') s->val_pattern = s->corpus.val_pattern;
     }
@@ -650,19 +717,23 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     eo->precision = precision_from_flag(o->precision, gpu_precision);
     eo->offload = offload_from_flag(o->offload);
     eo->memory_budget = o->max_memory[0] ? memory_size_parse(o->max_memory, "--max-memory") : 0;
+    eo->total_batch = s->total_batch;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Validation and sampling
 
-// The mean val loss over every rank's slice of the val data.
+// The mean val loss over every rank's slice of the val data; a long evaluation says how far it is.
 static float evaluate(Engine* e, DataLoader* val, int steps, int num_ranks) {
     dataloader_reset(val);
     int n = steps < 0 || steps > val->total_windows ? (int)val->total_windows : steps;
     double sum = 0.0;
+    Progress progress;
+    progress_begin(&progress, "val", "batches", n);
     for (int i = 0; i < n; i++) {
         dataloader_next_batch(val);
         sum += e->forward(e, val->inputs, val->targets, val->B, val->T);
+        progress_update(&progress, i + 1);
     }
     ranks_sum(&sum, 1);
     return (float)(sum / n / num_ranks);
@@ -670,8 +741,9 @@ static float evaluate(Engine* e, DataLoader* val, int steps, int num_ranks) {
 
 // Generates from <|endoftext|> (token 0 when the model's vocabulary is too small to hold it); the
 // context is the last T tokens when the sample grows longer.
-static void sample_and_print(Engine* e, const TrainOptions* o, const Tokenizer* tok, uint64_t* rng, int* gen,
-                             float* logits, int* scratch) {
+// byte_level: the run trains on byte-level text, so only byte tokens and end-of-text are drawn.
+static void sample_and_print(Engine* e, const TrainOptions* o, const Tokenizer* tok, int byte_level, uint64_t* rng,
+                             int* gen, float* logits, int* scratch) {
     int V = e->config.vocab_size, T = o->T;
     gen[0] = GPT2_EOT < V ? GPT2_EOT : 0;
     int len = 1;
@@ -682,6 +754,7 @@ static void sample_and_print(Engine* e, const TrainOptions* o, const Tokenizer* 
         int ctx = len - start;
         e->forward(e, gen + start, NULL, 1, ctx);
         e->logits_at(e, 0, ctx - 1, logits);
+        if (byte_level) sampler_keep_bytes(logits, V, GPT2_EOT < V ? GPT2_EOT : -1);
         int next = sample_token(logits, V, o->temperature, o->top_k, rng, scratch);
         gen[len++] = next;
         size_t nbytes;
@@ -940,6 +1013,7 @@ int train_run(TrainSetup* s, Engine* e) {
     printf("model: %s | L=%d C=%d NH=%d maxT=%d V=%d (padded %d) | %.2fM parameters\n", o->model, cfg->num_layers,
            cfg->channels, cfg->num_heads, cfg->max_seq_len, cfg->vocab_size, cfg->padded_vocab_size, n / 1e6);
     printf("engine: %s\n", e->name);
+    if (e->peak_note[0]) printf("mfu: %s\n", e->peak_note);
     memory_report_print(e);
     printf("train: %s (%d shards, %lld batches of B=%d T=%d per epoch) | val: %s\n", s->train_pattern, s->train.nfiles,
            (long long)s->train.total_windows, o->B, o->T, s->have_val ? s->val_pattern : "none");
@@ -948,7 +1022,10 @@ int train_run(TrainSetup* s, Engine* e) {
     if (o->skip_outliers > 0)
         printf("outlier guard: skip an update whose loss or grad norm is over %g standard deviations above its mean\n",
                o->skip_outliers);
-    printf("samples: %s\n", tokenizer_can_merge(tok) ? o->tokenizer : "byte-level decoding (no tokenizer file)");
+    // A run on the byte-level built-in corpus samples bytes only, whatever tokenizer decodes them.
+    int byte_level = o->train_data[0] == '\0' && s->corpus.byte_level;
+    printf("samples: %s%s\n", tokenizer_can_merge(tok) ? o->tokenizer : "byte-level decoding (no tokenizer file)",
+           byte_level ? ", drawn from the 256 byte tokens and end-of-text (the corpus is byte-level)" : "");
 
     AdamWConfig opt = {o->beta1, o->beta2, o->eps, o->weight_decay, 0.0f, 0.0f};
     int V = cfg->vocab_size;
@@ -962,6 +1039,9 @@ int train_run(TrainSetup* s, Engine* e) {
     int start_step = (int)st.step;
     int skipped_in_a_row = 0, skipped_at_min_scale = 0;  // FP16: steps skipped for non-finite gradients
     stop_signals_install(s->rank != 0);
+    // Elapsed time and the estimate of what is left count everything the loop does (validation and
+    // samples too), from this process's first step.
+    double loop_start_ms = wall_time_ms();
     for (int step = start_step; step <= s->max_steps; step++) {
         int last = step == s->max_steps;
         if (s->rank == 0) output_dir_check();
@@ -974,7 +1054,7 @@ int train_run(TrainSetup* s, Engine* e) {
         }
         if (o->sample_every > 0 && o->gen_tokens > 0 && (step % o->sample_every == 0 || last) && step > 0 &&
             !resumed_here && s->rank == 0)
-            sample_and_print(e, o, tok, &st.rng_state, gen, logits, scratch);
+            sample_and_print(e, o, tok, byte_level, &st.rng_state, gen, logits, scratch);
         // A stop request writes the checkpoint here, where an unbroken run would stand at this step.
         int signal_seen = stop_requested();  // every rank stops at the same step, or a collective would hang
         int stopping = signal_seen && !last;
@@ -1027,6 +1107,11 @@ int train_run(TrainSetup* s, Engine* e) {
             printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s", step + 1, s->max_steps,
                    r.loss, r.grad_norm, lr, ms, tok_s);
             if (e->peak_flops > 0) printf(" | MFU %.1f%%", 100.0 * flops_per_step / (ms / 1e3) / e->peak_flops);
+            double elapsed = (wall_time_ms() - loop_start_ms) / 1e3;
+            char el[32], eta[32];
+            format_clock(elapsed, el, sizeof(el));
+            format_clock(elapsed / (step + 1 - start_step) * (s->max_steps - step - 1), eta, sizeof(eta));
+            printf(" | %s elapsed, eta %s", el, eta);
             if (r.loss_scale != 1.0f) printf(" | scale %g", r.loss_scale);
             if (!r.applied) printf(" | skipped: %s", reason);
             printf("\n");
@@ -1054,9 +1139,12 @@ int train_run(TrainSetup* s, Engine* e) {
             st.stats_count++;
         }
     }
-    if (timed_steps > 0 && status == 0)
-        printf("done: %d steps, mean %.1f ms/step, %.0f tok/s (after the first step)\n", s->max_steps - start_step,
-               total_ms / timed_steps, s->total_batch / (total_ms / timed_steps / 1e3));
+    if (timed_steps > 0 && status == 0) {
+        char el[32];
+        format_clock((wall_time_ms() - loop_start_ms) / 1e3, el, sizeof(el));
+        printf("done: %d steps in %s, mean %.1f ms/step, %.0f tok/s (after the first step)\n", s->max_steps - start_step,
+               el, total_ms / timed_steps, s->total_batch / (total_ms / timed_steps / 1e3));
+    }
     {
         MemoryReport mr;
         memset(&mr, 0, sizeof(mr));

@@ -256,6 +256,45 @@ double wall_time_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
+void format_clock(double seconds, char* buf, size_t cap) {
+    if (!(seconds >= 0) || seconds > 1e9) {
+        snprintf(buf, cap, "--:--");
+        return;
+    }
+    long s = (long)(seconds + 0.5);
+    if (s >= 3600) snprintf(buf, cap, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+    else snprintf(buf, cap, "%ld:%02ld", s / 60, s % 60);
+}
+
+#define PROGRESS_FIRST_MS 5000.0
+#define PROGRESS_EVERY_MS 10000.0
+
+void progress_begin(Progress* p, const char* what, const char* unit, long long total) {
+    p->what = what;
+    p->unit = unit;
+    p->total = total;
+    p->first_ms = PROGRESS_FIRST_MS;
+    p->every_ms = PROGRESS_EVERY_MS;
+    p->out = stdout;
+    p->start_ms = wall_time_ms();
+    p->next_ms = -1.0;  // from first_ms, at the first update (so a caller may change it)
+    p->printed = 0;
+}
+
+void progress_update(Progress* p, long long done) {
+    double now = wall_time_ms();
+    if (p->next_ms < 0) p->next_ms = p->start_ms + p->first_ms;
+    if (now < p->next_ms || done <= 0 || done >= p->total) return;
+    double spent = (now - p->start_ms) / 1e3;
+    char el[32], left[32];
+    format_clock(spent, el, sizeof(el));
+    format_clock(spent / (double)done * (double)(p->total - done), left, sizeof(left));
+    fprintf(p->out, "%s: %lld/%lld %s, %s, about %s left\n", p->what, done, p->total, p->unit, el, left);
+    fflush(p->out);
+    p->printed++;
+    p->next_ms = now + p->every_ms;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Checksum (see util.h). Constants: the golden ratio and splitmix64's multipliers (odd, so each
 // multiplication is a bijection).

@@ -53,6 +53,23 @@ int remove_temp_files(const char* dir, const char* name_prefix, int only_dead, l
 // fsync of the directory holding path, so a rename in it is durable.
 void sync_parent_dir(const char* path);
 double wall_time_ms(void);
+// A duration as m:ss, or h:mm:ss from an hour on ("--:--" when not finite or negative).
+void format_clock(double seconds, char* buf, size_t cap);
+
+// Progress of a long phase (validation, checking data): a line "WHAT: DONE/TOTAL UNIT, m:ss,
+// about m:ss left" once the phase has run 5 s, then every 10 s, so a short phase prints nothing and
+// a long one is never silent for long. Lines, not carriage returns: logs stay readable.
+typedef struct {
+    const char* what;
+    const char* unit;
+    long long total;
+    double start_ms, next_ms;
+    double first_ms, every_ms;  // progress_begin sets 5000 and 10000
+    FILE* out;                  // progress_begin sets stdout
+    int printed;                // lines printed so far
+} Progress;
+void progress_begin(Progress* p, const char* what, const char* unit, long long total);
+void progress_update(Progress* p, long long done);
 
 // 64-bit checksum of a byte stream, fed in pieces of any size (the result depends only on the
 // bytes): four independent lanes over 32-byte stripes, so it runs at memory speed. Each round is

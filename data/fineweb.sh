@@ -16,10 +16,11 @@ n=${1:-8}
 URL=${FINEWEB_URL:-https://huggingface.co/datasets/kjj0/fineweb10B-gpt2/resolve/main}
 out=${FINEWEB_OUT:-data/cache/shards}
 mkdir -p "$out"
+# fetch NAME K: the K-th of the n + 1 files (a line per download: about 200 MB each, minutes apiece)
 fetch() {
     local name=$1 dest=$out/$1 tmp=$out/$1.tmp.$$
     if [ -s "$dest" ]; then return 0; fi
-    echo "downloading $name" >&2
+    echo "downloading $name ($2 of $((n + 1)))" >&2
     if command -v curl >/dev/null 2>&1; then
         curl -fsSL --retry 2 -o "$tmp" "$URL/$name" 2>/dev/null || { rm -f "$tmp"; die "cannot download $URL/$name (offline?)"; }
     elif command -v wget >/dev/null 2>&1; then
@@ -36,6 +37,6 @@ fetch() {
     fi
     mv "$tmp" "$dest"
 }
-fetch fineweb_val_000000.bin
-for i in $(seq 1 "$n"); do fetch "$(printf 'fineweb_train_%06d.bin' "$i")"; done
+fetch fineweb_val_000000.bin 1
+for i in $(seq 1 "$n"); do fetch "$(printf 'fineweb_train_%06d.bin' "$i")" $((i + 1)); done
 echo "fineweb: $out/fineweb_val_000000.bin and $n train shards"

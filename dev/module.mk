@@ -20,7 +20,7 @@ endif
 # The offloaded optimizer's host AdamW per precision, with the trainer's host flags (no GPU needed).
 ifneq ($(HAVE_NVCC),)
 BENCH_ADAMW_HOST := $(foreach p,fp16 bf16 fp32,$(BUILD)/dev/bench_adamw_host_$(p))
-$(BUILD)/dev/bench_adamw_host_%: dev/bench_adamw_host.cu kernels/adamw.cuh kernels/common.cuh
+$(BUILD)/dev/bench_adamw_host_%: dev/bench_adamw_host.cu kernels/adamw.cuh kernels/common.cuh $(NVCC_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(filter-out -DENABLE_%,$(NVCC_FLAGS)) $(call precision_define,$*) $< -o $@
 BENCHES += $(BENCH_ADAMW_HOST)

@@ -2,7 +2,7 @@
 # AVX2 and portable-C kernels (same source, wider paths switched off) so the fallbacks stay
 # correct, and against tiny cache blocks so small shapes reach every blocking loop.
 
-GEMM_DEPS = reference/gemm_cpu.c reference/gemm_cpu.h common/util.h
+GEMM_DEPS = reference/gemm_cpu.c reference/gemm_cpu.h common/util.h $(HOST_STAMP)
 
 $(BUILD)/reference/gemm_cpu_avx2.o: $(GEMM_DEPS)
 	@mkdir -p $(dir $@)

@@ -3,8 +3,11 @@
 # OUT: rows.tsv (per row: number, label, the row it changes, ranks, flags, status, measured peak MiB,
 # tokens/s) and plans/NN.json (the planner's `--plan --json` for each row). Writes OUT/ladder.md
 # (GiB per component and per rank), OUT/ladder.json (the same numbers, for scripts and tests) and
-# OUT/ladder.png (stacked bars per component; needs matplotlib: Debian's python3-matplotlib; without
-# it one line says so and the table is still written). Standard library otherwise.
+# OUT/ladder.png (stacked bars per component, one panel per ladder path: the trunk, then each branch
+# starting from the row it branches from, drawn again; pinned host memory as a bar beside each
+# device bar; each bar's micro-batch and tokens per step under it; needs matplotlib: Debian's
+# python3-matplotlib; without it one line says so and the table is still written). Standard library
+# otherwise.
 #
 #   python3 scripts/ladder_report.py OUT MODEL T B BUDGET_LABEL BUDGET_BYTES
 import json
@@ -28,8 +31,44 @@ COMPONENT_COLUMN = {
     "AdamW v (fp32)": "v",
     "activations": "activations",
 }
-COLORS = {"parameters": "#4c72b0", "gradients": "#dd8452", "master": "#55a868", "m": "#8fbc8f",
-          "v": "#c7e9c0", "activations": "#c44e52", "other": "#8172b3", "estimates": "#bbbbbb"}
+# One hue per component, far apart (Paul Tol's "bright" scheme and orange), so master, m and v read
+# as three things; estimates hatched grey; host memory as a separate hatched bar beside the device one.
+COLORS = {"parameters": "#4477aa", "gradients": "#ee7733", "master": "#228833", "m": "#ccbb44",
+          "v": "#66ccee", "activations": "#ee6677", "other": "#aa3377", "estimates": "#bbbbbb"}
+HOST_COLOR = "#666666"
+
+
+def flag_value(flags, name, default=None):
+    f = flags.split()
+    return f[len(f) - 1 - f[::-1].index(name) + 1] if name in f else default
+
+
+def ladder_paths(rows):
+    """The rows as a trunk and its branches: each row names the row it changes ("from"). The trunk
+    runs from the first row while each row has one successor; at a row with several, each successor
+    starts a branch (following single successors). Returns [(title, parent row or None, [rows])]."""
+    by_num = {r["row"]: r for r in rows}
+    children = {}
+    for r in rows:
+        if r["from"]:
+            children.setdefault(r["from"], []).append(r["row"])
+
+    def chain(start):
+        out = [start]
+        while len(children.get(out[-1], [])) == 1:
+            out.append(children[out[-1]][0])
+        return out
+
+    roots = [r["row"] for r in rows if not r["from"]]
+    paths = []
+    todo = [(None, root) for root in roots]
+    while todo:
+        parent, start = todo.pop(0)
+        c = chain(start)
+        paths.append((parent, [by_num[n] for n in c]))
+        for k in children.get(c[-1], []) if len(children.get(c[-1], [])) > 1 else []:
+            todo.append((c[-1], k))
+    return paths
 
 
 def split_plan(plan):
@@ -56,9 +95,14 @@ def main():
         for line in f:
             num, label, frm, ranks, flags, status, peak, toks = line.rstrip("\n").split("\t")
             plan = json.load(open(os.path.join(out, "plans", f"{int(num):02d}.json")))
+            B_row = int(flag_value(flags, "-b", B))
+            tokens = int(flag_value(flags, "-d", "-1"))
+            if tokens <= 0:
+                tokens = B_row * T * int(ranks)
             rows.append({
                 "row": int(num), "step": label, "from": None if frm == "-" else int(frm), "ranks": int(ranks),
-                "flags": flags, "status": status,
+                "flags": flags, "status": status, "micro_batch": B_row, "tokens_per_step": tokens,
+                "micro_steps": tokens // (B_row * T * int(ranks)),
                 "bytes": split_plan(plan), "device_total": plan["device_total"], "host_bytes": plan["host_bytes"],
                 "fits": plan["device_total"] <= budget_bytes,
                 "measured_peak_bytes": int(float(peak) * 1048576) if peak else None,
@@ -78,11 +122,12 @@ def main():
 
     any_measured = bool([r for r in rows if r["status"] == "measured"])
     lines = []
-    lines.append(f"GPT-2 {model} ({params:,} parameters), T={T}, micro-batch {B} per rank: device memory per rank "
-                 f"in GiB (2^30 bytes), {'measured where a row says so, planned otherwise' if any_measured else 'planned (no GPU ran these rows)'}.")
+    lines.append(f"GPT-2 {model} ({params:,} parameters), T={T}: memory per rank in GiB (2^30 bytes), "
+                 f"{'measured where a row says so, planned otherwise' if any_measured else 'planned (no GPU ran these rows)'}; "
+                 "each row's micro-batch and tokens per optimizer step in its own columns.")
     lines.append("")
-    head = ["#", "step", "from", "flags", "ranks"] + COLUMNS + ["total per rank", "host", f"fits {budget_label}",
-                                                                 "measured peak", "tok/s per GPU"]
+    head = ["#", "step", "from", "flags", "ranks", "micro-batch", "tokens per step"] + COLUMNS + [
+        "total per rank", "host", f"fits {budget_label}", "measured peak", "tok/s per GPU"]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "|".join(["---"] * len(head)) + "|")
     for r in rows:
@@ -95,7 +140,9 @@ def main():
                 toks = "–"
         else:
             peak = toks = r["status"]
-        cells = [str(r["row"]), r["step"], str(r["from"]) if r["from"] else "–", f"`{r['flags']}`", str(r["ranks"])]
+        steps_note = f" ({r['micro_steps']} micro-steps)" if r["micro_steps"] > 1 else ""
+        cells = [str(r["row"]), r["step"], str(r["from"]) if r["from"] else "–", f"`{r['flags']}`", str(r["ranks"]),
+                 str(r["micro_batch"]), f"{r['tokens_per_step']:,}{steps_note}"]
         cells += [gib(r["bytes"][c]) for c in COLUMNS]
         cells += [f"**{gib(r['device_total'])}**", gib(r["host_bytes"]), "yes" if r["fits"] else "no", peak, toks]
         lines.append("| " + " | ".join(cells) + " |")
@@ -105,57 +152,106 @@ def main():
                  "optimizer state on the device (on the host with --offload; none in FP32, where the parameters "
                  "are the master weights); *other* scratch, cuBLASLt's workspace and checkpoint staging; "
                  "*estimates* the CUDA context (512 MiB) and NCCL's buffers (384 MiB with ranks > 1), estimated; "
-                 "*host* pinned host memory (offloaded optimizer state and buffers). "
-                 "*from*: the row this one changes. Rows 1-5 and the last three run on one GPU; the ZeRO rows "
-                 "take the same micro-batch on each of their ranks (so more tokens per step).")
+                 "*host* pinned host memory (offloaded optimizer state and buffers), not device memory but "
+                 "memory all the same. *from*: the row this one changes (a branch where two rows change the same "
+                 "one). The ZeRO rows take the same micro-batch on each of their ranks, so a step holds more tokens.")
     if base:
         lines.append(f"Tokens/s per GPU as % of row {base['row']} ({base['step']}); the measured peak is the "
                      "trainer's own (`device memory: at most`), beside its plan.")
     table = "\n".join(lines) + "\n"
     with open(os.path.join(out, "ladder.md"), "w") as f:
         f.write(table)
+    print(table, end="")
+    panels = chart(rows, out, model, T, B, budget_label, budget_bytes, any_measured)
     with open(os.path.join(out, "ladder.json"), "w") as f:
         json.dump({"model": model, "parameters": params, "T": T, "B": B, "budget_bytes": budget_bytes,
-                   "columns": COLUMNS, "rows": rows}, f, indent=1)
-    print(table, end="")
-    chart(rows, out, model, T, B, budget_label, budget_bytes, any_measured)
+                   "columns": COLUMNS, "colors": COLORS, "host_color": HOST_COLOR, "panels": panels, "rows": rows},
+                  f, indent=1)
+
+
+def chart_layout(rows):
+    """The chart's panels: the trunk, then each branch with its parent row drawn again first (faded)
+    so the branch point shows. Written into ladder.json for tests and tools."""
+    panels = []
+    for parent, path in ladder_paths(rows):
+        if parent is None:
+            title = f"one GPU, rows {path[0]['row']}-{path[-1]['row']}"
+        else:
+            ranks = max(r["ranks"] for r in path)
+            title = (f"from row {parent}: " + ("more GPUs (ZeRO)" if ranks > 1 else "one GPU again")
+                     + f", rows {path[0]['row']}-{path[-1]['row']}")
+        panels.append({"title": title, "parent": parent, "rows": ([parent] if parent else []) + [r["row"] for r in path]})
+    return panels
+
+
+def bar_label(r):
+    ranks = f", {r['ranks']} ranks" if r["ranks"] > 1 else ""
+    k = r["tokens_per_step"] / 1024
+    tokens = f"{k:.0f}K" if k >= 1 else str(r["tokens_per_step"])
+    return f"{r['row']}. {r['step']}\n-b {r['micro_batch']}{ranks}, {tokens} tok/step"
 
 
 def chart(rows, out, model, T, B, budget_label, budget_bytes, any_measured):
+    panels = chart_layout(rows)
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch
     except ImportError:
         print(f"ladder_report: no matplotlib for {sys.executable} (Debian: apt-get install python3-matplotlib); "
               "table written, no chart")
-        return
-    fig, ax = plt.subplots(figsize=(13, 6.5))
-    x = list(range(len(rows)))
-    bottom = [0.0] * len(rows)
-    for c in COLUMNS:
-        h = [r["bytes"][c] / GIB for r in rows]
-        ax.bar(x, h, bottom=bottom, color=COLORS[c], label=c, edgecolor="white", linewidth=0.5)
-        bottom = [b + v for b, v in zip(bottom, h)]
-    for i, r in enumerate(rows):
-        ax.text(i, bottom[i] + 0.6, f"{r['device_total'] / GIB:.1f}", ha="center", va="bottom", fontsize=8)
-        if r["measured_peak_bytes"]:
-            ax.plot(i, r["measured_peak_bytes"] / GIB, marker="D", color="black", markersize=5,
-                    label="measured peak" if not any(rr["measured_peak_bytes"] for rr in rows[:i]) else None)
-    ax.axhline(budget_bytes / GIB, color="black", linestyle="--", linewidth=1)
-    ax.text(len(rows) - 0.5, budget_bytes / GIB + 0.5, budget_label, ha="right", va="bottom", fontsize=9)
-    ax.set_xticks(x)
-    ax.set_xticklabels([f"{r['row']}. {r['step']}" + (f" [{r['ranks']} ranks]" if r["ranks"] > 1 and "ranks" not in r["step"] else "")
-                        for r in rows], rotation=35, ha="right", fontsize=8)
-    ax.set_ylabel("GiB per rank (device)")
-    ax.set_title(f"GPT-2 {model}, T={T}, micro-batch {B}: device memory per rank by component"
-                 + ("" if any_measured else " (planned)"))
-    handles, names = ax.get_legend_handles_labels()
-    ax.legend(handles[::-1], names[::-1], fontsize=8, ncol=2, loc="upper right")  # top of the stack first
-    ax.set_ylim(0, max(bottom + [budget_bytes / GIB]) * 1.12)
+        return panels
+    by_num = {r["row"]: r for r in rows}
+    widths = [len(p["rows"]) for p in panels]
+    fig, axes = plt.subplots(1, len(panels), figsize=(2.5 + 1.1 * sum(widths), 7.0), sharey=True,
+                             gridspec_kw={"width_ratios": widths})
+    if len(panels) == 1:
+        axes = [axes]
+    top = max([r["device_total"] for r in rows] + [r["host_bytes"] for r in rows] + [budget_bytes]) / GIB
+    for ax, panel in zip(axes, panels):
+        for i, n in enumerate(panel["rows"]):
+            r = by_num[n]
+            again = panel["parent"] is not None and i == 0  # the branch point, drawn again
+            alpha = 0.35 if again else 1.0
+            bottom = 0.0
+            for c in COLUMNS:
+                h = r["bytes"][c] / GIB
+                ax.bar(i - 0.18, h, width=0.55, bottom=bottom, color=COLORS[c], alpha=alpha, edgecolor="white",
+                       linewidth=0.5, hatch="//" if c == "estimates" else None)
+                bottom += h
+            ax.text(i - 0.18, bottom + top * 0.01, f"{r['device_total'] / GIB:.1f}", ha="center", va="bottom", fontsize=8,
+                    alpha=alpha)
+            if r["host_bytes"] >= 0.05 * GIB:  # pinned host memory: beside the device bar, not on it
+                hb = r["host_bytes"] / GIB
+                ax.bar(i + 0.28, hb, width=0.22, color="white", edgecolor=HOST_COLOR, hatch="xx", alpha=alpha, linewidth=0.8)
+                ax.text(i + 0.28, hb + top * 0.01, f"+{hb:.1f}\nhost", ha="center", va="bottom", fontsize=7,
+                        color=HOST_COLOR, alpha=alpha)
+            if r["measured_peak_bytes"]:
+                ax.plot(i - 0.18, r["measured_peak_bytes"] / GIB, marker="D", color="black", markersize=5, alpha=alpha)
+        ax.axhline(budget_bytes / GIB, color="black", linestyle="--", linewidth=1)
+        ax.set_xticks(range(len(panel["rows"])))
+        ax.set_xticklabels([("(" + bar_label(by_num[n]).split("\n")[0] + ")\nbranch point")
+                            if panel["parent"] is not None and i == 0 else bar_label(by_num[n])
+                            for i, n in enumerate(panel["rows"])], rotation=40, ha="right", fontsize=7.5)
+        ax.set_title(panel["title"], fontsize=9.5)
+        ax.set_xlim(-0.7, len(panel["rows"]) - 0.3)
+    axes[0].text(-0.6, budget_bytes / GIB + top * 0.01, f"budget {budget_label}", ha="left", va="bottom", fontsize=9)
+    axes[0].set_ylabel("GiB per rank")
+    axes[0].set_ylim(0, top * 1.15)
+    handles = [Patch(facecolor=COLORS[c], hatch="//" if c == "estimates" else None, edgecolor="white",
+                     label=("device: " if i == 0 else "") + c) for i, c in enumerate(COLUMNS)][::-1]
+    handles.append(Patch(facecolor="white", edgecolor=HOST_COLOR, hatch="xx", label="host (pinned), beside the bar"))
+    if any(r["measured_peak_bytes"] for r in rows):
+        from matplotlib.lines import Line2D
+        handles.append(Line2D([], [], marker="D", color="black", linestyle="none", label="measured peak"))
+    axes[0].legend(handles=handles, fontsize=7.5, loc="upper right")
+    fig.suptitle(f"GPT-2 {model}, T={T}: memory per rank by component, each technique added to the row it changes"
+                 + ("" if any_measured else " (planned)"), fontsize=11)
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "ladder.png"), dpi=120)
+    fig.savefig(os.path.join(out, "ladder.png"), dpi=110)
     plt.close(fig)
+    return panels
 
 
 if __name__ == "__main__":

@@ -131,6 +131,7 @@ for i in "${!labels[@]}"; do
     nn=$(printf '%02d' $((i + 1)))
     read -r -a f <<< "${flags[$i]}"
     n=${ranks[$i]}
+    echo "memory_ladder: row $((i + 1))/${#labels[@]}: ${labels[$i]}"   # a measured row takes minutes
     json=$out/plans/$nn.json
     "$planner" --plan --json -e "$model" -t "$T" "${f[@]}" --ranks "$n" > "$json" 2> "$out/logs/$nn.plan.err" \
         || die "row $((i + 1)) (${labels[$i]}): --plan failed: $(cat "$out/logs/$nn.plan.err")"
@@ -154,7 +155,7 @@ for i in "${!labels[@]}"; do
             # A run has its ranks from mpirun (--ranks is the planner's alone).
             cmd=("$exe" -e "$model" -t "$T" "${f[@]}" -x "$steps" -o "" -v 0 -s 0 --engine gpu "${extra[@]}")
             [ "$n" -gt 1 ] && cmd=(${MPIRUN:-mpirun} -np "$n" "${cmd[@]}")
-            echo "row $((i + 1)): ${cmd[*]}"
+            echo "memory_ladder:   ${cmd[*]}"
             start_sampler "$out/logs/$nn.smi"
             "${cmd[@]}" > "$out/logs/$nn.log" 2>&1
             rc=$?

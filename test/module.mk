@@ -19,11 +19,16 @@ $(TEST_BIN)/test_dataloader: $(BUILD)/test/test_dataloader.o $(BUILD)/common/dat
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 TESTS += $(TEST_BIN)/test_dataloader
 
-$(TEST_BIN)/test_host: $(BUILD)/test/test_host.o $(BUILD)/common/sampler.o
+$(TEST_BIN)/test_host: $(BUILD)/test/test_host.o $(BUILD)/common/sampler.o $(BUILD)/common/gpu_peak.o $(BUILD)/common/engine.o \
+	$(BUILD)/common/util.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 TESTS += $(TEST_BIN)/test_host
+# The build notices a change of its configuration (MPI, CUDA, flags) and rebuilds what depends on it.
+TESTS += test/test_build_config.sh
 TESTS += test/test_default_run.sh
+# The default run's whole epoch (a few minutes on 2 cores).
+TESTS_LONG += test/test_default_run_full.sh
 # The memory ladder (planned) and the run recipes' --dry: ./train_gpt2 --plan only (test_ladder.sh).
 TESTS += test/test_ladder.sh
 
@@ -40,8 +45,9 @@ $(foreach p,$(EMU_PRECISIONS),$(eval $(call cuda_cpu_program,$(TEST_BIN)/test_gp
 	. kernels common reference test,$(HOST_LIB),$(call precision_define,$(p)) $(EMU_NCCL))))
 TESTS += $(foreach p,$(EMU_PRECISIONS),$(TEST_BIN)/test_gpu_engine_$(p)) test/test_emu.sh
 TEST_DEPS += $(EMU_BINS)
-# The memory planner against the engine's allocations, --max-memory, out of memory, --offload.
-TESTS += test/test_memory_plan.sh
+# The memory planner against the engine's allocations, --max-memory, out of memory, --offload
+# (about 2 minutes of CPU: make test-long).
+TESTS_LONG += test/test_memory_plan.sh
 # The trainer's stream synchronization: each event wait and record of the ZeRO and offload code
 # removed in turn, and the runtime stops the run naming the missing order.
 TESTS += test/test_stream_sync.sh
@@ -52,8 +58,9 @@ ifneq ($(CUDA_CPU_HAVE_CUDA),)
 ifneq ($(CUDA_CPU_HAVE_MPI),)
 $(foreach p,fp32 fp16,$(eval $(call cuda_cpu_program,$(TEST_BIN)/test_zero_$(p),test/test_zero.cu,\
 	. kernels common reference test,$(HOST_LIB),$(call precision_define,$(p)) $(EMU_NCCL))))
-TESTS += test/test_zero.sh
-TEST_DEPS += $(TEST_BIN)/test_zero_fp32 $(TEST_BIN)/test_zero_fp16
+# About 2 minutes of CPU: make test-long, which alone builds its programs.
+TESTS_LONG += test/test_zero.sh
+TEST_LONG_DEPS += $(TEST_BIN)/test_zero_fp32 $(TEST_BIN)/test_zero_fp16
 # The communication volume of each ZeRO stage, counted by the runtime's NCCL (NCCL_CPU_TRAFFIC),
 # against its closed form (test_comm_volume.sh; the emulated trainer and gen_data are deps above).
 TESTS += test/test_comm_volume.sh

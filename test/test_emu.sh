@@ -49,6 +49,10 @@ grep -qE '^step +10/10 .* \| scale 65536$' "$dir/fp16.out" && pass "emu fp16: th
 grep -q '"loss_scale": 65536, "skipped": 0' "$dir/fp16/log.jsonl" && pass "emu fp16: the log has the loss scale" \
     || fail "emu fp16: log fields" "$(head -c 300 "$dir/fp16/log.jsonl")"
 grep -q '| scale' "$dir/bf16.out" && fail "emu bf16: no loss scale" "bf16 printed a scale" || pass "emu bf16: no loss scaling"
+# No MFU on the emulated device, and the start-up report says why (a GPU's peak: common/gpu_peak.c).
+grep -q '^mfu: not shown: an emulated device .*tokens/s' "$dir/fp16.out" && ! grep -q '| MFU' "$dir/fp16.out" \
+    && pass "emu: the mfu line says why there is no MFU ($(grep '^mfu:' "$dir/fp16.out" | cut -c1-60)...)" \
+    || fail "emu: mfu line" "$(grep -m1 '^mfu' "$dir/fp16.out")"
 
 # --- resume of the GPU engine, bit for bit, in each precision ------------------------------------
 rs=("${common[@]}" -x 6 -n 3 -sf 1 -s 3 -g 6 -v 0)

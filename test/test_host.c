@@ -1,14 +1,17 @@
-// test_host.c: small host pieces both engines share: the sampler and the LR schedule.
+// test_host.c: small host pieces both engines share: the sampler, the LR schedule and the GPU peak
+// table behind MFU.
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_peak.h"
 #include "rng.h"
 #include "sampler.h"
 #include "schedule.h"
 #include "test.h"
+#include "util.h"
 
 #define V 50
 
@@ -69,6 +72,121 @@ static void test_sampler(void) {
     CHECK(same, "sampler: deterministic for an RNG state");
 }
 
+// Byte-level sampling: a model that puts nearly all its probability on a token above 255 still
+// samples only bytes and end-of-text.
+static void test_sampler_bytes(void) {
+    enum { VB = 50304, EOT = 50256 };
+    static float logits[VB], work[VB];
+    static int scratch[VB];
+    uint64_t r = rng_seed(5);
+    for (int i = 0; i < VB; i++) logits[i] = rng_normal(&r);
+    logits[16497] = 30.0f;  // what an untrained model might favour
+    logits[EOT] = 2.0f;
+    int outside = 0, eots = 0, bytes_seen = 0, greedy;
+    uint64_t rng = rng_seed(6);
+    for (int d = 0; d < 2000; d++) {
+        memcpy(work, logits, sizeof(work));
+        sampler_keep_bytes(work, VB, EOT);
+        int k = sample_token(work, VB, 1.0f, d % 2 ? 0 : 40, &rng, scratch);
+        outside += k >= 256 && k != EOT;
+        eots += k == EOT;
+        bytes_seen += k < 256;
+    }
+    memcpy(work, logits, sizeof(work));
+    sampler_keep_bytes(work, VB, EOT);
+    greedy = sample_token(work, VB, 0.0f, 0, &rng, scratch);
+    CHECK(outside == 0, "sampler: byte-level sampling never draws a token above 255 but end-of-text");
+    CHECK(eots > 0 && bytes_seen > 0, "sampler: byte-level sampling still draws bytes and end-of-text");
+    int best = EOT;
+    for (int i = 0; i < 256; i++) if (logits[i] > logits[best]) best = i;
+    CHECK(greedy == best, "sampler: byte-level greedy picks the most likely allowed token");
+    memcpy(work, logits, sizeof(work));
+    CHECK(sample_token(work, VB, 0.0f, 0, &rng, scratch) == 16497, "sampler: without the byte mask the whole vocabulary");
+}
+
+static void check_peak(const char* name, int sm, Precision p, double tflops) {
+    char note[256], label[320];
+    double got = gpu_peak_flops(name, sm / 10, sm % 10, p, note, sizeof(note)) / 1e12;
+    snprintf(label, sizeof(label), "gpu peak: %s (sm_%d) %s: %g TFLOP/s [%s]", name, sm, precision_name(p), tflops, note);
+    char why[320];
+    snprintf(why, sizeof(why), "got %g TFLOP/s", got);
+    test_report(fabs(got - tflops) < 1e-9 * (tflops > 1 ? tflops : 1), label, why);
+    if (tflops > 0)
+        test_report(strstr(note, "TFLOP/s (NVIDIA") != NULL, "gpu peak: the note names the peak's source", note);
+    else
+        test_report(strncmp(note, "not shown: ", 11) == 0 && strstr(note, "tokens/s") != NULL,
+                    "gpu peak: an unknown peak says why MFU is not shown", note);
+}
+
+static void test_gpu_peak(void) {
+    // Names as cudaGetDeviceProperties reports them; the list first.
+    check_peak("Tesla V100-SXM2-16GB", 70, PRECISION_FP16, 125);
+    check_peak("Tesla V100-SXM2-32GB", 70, PRECISION_FP32, 15.7);
+    check_peak("Tesla V100-PCIE-16GB", 70, PRECISION_FP16, 112);
+    check_peak("Tesla V100S-PCIE-32GB", 70, PRECISION_FP16, 130);
+    check_peak("Tesla V100-SXM2-16GB", 70, PRECISION_BF16, 0);  // no bf16 tensor cores
+    check_peak("Tesla T4", 75, PRECISION_FP16, 65);
+    check_peak("NVIDIA A10", 86, PRECISION_BF16, 125);
+    check_peak("NVIDIA A10G", 86, PRECISION_FP16, 0);  // not the A10: another clock, no figure here
+    check_peak("NVIDIA A100-SXM4-40GB", 80, PRECISION_BF16, 312);
+    check_peak("NVIDIA A100-SXM4-80GB", 80, PRECISION_FP16, 312);
+    check_peak("NVIDIA A100-PCIE-40GB", 80, PRECISION_FP16, 312);
+    check_peak("NVIDIA A100 80GB PCIe", 80, PRECISION_BF16, 312);
+    check_peak("NVIDIA A100-SXM4-80GB", 80, PRECISION_FP32, 19.5);
+    check_peak("NVIDIA RTX A6000", 86, PRECISION_BF16, 154.8);
+    check_peak("NVIDIA L40S", 89, PRECISION_BF16, 362.05);
+    check_peak("NVIDIA L40", 89, PRECISION_FP16, 181.05);
+    check_peak("NVIDIA L4", 89, PRECISION_FP16, 121);
+    check_peak("NVIDIA GeForce RTX 3090", 86, PRECISION_FP16, 71);
+    check_peak("NVIDIA GeForce RTX 3090 Ti", 86, PRECISION_FP16, 0);
+    check_peak("NVIDIA GeForce RTX 4090", 89, PRECISION_BF16, 165.2);
+    check_peak("NVIDIA H100 80GB HBM3", 90, PRECISION_BF16, 989.4);
+    check_peak("NVIDIA H100 80GB HBM3", 90, PRECISION_FP32, 66.9);
+    check_peak("NVIDIA H100 PCIe", 90, PRECISION_FP16, 756);
+    check_peak("NVIDIA H100 NVL", 90, PRECISION_FP16, 835.5);
+    check_peak("NVIDIA H200", 90, PRECISION_BF16, 989.4);
+    check_peak("NVIDIA B200", 100, PRECISION_BF16, 2250);
+    check_peak("NVIDIA B200", 100, PRECISION_FP32, 0);  // no fp32 figure in the table
+    check_peak("NVIDIA GeForce GTX 1080", 61, PRECISION_FP16, 0);
+    check_peak("NVIDIA A100-SXM4-80GB", 90, PRECISION_FP16, 0);  // a name that does not fit its sm
+    int rows_ok = 1;
+    for (int i = 0; i < gpu_peak_count(); i++) {
+        const GpuPeak* r = gpu_peak_row(i);
+        rows_ok &= r->tensor_tflops > 0 && r->fp32_tflops >= 0 && r->source && strncmp(r->source, "NVIDIA ", 7) == 0;
+    }
+    CHECK(rows_ok && gpu_peak_row(gpu_peak_count()) == NULL, "gpu peak: every row has a tensor peak and a source");
+}
+
+// Elapsed time and progress lines: the format, and a line per update once due (here at once).
+static void test_progress(void) {
+    char b[32];
+    format_clock(0.4, b, sizeof(b));
+    int ok = strcmp(b, "0:00") == 0;
+    format_clock(75, b, sizeof(b));
+    ok &= strcmp(b, "1:15") == 0;
+    format_clock(3 * 3600 + 62, b, sizeof(b));
+    ok &= strcmp(b, "3:01:02") == 0;
+    format_clock(-1, b, sizeof(b));
+    ok &= strcmp(b, "--:--") == 0;
+    CHECK(ok, "progress: durations print as m:ss and h:mm:ss");
+    Progress p;
+    progress_begin(&p, "val", "batches", 10);
+    FILE* f = tmpfile();
+    p.out = f;
+    progress_update(&p, 3);  // not due yet: the first line waits 5 s
+    p.first_ms = 0;
+    p.next_ms = -1;
+    p.every_ms = 0;
+    progress_update(&p, 4);
+    progress_update(&p, 10);  // the phase is over: no line
+    char line[128] = "";
+    rewind(f);
+    if (!fgets(line, sizeof(line), f)) line[0] = '\0';
+    fclose(f);
+    CHECK(p.printed == 1 && strncmp(line, "val: 4/10 batches, 0:00, about 0:00 left", 40) == 0,
+          "progress: a due update prints 'what: done/total unit, elapsed, about ... left'");
+}
+
 static void test_schedule(void) {
     check_close("schedule: warmup step 0 is lr/warmup", lr_at_step(0, 100, 1.0f, 10, 0.1f), 0.1, 1e-6);
     check_close("schedule: end of warmup reaches the peak", lr_at_step(9, 100, 1.0f, 10, 0.1f), 1.0, 1e-6);
@@ -82,6 +200,9 @@ static void test_schedule(void) {
 
 int main(void) {
     test_sampler();
+    test_sampler_bytes();
     test_schedule();
+    test_progress();
+    test_gpu_peak();
     return test_finish();
 }

@@ -77,13 +77,46 @@ for i, n in ((5, 2), (6, 4), (7, 8)):
     if abs(opt - 12 * PSI / n / GIB) > 0.03: bad.append(f"ZeRO-1 at {n}: optimizer state {opt:.2f} GiB, 12Ψ/N = {12 * PSI / n / GIB:.2f}")
 if rows[0]["fits 48GiB"] != "no" or rows[1]["fits 48GiB"] != "yes":
     bad.append(f"fits 48GiB: FP32 {rows[0]['fits 48GiB']}, FP16 {rows[1]['fits 48GiB']} (expected no, yes)")
+# Each row's own micro-batch and tokens per step (-d, else B*T*ranks): the ZeRO rows take more tokens.
+for i, r in enumerate(rows):
+    flags = r["flags"].strip("`").split()
+    B = int(flags[flags.index("-b") + 1])
+    d = int(flags[flags.index("-d") + 1]) if "-d" in flags else B * 1024 * int(r["ranks"])
+    tok = int(r["tokens per step"].split()[0].replace(",", ""))
+    if int(r["micro-batch"]) != B or tok != d: bad.append(f"row {i + 1}: micro-batch {r['micro-batch']}, tokens {tok}; flags say {B}, {d}")
+    if "-d" in flags and f"({d // (B * 1024)} micro-steps)" not in r["tokens per step"]: bad.append(f"row {i + 1}: micro-steps not shown")
+if [int(r["tokens per step"].split()[0].replace(",", "")) for r in rows[5:9]] != [16384, 32768, 65536, 65536]:
+    bad.append("the ZeRO rows' tokens per step are not B*T*ranks")
 j = json.load(open(os.path.join(out, "ladder.json")))
 if len(j["rows"]) != len(rows) or j["parameters"] != PSI: bad.append("ladder.json: rows or parameters differ from the table")
+# The chart's layout: one panel per path, each branch starting from the row it changes, drawn again.
+panels = [(p["parent"], p["rows"]) for p in j["panels"]]
+if panels != [(None, [1, 2, 3, 4, 5]), (5, [5, 6, 7, 8, 9]), (5, [5, 10, 11, 12])]:
+    bad.append(f"chart panels {panels}, expected the trunk 1-5 and the branches 5-9 and 5, 10-12")
+# Colours: every component its own, far apart in CIELAB (delta E 1976 >= 30; the three greens the
+# chart had for master, m and v were 18-20 apart).
+def lab(h):
+    lin = [(c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4) for c in (int(h[i:i + 2], 16) / 255 for i in (1, 3, 5))]
+    r, g, b = lin
+    X, Y, Z = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047, 0.2126 * r + 0.7152 * g + 0.0722 * b, (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883
+    t = lambda x: x ** (1 / 3) if x > 0.008856 else 7.787 * x + 16 / 116
+    return 116 * t(Y) - 16, 500 * (t(X) - t(Y)), 200 * (t(Y) - t(Z))
+colors = j["colors"]
+close = [(a, b) for a in colors for b in colors
+         if a < b and sum((x - y) ** 2 for x, y in zip(lab(colors[a]), lab(colors[b]))) ** 0.5 < 30]
+if sorted(colors) != sorted(parts) or close: bad.append(f"component colours too close: {close}")
+# Host memory: the offload rows hold 20-26 GiB of it, in the table and ladder.json.
+for i in (10, 11):
+    if float(rows[i]["host"]) < 15 or j["rows"][i]["host_bytes"] < 15 * GIB: bad.append(f"row {i + 1}: host memory {rows[i]['host']} GiB")
 if bad: print("; ".join(bad)); sys.exit(1)
 print(f"{len(rows)} rows, {total[0]:.2f} GiB (FP32) -> {total[1]:.2f} (FP16) -> {total[4]:.2f} (-r 3) -> "
       f"{total[8]:.2f} (ZeRO-2 at 8) | {total[11]:.2f} (offload)")
 EOF
 ) && pass "ladder table: $r" || fail "ladder table" "$r"
+
+# Progress: a line per row as the ladder goes (a measured row takes minutes on a GPU).
+rows_said=$(grep -cE '^memory_ladder: row [0-9]+/12: ' "$dir/ladder.out")
+[ "$rows_said" = 12 ] && pass "the ladder says each row as it goes (row k/12)" || fail "ladder progress" "$rows_said row lines"
 
 # The chart: where this machine's matplotlib is, the PNG must be there and be a PNG.
 if /usr/bin/python3 -c 'import matplotlib' 2> /dev/null || python3 -c 'import matplotlib' 2> /dev/null; then
@@ -95,6 +128,24 @@ else
         && echo "SKIP ladder chart: no matplotlib here (python3-matplotlib); the ladder says so and writes the table" \
         || fail "ladder chart" "no matplotlib, and the ladder did not say so"
 fi
+
+# ---- the planner's advice: exact flags ------------------------------------------------------------
+# d48 -b 32 does not fit 48 GiB: the advice is flags to pass as they are (-b with the -d that keeps the
+# step's tokens), and the same flags with them added fit.
+adv=$(./train_gpt2 --plan -e d48 -t 1024 -b 32 --precision fp16 --memory-budget 48GiB | tail -n 1)
+flags=$(echo "$adv" | sed -n 's/.*the cheapest change that fits: \(-[^(]*[^ (]\) .*/\1/p')
+if [ "$flags" = "-b 8 -d 32768" ] && echo "$adv" | grep -q '(4x the micro-steps: the same 32768 tokens per step)'; then
+    refit=$(./train_gpt2 --plan --json -e d48 -t 1024 -b 32 --precision fp16 $flags --memory-budget 48GiB |
+            python3 -c 'import json,sys; j = json.load(sys.stdin); print(j["budget"]["fits"], j["options"]["B"])')
+    [ "$refit" = "True 8" ] && pass "planner advice gives exact flags (-b 8 -d 32768), and with them the plan fits"         || fail "planner advice flags" "with '$flags' added: fits, B = $refit"
+else
+    fail "planner advice flags" "advice '$flags' in: $adv"
+fi
+# One unit per table: the plan's table in GiB, like the budget line under it.
+plan=$(./train_gpt2 --plan -e d48 -t 1024 -b 32 --precision fp16 --memory-budget 48GiB)
+echo "$plan" | grep -q '^| component .*| *bytes | *GiB |$' && ! echo "$plan" | grep -q 'MiB' \
+    && pass "the plan's table and its budget line are both in GiB (no MiB)" \
+    || fail "one unit" "$(echo "$plan" | grep -m2 'MiB\|^| component')"
 
 # ---- the recipes, --dry ---------------------------------------------------------------------------
 # check_recipe NAME BUDGET_BYTES [env...]: the command it prints is accepted by the trainer (run with

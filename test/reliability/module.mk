@@ -14,12 +14,13 @@ FUZZ_CFLAGS = -std=gnu11 -O1 -g -fno-omit-frame-pointer -DFUZZING_BUILD_MODE_UNS
 FUZZ_READ_SRC = $(REL_DIR)/fuzz_read.c common/util.c common/checkpoint.c common/gpt2_config.c common/dataloader.c \
 	common/tokenizer.c
 FUZZ_TTS_SRC = data/text_to_shards.c common/util.c common/dataloader.c common/tokenizer.c
+FUZZ_STAMP := $(call config_stamp,fuzz,fuzz: $(or $(AFL_CC),none) | $(FUZZ_CFLAGS))
 
-$(FUZZ_DIR)/fuzz_read: $(FUZZ_READ_SRC) $(wildcard common/*.h)
+$(FUZZ_DIR)/fuzz_read: $(FUZZ_READ_SRC) $(wildcard common/*.h) $(FUZZ_STAMP)
 	@mkdir -p $(dir $@)
 	AFL_USE_ASAN=1 AFL_USE_UBSAN=1 AFL_QUIET=1 $(AFL_CC) $(FUZZ_CFLAGS) $(FUZZ_READ_SRC) -o $@ -lm
 
-$(FUZZ_DIR)/text_to_shards: $(FUZZ_TTS_SRC) $(wildcard common/*.h)
+$(FUZZ_DIR)/text_to_shards: $(FUZZ_TTS_SRC) $(wildcard common/*.h) $(FUZZ_STAMP)
 	@mkdir -p $(dir $@)
 	AFL_USE_ASAN=1 AFL_USE_UBSAN=1 AFL_QUIET=1 $(AFL_CC) $(FUZZ_CFLAGS) $(FUZZ_TTS_SRC) -o $@ -lm
 
@@ -28,8 +29,9 @@ FUZZ_BINS := $(if $(AFL_CC),$(FUZZ_DIR)/fuzz_read $(FUZZ_DIR)/text_to_shards)
 fuzz: $(FUZZ_BINS) train_gpt2
 	FUZZ_SECONDS=$(or $(FUZZ_SECONDS),60) bash $(REL_DIR)/test_fuzz.sh
 
-TESTS += $(REL_DIR)/test_defects.sh $(REL_DIR)/test_ranks.sh $(REL_DIR)/test_bad_inputs.sh $(REL_DIR)/test_kill_resume.sh \
-	$(REL_DIR)/test_fuzz.sh
+TESTS += $(REL_DIR)/test_defects.sh $(REL_DIR)/test_ranks.sh $(REL_DIR)/test_kill_resume.sh $(REL_DIR)/test_fuzz.sh
+# The corpus of 1,400 bad inputs: about 90 s of CPU, make test-long.
+TESTS_LONG += $(REL_DIR)/test_bad_inputs.sh
 # test_preempt.sh (SIGTERM to mpirun mid-step with steps longer than its kill delay, about 3 minutes)
-# is not in make test: .ci/run runs it after.
+# is in neither: .ci/run runs it after the fuzzing and kill trials.
 TEST_DEPS += $(FUZZ_BINS) $(BUILD)/test/gen_data $(BUILD)/text_to_shards $(BUILD)/tokenize
