@@ -44,7 +44,7 @@ CUDA_CPU_NVCC_INPUTS := $(wildcard train_gpt2.cu kernels/*.cu kernels/*.cuh kern
 	test/*.cuh test/*.cu test/cuda_cpu/*.cu test/cuda_cpu/*.h dev/cuda/*.cu dev/cuda/*.cuh)
 $(CUDA_CPU_REGISTERS_DB): $(CUDA_CPU_NVCC_INPUTS) test/cuda_cpu/test_nvcc_compile.sh
 	@mkdir -p $(dir $@)
-	@echo "nvcc: compiling every .cu for sm_80 and sm_90 (cached per file) for the kernels' registers"
+	@echo "nvcc: compiling the .cu files the CPU runtime runs, for sm_90 (cached per file), for the kernels' registers"
 	@CUDA_CPU_OUT=$(CUDA_CPU_OUT) bash test/cuda_cpu/test_nvcc_compile.sh --build
 TEST_DEPS += $(CUDA_CPU_REGISTERS_DB)
 

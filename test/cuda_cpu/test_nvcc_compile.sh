@@ -11,9 +11,12 @@
 # goes to $out/registers.txt (registers, spill stores and loads in bytes, stack frame), and the FP16
 # lines are printed.
 #
-# --build (make runs it so before the tests): compile what changed and write $out/registers.db, every
-# kernel's mangled name with its sm_90 registers and stack frame, which the CPU runtime reads to refuse
-# a launch whose block a GPU could not give registers (README: "Launch resources"); no test lines.
+# --build (make runs it so before the tests): compile what changed, for sm_90 alone and only the files
+# whose kernels the CPU runtime launches (its tests, the kernel tests, the engine's tests, the trainer;
+# not dev/cuda nor the header units), in $out/sm90 (a cache of its own), and write $out/registers.db,
+# every kernel's mangled name with its sm_90 registers and stack frame, which the CPU runtime reads to
+# refuse a launch whose block a GPU could not give registers (test/cuda_cpu/README.md: "Launch
+# resources"); no test lines. About half the compile time of the whole check, which make test-long runs.
 set -u
 cd "$(dirname "$0")/../.."
 build_only=0
@@ -30,6 +33,12 @@ if [ ! -x "$nvcc" ]; then
     exit 0
 fi
 archs="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90"
+db="$out/registers.db"
+if [ $build_only = 1 ]; then
+    archs="-gencode arch=compute_90,code=sm_90"
+    out="$out/sm90"
+    mkdir -p "$out"
+fi
 mpi_flags=$(mpicxx -showme:compile 2>/dev/null || true)
 # Everything a compile may include: one hash over all of it (a header edit recompiles all).
 tree_key=$( (find kernels common reference test dev -name '*.h' -o -name '*.cuh' | sort | xargs cat; cat train_gpt2.cu;
@@ -48,11 +57,11 @@ for src in test/cuda_cpu/*.cu; do jobs+=("$(basename "$src" .cu)|$src|"); done
 for src in kernels/test_*.cu test/test_gpu_engine.cu; do
     for p in FP32 FP16 BF16; do jobs+=("$(basename "$src" .cu)_$p|$src|-DENABLE_$p"); done
 done
-jobs+=("train_gpt2_FP16|train_gpt2.cu|-DENABLE_FP16")
-for src in dev/cuda/*.cu; do
+for p in FP32 FP16 BF16; do jobs+=("train_gpt2_$p|train_gpt2.cu|-DENABLE_$p"); done
+[ $build_only = 1 ] || for src in dev/cuda/*.cu; do
     for p in FP16 BF16; do jobs+=("$(basename "$src" .cu)_$p|$src|-DENABLE_$p"); done
 done
-for h in kernels/*.cuh dev/cuda/*.cuh; do
+[ $build_only = 1 ] || for h in kernels/*.cuh dev/cuda/*.cuh; do
     jobs+=("header_$(basename "$h" .cuh)|$(header_unit "$h")|-DENABLE_FP16")
 done
 
@@ -76,20 +85,21 @@ for job in "${jobs[@]}"; do
     names+=("$name:$key:$src:$defs")
 done
 wait
-# The runtime's table: sm_90 entries of every compile (the last one seen of a name in one file wins;
-# the runtime keeps the smallest and largest count of a name over files).
-db="$out/registers.db"
-{
-    echo "# mangled_name registers stack_frame_bytes static_smem_bytes (ptxas -v, sm_90, nvcc $("$nvcc" --version | sed -n 's/.*release \([^,]*\),.*/\1/p'))"
-    for log in "$out"/*.log; do
-        awk '/Compiling entry function/ { fn = ""; if ($0 ~ /sm_90/) { match($0, /function .[^'\'']*/); fn = substr($0, RSTART + 10, RLENGTH - 10) }; stack = 0; next }
-             /bytes stack frame/ && fn != "" { stack = $1; next }
-             /Used [0-9]+ registers/ && fn != "" { match($0, /Used [0-9]+/); regs = substr($0, RSTART + 5, RLENGTH - 5);
-                 smem = 0; if (match($0, /[0-9]+ bytes smem/)) smem = substr($0, RSTART, RLENGTH - 11);
-                 print fn, regs, stack, smem; fn = "" }' "$log"
-    done | sort -u
-} > "$db.tmp" && mv "$db.tmp" "$db"
-[ $build_only = 1 ] && exit 0
+if [ $build_only = 1 ]; then
+    # The runtime's table: sm_90 entries of every compile (the last one seen of a name in one file wins;
+    # the runtime keeps the smallest and largest count of a name over files).
+    {
+        echo "# mangled_name registers stack_frame_bytes static_smem_bytes (ptxas -v, sm_90, nvcc $("$nvcc" --version | sed -n 's/.*release \([^,]*\),.*/\1/p'))"
+        for log in "$out"/*.log; do
+            awk '/Compiling entry function/ { fn = ""; if ($0 ~ /sm_90/) { match($0, /function .[^'\'']*/); fn = substr($0, RSTART + 10, RLENGTH - 10) }; stack = 0; next }
+                 /bytes stack frame/ && fn != "" { stack = $1; next }
+                 /Used [0-9]+ registers/ && fn != "" { match($0, /Used [0-9]+/); regs = substr($0, RSTART + 5, RLENGTH - 5);
+                     smem = 0; if (match($0, /[0-9]+ bytes smem/)) smem = substr($0, RSTART, RLENGTH - 11);
+                     print fn, regs, stack, smem; fn = "" }' "$log"
+        done | sort -u
+    } > "$db.tmp" && mv "$db.tmp" "$db"
+    exit 0
+fi
 status=0
 for nk in "${names[@]}"; do
     IFS=':' read -r name key src defs <<< "$nk"
