@@ -39,6 +39,12 @@ $(foreach p,fp16 bf16,$(eval $(call cuda_cpu_program,$(BUILD)/dev/train_gpt2_cou
 kernel-report: $(KERNEL_COUNT_BINS) $(BUILD)/test/gen_data $(CUDA_CPU_REGISTERS_DB)
 	@bash dev/kernel_report.sh
 endif
+# The SASS instruction mix of every kernel (needs an nvdisasm: CUDA 13 has none, see dev/sass_mix.sh).
+.PHONY: sass-mix
+sass-mix:
+	@bash dev/sass_mix.sh $(or $(SASS_PRECISION),fp16)
+# Its counting, on a sample of real nvdisasm output (no disassembler needed).
+TESTS += test/test_sass_mix.sh
 ifneq ($(CUDA_CPU_HAVE_CUDA),)
 TESTS += test/test_kernel_report.sh
 TEST_DEPS += $(BUILD)/dev/train_gpt2_count_fp16

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""sass_mix.py: the instruction mix of each kernel in nvdisasm's output (static counts: the
+instructions in the code, each counted once, not how often they run).
+
+    python3 dev/sass_mix.py SASS.txt [--json OUT.json] [--kernels REGEX]
+
+SASS.txt is `nvdisasm -c` of a cubin (dev/sass_mix.sh makes it). Per kernel it counts the
+classes that decide a kernel's speed (issue 17): tensor-core MMAs (HMMA), ldmatrix (LDSM),
+shared-memory loads and stores by width (LDS/STS), global loads and stores by width (LDG/STG;
+128-bit is what a bandwidth-bound kernel wants), cp.async (LDGSTS), generic loads and stores
+(LD/ST: an address the compiler could not place in a space), barriers (BAR), special-function
+ops (MUFU: ex2, rcp, ...), shuffles (SHFL), global atomics and reductions (ATOMG/RED), local
+memory (LDL/STL: spills or indexed arrays) and everything else. NOPs (padding) are not counted.
+A markdown table goes to stdout; --json writes the counts for other tools.
+"""
+import json
+import re
+import subprocess
+import sys
+
+# "        /*0110*/                   LDG.E.U16 R6, [R6.64] ;" (an optional predicate "@P0 ", "@!UP1 ")
+INSTR = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)((?:\.[A-Z0-9_]+)*)")
+FUNC = re.compile(r"^\.text\.(\S+):\s*$")
+
+# Width of a memory op from its suffixes: .U8/.S8 1 byte, .U16/.S16 2, .64 8, .128 16, none 4.
+WIDTH_SUFFIX = {"U8": 1, "S8": 1, "U16": 2, "S16": 2, "64": 8, "128": 16}
+
+COLUMNS = ["instrs", "HMMA", "LDSM", "LDS", "LDS.128", "STS", "STS.128", "LDG", "LDG.128", "STG", "STG.128",
+           "LDGSTS", "LD/ST", "BAR", "MUFU", "SHFL", "ATOM/RED", "LDL/STL"]
+
+
+def width(suffixes):
+    w = 4
+    for s in suffixes:
+        if s in WIDTH_SUFFIX:
+            w = WIDTH_SUFFIX[s]
+    return w
+
+
+def classify(op, suffixes, counts):
+    """Adds one instruction to counts (a dict of COLUMNS)."""
+    counts["instrs"] += 1
+    if op == "HMMA":
+        counts["HMMA"] += 1
+    elif op == "LDSM":
+        counts["LDSM"] += 1
+    elif op in ("LDS", "STS", "LDG", "STG"):
+        counts[op] += 1
+        if width(suffixes) == 16:
+            counts[op + ".128"] += 1
+    elif op == "LDGSTS":
+        counts["LDGSTS"] += 1
+    elif op in ("LD", "ST"):
+        counts["LD/ST"] += 1
+    elif op == "BAR":
+        counts["BAR"] += 1
+    elif op == "MUFU":
+        counts["MUFU"] += 1
+    elif op == "SHFL":
+        counts["SHFL"] += 1
+    elif op in ("ATOMG", "ATOM", "RED", "ATOMS"):
+        counts["ATOM/RED"] += 1
+    elif op in ("LDL", "STL"):
+        counts["LDL/STL"] += 1
+
+
+def parse(lines):
+    """{mangled kernel name: counts} in the order the kernels appear."""
+    kernels = {}
+    cur = None
+    for line in lines:
+        m = FUNC.match(line)
+        if m:
+            cur = kernels.setdefault(m.group(1), {c: 0 for c in COLUMNS})
+            continue
+        if cur is None:
+            continue
+        m = INSTR.match(line)
+        if not m or m.group(1) == "NOP":
+            continue
+        classify(m.group(1), m.group(2).split(".")[1:], cur)
+    return kernels
+
+
+def demangle(names):
+    try:
+        out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True, check=True).stdout
+        full = out.splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        full = list(names)
+    # "void attention_forward_kernel<64>(__half*, ...)" -> "attention_forward_kernel<64>"
+    return [re.sub(r"\(.*$", "", re.sub(r"^void ", "", f)) for f in full]
+
+
+def main():
+    args = sys.argv[1:]
+    if not args or args[0].startswith("-"):
+        sys.exit("usage: sass_mix.py SASS.txt [--json OUT.json] [--kernels REGEX]")
+    path, json_out, pattern = args[0], None, None
+    i = 1
+    while i < len(args):
+        if args[i] == "--json" and i + 1 < len(args):
+            json_out = args[i + 1]
+        elif args[i] == "--kernels" and i + 1 < len(args):
+            pattern = re.compile(args[i + 1])
+        else:
+            sys.exit(f"sass_mix.py: unknown argument '{args[i]}' (expected --json OUT or --kernels REGEX)")
+        i += 2
+    try:
+        with open(path) as f:
+            kernels = parse(f)
+    except OSError as e:
+        sys.exit(f"sass_mix.py: cannot read {path}: {e.strerror}")
+    if not kernels:
+        sys.exit(f"sass_mix.py: {path} holds no kernel (expected the output of nvdisasm -c)")
+    names = list(kernels)
+    short = dict(zip(names, demangle(names)))
+    rows = [(short[n], n, kernels[n]) for n in names if pattern is None or pattern.search(short[n])]
+    rows.sort(key=lambda r: r[0])
+    print("| kernel | " + " | ".join(COLUMNS) + " |")
+    print("| --- | " + " | ".join("---:" for _ in COLUMNS) + " |")
+    for s, _, c in rows:
+        print(f"| `{s}` | " + " | ".join(str(c[k]) for k in COLUMNS) + " |")
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump({s: dict(c, mangled=n) for s, n, c in rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

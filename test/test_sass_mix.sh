@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# test_sass_mix.sh: dev/sass_mix.py's counts on a sample of real nvdisasm output (test/data/
+# sass_sm90_sample.txt: four kernels of train_gpt2.cu, FP16, sm_90, disassembled by CUDA 11.8's
+# nvdisasm). No nvdisasm is needed: the sample stands in for it. Checked two ways:
+#   - gelu_backward_kernel against counts read off its listing by hand (60 instructions to EXIT and
+#     the BRA after it; two LDG.E.U16, one STG.E.U16, MUFU.EX2 and MUFU.RCP);
+#   - every kernel and column against an independent count: awk over each kernel's lines, matching
+#     the mnemonic's text (not the parser's tokenizer).
+# And the errors: a file without kernels, a missing file.
+set -u
+cd "$(dirname "$0")/.."
+sample=test/data/sass_sm90_sample.txt
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+failed=0
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; failed=1; }
+
+python3 dev/sass_mix.py "$sample" --json "$dir/mix.json" > "$dir/mix.md" || { echo "FAIL sass_mix: exit $?"; exit 1; }
+get() {  # get KERNEL COLUMN
+    python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]][sys.argv[3]])' "$dir/mix.json" "$1" "$2"
+}
+
+# 1. By hand.
+want="instrs=61 HMMA=0 LDSM=0 LDS=0 STS=0 LDG=2 LDG.128=0 STG=1 MUFU=2 BAR=0 SHFL=0 LDL/STL=0"
+got=""
+for kv in $want; do got="$got ${kv%%=*}=$(get gelu_backward_kernel "${kv%%=*}")"; done
+[ "${got# }" = "$want" ] && pass "sass_mix: gelu_backward_kernel as read by hand ($want)" ||
+    fail "sass_mix_gelu_backward" "got${got}, want $want"
+
+# 2. Independently: per kernel (a section starts at ".text.NAME:"), count the lines whose mnemonic
+# (the text after the "/*addr*/" and an optional "@P" predicate) matches each column's pattern.
+count() {  # count MANGLED AWK_REGEX
+    awk -v k=".text.$1:" -v re="$2" '
+        /^\.text\./ { on = ($0 == k); next }
+        on && /^ +\/\*[0-9a-f]+\*\// {
+            line = $0; sub(/^ +\/\*[0-9a-f]+\*\/ +/, "", line); sub(/^@!?U?P[T0-9]+ +/, "", line)
+            split(line, w, /[ ;]/); if (w[1] ~ re) n++ }
+        END { print n + 0 }' "$sample"
+}
+declare -A re=(
+    [instrs]='^[A-Z]' [HMMA]='^HMMA(\.|$)' [LDSM]='^LDSM(\.|$)' [LDS]='^LDS(\.|$)' [LDS.128]='^LDS\..*128'
+    [STS]='^STS(\.|$)' [STS.128]='^STS\..*128' [LDG]='^LDG(\.|$)' [LDG.128]='^LDG\..*128' [STG]='^STG(\.|$)'
+    [STG.128]='^STG\..*128' [LDGSTS]='^LDGSTS' [BAR]='^BAR(\.|$)' [MUFU]='^MUFU' [SHFL]='^SHFL' [LDL/STL]='^(LDL|STL)(\.|$)'
+)
+mismatch=""
+checked=0
+for mangled in $(grep -o '^\.text\.[^:]*' "$sample" | sed 's/^\.text\.//'); do
+    short=$(echo "$mangled" | c++filt | sed 's/^void //; s/(.*//')
+    for col in "${!re[@]}"; do
+        want=$(count "$mangled" "${re[$col]}")
+        [ "$col" = instrs ] && want=$((want - $(count "$mangled" '^NOP$')))
+        got=$(get "$short" "$col")
+        checked=$((checked + 1))
+        [ "$got" = "$want" ] || mismatch="$mismatch $short:$col=$got(want $want)"
+    done
+done
+[ -z "$mismatch" ] && [ $checked -ge 60 ] && pass "sass_mix: $checked counts (4 kernels x ${#re[@]} columns) equal an independent count" ||
+    fail "sass_mix_independent" "${mismatch:-only $checked counts checked}"
+grep -q '^| `attention_backward_dq_kernel<16>` | 747 | 24 |' "$dir/mix.md" &&
+    pass "sass_mix: the markdown table (attention_backward_dq_kernel<16>: 747 instructions, 24 HMMA)" ||
+    fail "sass_mix_table" "$(grep attention "$dir/mix.md")"
+
+# 3. Errors.
+echo "not a listing" > "$dir/empty.txt"
+out=$(python3 dev/sass_mix.py "$dir/empty.txt" 2>&1)
+[ $? -eq 1 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "empty.txt holds no kernel" &&
+    pass "sass_mix: a file without kernels: one line naming it, exit 1" || fail "sass_mix_no_kernels" "$out"
+out=$(python3 dev/sass_mix.py "$dir/missing.txt" 2>&1)
+[ $? -eq 1 ] && echo "$out" | grep -q "cannot read .*missing.txt" &&
+    pass "sass_mix: a missing file: one line naming it, exit 1" || fail "sass_mix_missing" "$out"
+exit $failed
