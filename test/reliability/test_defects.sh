@@ -394,8 +394,20 @@ for how in dir gone; do
     timeout $TO ./train_gpt2 "${base[@]}" -x 100000 -o "$dir/lg_$how" > "$dir/lg.out" 2> "$dir/lg.err" &
     pid=$!
     for _ in $(seq 1 600); do grep -q '^step' "$dir/lg.out" 2> /dev/null && break; sleep 0.1; done
-    rm -f "$dir/lg_$how/log.jsonl"
-    [ $how = dir ] && mkdir "$dir/lg_$how/log.jsonl"
+    if [ $how = dir ]; then
+        # One atomic swap (renameat2 RENAME_EXCHANGE): rm then mkdir leaves a moment in which the run
+        # may find the path gone, and rightly say "deleted".
+        mkdir "$dir/lg_$how/swap"
+        python3 - "$dir/lg_$how/swap" "$dir/lg_$how/log.jsonl" <<'PY'
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+AT_FDCWD, RENAME_EXCHANGE = -100, 2
+if libc.renameat2(AT_FDCWD, sys.argv[1].encode(), AT_FDCWD, sys.argv[2].encode(), RENAME_EXCHANGE) != 0:
+    sys.exit("renameat2: " + os.strerror(ctypes.get_errno()))
+PY
+    else
+        rm -f "$dir/lg_$how/log.jsonl"
+    fi
     wait $pid
     rc=$?
     want="replaced by a directory"
