@@ -17,11 +17,15 @@
 //     ACCUMULATES dweight[OC,C] += dout^T . inp (beta = 1: old value + product in fp32, one
 //       rounding to floatX in cuBLASLt's epilogue)
 //     ACCUMULATES dbias[OC] += column sums of dout (dbias may be NULL, then scratch may be too):
-//       fp32 partial sums over chunks of 256 rows into scratch (matmul_dbias_scratch_floats(N, OC)
-//       = ceil(N/256) * OC floats, OVERWRITTEN), then per column a fixed-order fp32 sum of the
-//       partials added to the old value and rounded once. No atomics: bit-identical on every run
-//       and every GPU. Launches: grid (ceil(N/256), ceil(OC/32)) then ceil(OC/32) blocks, each of
-//       32 x 8 threads (OC <= 2,097,120).
+//       one kernel: fp32 partial sums over chunks of 64 rows into scratch, then, in the same
+//       launch, the last block of each column group adds the chunks' partials in a fixed order to
+//       the old value and rounds once. Bit-identical on every run and every GPU (no float
+//       atomics). scratch: matmul_dbias_scratch_floats(N, OC) floats (kernels/sizes.h); its first
+//       MATMUL_DBIAS_COUNTERS words are counters that must be zero before the first call (a
+//       cudaMemset of the scratch once, when it is allocated) and every call leaves them zero;
+//       the rest is OVERWRITTEN. Calls on one stream may share a scratch whatever their N and OC.
+//       Launch: grid (ceil(N/64), ceil(OC/(16 W))) of 16 x 16 threads, W = X128 when OC % X128
+//       == 0 and dout is 16-byte aligned, else 1 (OC <= 4096 * 16 * W).
 // Precision: every stored value is floatX (out, pre_gelu, dinp, dweight, dbias); scratch is fp32.
 // The products' kernels and launch shapes are cuBLASLt's (the first cublasLtMatmulAlgoGetHeuristic
 // answer within the context's workspace), enqueued on `stream`; nothing here syncs the host.
@@ -168,62 +172,97 @@ static inline void matmul_forward(const MatmulContext* ctx, floatX* out, floatX*
     matmul_cublaslt(ctx, out, weight, inp, OC, N, C, true, false, C, C, OC, 0.0f, epilogue, bias, pre_gelu, OC, stream);
 }
 
-// ---- the bias gradient: deterministic column sums of dout ----
-// Rows of dout per partial sum (MATMUL_DBIAS_CHUNK_ROWS, kernels/sizes.h): the scratch holds one
-// fp32 row of OC partials per chunk (matmul_dbias_scratch_floats, there too).
-// A block covers 32 consecutive columns (a warp reads 32 neighbours of a row: whole 32-byte
-// sectors) and 8 row lanes that split the chunk's rows; enough independent loads per SM to
-// stream dout at memory speed.
-#define MATMUL_DBIAS_COLS 32
-#define MATMUL_DBIAS_LANES 8
+// ---- the bias gradient: deterministic column sums of dout, one kernel ----
+// A block sums a tile of MATMUL_DBIAS_CHUNK_ROWS rows by MATMUL_DBIAS_PACKS * W columns (W = X128
+// when OC % X128 == 0 and dout is 16-byte aligned, else 1): thread (x, y) reads the W-wide pack x
+// of rows y, y + 16, ... with one 128-bit load per row (a warp reads two rows' 256 contiguous
+// bytes), the block adds its 16 row lanes in lane order, and writes the tile's fp32 column sums
+// to its chunk's row of partials in scratch. Then the fenced last-block pattern: after a barrier,
+// thread 0 fences and counts the block in the column group's counter, and the block that counts
+// last (it sees every other block's partials) adds the group's chunk partials in chunk order,
+// adds the old dbias and rounds once. Which block is last changes from run to run; the order of
+// every sum does not, so dbias is bit-identical on every run. The last block zeroes its counter
+// again, so the counters stay zero between calls (they start zeroed: sizes.h).
+// Sizes (MATMUL_DBIAS_CHUNK_ROWS, MATMUL_DBIAS_COUNTERS, matmul_dbias_scratch_floats): sizes.h.
+#define MATMUL_DBIAS_PACKS 16  // packs of W columns per block (x)
+#define MATMUL_DBIAS_LANES 16  // row lanes per block (y)
 
-// Sum over rows [row_begin, row_end) of column `col` of a row-major [*, OC] matrix, in a fixed
-// order: lane y (threadIdx.y) adds rows row_begin + y, + 8, ... in order, then thread (x, 0) adds
-// the 8 lane sums in order; the result is valid in threadIdx.y == 0. Every thread of the block must
-// call it (it holds a barrier); threads past OC contribute nothing.
-template <class T>
-__device__ inline float matmul_column_tile_sum(const T* src, int row_begin, int row_end, int OC, int col,
-                                               float (*lane_sums)[MATMUL_DBIAS_COLS]) {
-    float sum = 0.0f;
-    if (col < OC) {
-#pragma unroll 4
-        for (int r = row_begin + threadIdx.y; r < row_end; r += MATMUL_DBIAS_LANES) sum += (float)src[(size_t)r * OC + col];
+template <int W>
+__global__ void __launch_bounds__(MATMUL_DBIAS_PACKS * MATMUL_DBIAS_LANES)
+    matmul_dbias_kernel(floatX* dbias, float* scratch, const floatX* dout, int N, int OC) {
+    constexpr int COLS = MATMUL_DBIAS_PACKS * W, THREADS = MATMUL_DBIAS_PACKS * MATMUL_DBIAS_LANES;
+    __shared__ float lane_sums[MATMUL_DBIAS_LANES][COLS];
+    __shared__ int is_last;
+    unsigned* counter = (unsigned*)scratch + blockIdx.y;
+    float* partials = scratch + MATMUL_DBIAS_COUNTERS;  // [chunks][OC]
+    const int tid = threadIdx.y * MATMUL_DBIAS_PACKS + threadIdx.x;
+    const int col0 = blockIdx.y * COLS, col = col0 + threadIdx.x * W;  // this thread's pack
+    const int row_begin = blockIdx.x * MATMUL_DBIAS_CHUNK_ROWS, row_end = min(N, row_begin + MATMUL_DBIAS_CHUNK_ROWS);
+
+    float acc[W];
+#pragma unroll
+    for (int k = 0; k < W; k++) acc[k] = 0.0f;
+    if (col < OC) {  // OC % W == 0 when W > 1, so a pack is whole or absent
+        for (int r = row_begin + threadIdx.y; r < row_end; r += MATMUL_DBIAS_LANES) {
+            floatx_pack<W> d = pack_load<W>(dout + (size_t)r * OC + col);
+#pragma unroll
+            for (int k = 0; k < W; k++) acc[k] += (float)d.v[k];
+        }
     }
-    lane_sums[threadIdx.y][threadIdx.x] = sum;
+#pragma unroll
+    for (int k = 0; k < W; k++) lane_sums[threadIdx.y][threadIdx.x * W + k] = acc[k];
     __syncthreads();
-    float total = 0.0f;
-    if (threadIdx.y == 0)
-        for (int y = 0; y < MATMUL_DBIAS_LANES; y++) total += lane_sums[y][threadIdx.x];
-    return total;
-}
+    for (int c = tid; c < COLS; c += THREADS) {
+        float total = 0.0f;
+        for (int y = 0; y < MATMUL_DBIAS_LANES; y++) total += lane_sums[y][c];
+        if (col0 + c < OC) partials[(size_t)blockIdx.x * OC + col0 + c] = total;
+    }
 
-// grid (chunks, ceil(OC / 32)), block (32, 8): scratch[chunk, col] = the sum of dout[r, col] over
-// the chunk's MATMUL_DBIAS_CHUNK_ROWS rows.
-__global__ void matmul_dbias_partial_kernel(float* scratch, const floatX* dout, int N, int OC) {
-    __shared__ float lane_sums[MATMUL_DBIAS_LANES][MATMUL_DBIAS_COLS];
-    const int chunk = blockIdx.x, col = blockIdx.y * MATMUL_DBIAS_COLS + threadIdx.x;
-    const int row_begin = chunk * MATMUL_DBIAS_CHUNK_ROWS, row_end = min(N, row_begin + MATMUL_DBIAS_CHUNK_ROWS);
-    float total = matmul_column_tile_sum(dout, row_begin, row_end, OC, col, lane_sums);
-    if (threadIdx.y == 0 && col < OC) scratch[(size_t)chunk * OC + col] = total;
-}
+    // Publish the block's partials (the barrier gathers them to thread 0, whose fence before its
+    // atomic releases them at GPU scope) before the block is counted; the last to count reads all.
+    __syncthreads();
+    if (tid == 0) {
+        __threadfence();
+        is_last = atomicAdd(counter, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!is_last) return;  // the whole block leaves together
+    __threadfence();
 
-// grid ceil(OC / 32), block (32, 8): the same fixed-order sum over the chunks' partials (8 lanes
-// keep the dependent load chains short), added to the old dbias in fp32 and rounded once.
-__global__ void matmul_dbias_finish_kernel(floatX* dbias, const float* scratch, int chunks, int OC) {
-    __shared__ float lane_sums[MATMUL_DBIAS_LANES][MATMUL_DBIAS_COLS];
-    const int col = blockIdx.x * MATMUL_DBIAS_COLS + threadIdx.x;
-    float total = matmul_column_tile_sum(scratch, 0, chunks, OC, col, lane_sums);
-    if (threadIdx.y == 0 && col < OC) dbias[col] = (floatX)((float)dbias[col] + total);
+    // THREADS / COLS chunk lanes per column (2 for fp16/bf16 packs, 4 for fp32, 16 scalar): lane j
+    // adds chunks j, j + LANES, ... in order (read from L2: other SMs wrote them), then the lanes
+    // are added in lane order.
+    static_assert(THREADS % COLS == 0, "a whole number of chunk lanes per column");
+    constexpr int LANES = THREADS / COLS;
+    __shared__ float chunk_sums[LANES][COLS];
+    {
+        const int c = tid % COLS, j = tid / COLS;
+        float total = 0.0f;
+        if (col0 + c < OC)
+            for (int g = j; g < (int)gridDim.x; g += LANES) total += __ldcg(partials + (size_t)g * OC + col0 + c);
+        chunk_sums[j][c] = total;
+    }
+    __syncthreads();
+    for (int c = tid; c < COLS; c += THREADS) {
+        if (col0 + c >= OC) continue;
+        float total = 0.0f;
+        for (int j = 0; j < LANES; j++) total += chunk_sums[j][c];
+        dbias[col0 + c] = (floatX)((float)dbias[col0 + c] + total);
+    }
+    if (tid == 0) atomicExch(counter, 0u);  // ready for the next call
 }
 
 static inline void matmul_dbias(floatX* dbias, float* scratch, const floatX* dout, int N, int OC, cudaStream_t stream) {
-    int chunks = ceil_div(N, MATMUL_DBIAS_CHUNK_ROWS);
-    MATMUL_REQUIRE(ceil_div(OC, MATMUL_DBIAS_COLS) <= 65535, "matmul_backward: OC too large for the dbias grid");
-    dim3 grid(chunks, ceil_div(OC, MATMUL_DBIAS_COLS)), block(MATMUL_DBIAS_COLS, MATMUL_DBIAS_LANES);
-    matmul_dbias_partial_kernel<<<grid, block, 0, stream>>>(scratch, dout, N, OC);
-    cudaCheckLaunch("matmul_dbias_partial_kernel");
-    matmul_dbias_finish_kernel<<<ceil_div(OC, MATMUL_DBIAS_COLS), block, 0, stream>>>(dbias, scratch, chunks, OC);
-    cudaCheckLaunch("matmul_dbias_finish_kernel");
+    const bool vec = OC % X128 == 0 && aligned16(dout);
+    const int cols = MATMUL_DBIAS_PACKS * (vec ? X128 : 1), groups = ceil_div(OC, cols);
+    MATMUL_REQUIRE(groups <= MATMUL_DBIAS_COUNTERS && groups <= 65535,
+                   "matmul_backward: OC too large for the dbias counters (at most 4096 groups of 16 packs)");
+    dim3 grid(ceil_div(N, MATMUL_DBIAS_CHUNK_ROWS), groups), block(MATMUL_DBIAS_PACKS, MATMUL_DBIAS_LANES);
+    if (vec)
+        matmul_dbias_kernel<X128><<<grid, block, 0, stream>>>(dbias, scratch, dout, N, OC);
+    else
+        matmul_dbias_kernel<1><<<grid, block, 0, stream>>>(dbias, scratch, dout, N, OC);
+    cudaCheckLaunch("matmul_dbias_kernel");
 }
 
 static inline void matmul_backward(const MatmulContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias, float* scratch,

@@ -38,10 +38,12 @@ static inline size_t layernorm_backward_scratch_floats_for(int N, int C, size_t 
 
 // ---- matmul (kernels/matmul.cuh) ----
 #define MATMUL_WORKSPACE_BYTES ((size_t)32 << 20)  // cuBLASLt's workspace, allocated once
-#define MATMUL_DBIAS_CHUNK_ROWS 256               // rows of dout per fp32 partial of the bias gradient
+#define MATMUL_DBIAS_CHUNK_ROWS 64  // rows of dout per fp32 partial: partials move 8/64 of dout's fp16 bytes
+#define MATMUL_DBIAS_COUNTERS 4096  // column-group counters at the scratch's start (zero between calls)
+// The bias gradient's scratch: the counters, then one fp32 row of OC partials per chunk of rows.
 static inline size_t matmul_dbias_scratch_floats(int N, int OC) {
     size_t n = (size_t)(N > 0 ? N : 0);
-    return (n + MATMUL_DBIAS_CHUNK_ROWS - 1) / MATMUL_DBIAS_CHUNK_ROWS * (size_t)(OC > 0 ? OC : 0);
+    return MATMUL_DBIAS_COUNTERS + (n + MATMUL_DBIAS_CHUNK_ROWS - 1) / MATMUL_DBIAS_CHUNK_ROWS * (size_t)(OC > 0 ? OC : 0);
 }
 
 // ---- attention backward (kernels/attention.cuh): D = rowsum(dout * out), one per (b, h, t) ----
