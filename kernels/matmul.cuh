@@ -177,12 +177,11 @@ static inline void matmul_forward(const MatmulContext* ctx, floatX* out, floatX*
 // when OC % X128 == 0 and dout is 16-byte aligned, else 1): thread (x, y) reads the W-wide pack x
 // of rows y, y + 16, ... with one 128-bit load per row (a warp reads two rows' 256 contiguous
 // bytes), the block adds its 16 row lanes in lane order, and writes the tile's fp32 column sums
-// to its chunk's row of partials in scratch. Then the fenced last-block pattern: after a barrier,
-// thread 0 fences and counts the block in the column group's counter, and the block that counts
-// last (it sees every other block's partials) adds the group's chunk partials in chunk order,
-// adds the old dbias and rounds once. Which block is last changes from run to run; the order of
-// every sum does not, so dbias is bit-identical on every run. The last block zeroes its counter
-// again, so the counters stay zero between calls (they start zeroed: sizes.h).
+// to its chunk's row of partials in scratch. Then the fenced last-block pattern (common.cuh),
+// counting in the column group's counter: the block that counts last (it sees every other block's
+// partials) adds the group's chunk partials in chunk order, adds the old dbias and rounds once.
+// Which block is last changes from run to run; the order of every sum does not, so dbias is
+// bit-identical on every run. The counters start zeroed (sizes.h) and are left zeroed.
 // Sizes (MATMUL_DBIAS_CHUNK_ROWS, MATMUL_DBIAS_COUNTERS, matmul_dbias_scratch_floats): sizes.h.
 #define MATMUL_DBIAS_PACKS 16  // packs of W columns per block (x)
 #define MATMUL_DBIAS_LANES 16  // row lanes per block (y)
@@ -218,16 +217,7 @@ __global__ void __launch_bounds__(MATMUL_DBIAS_PACKS * MATMUL_DBIAS_LANES)
         if (col0 + c < OC) partials[(size_t)blockIdx.x * OC + col0 + c] = total;
     }
 
-    // Publish the block's partials (the barrier gathers them to thread 0, whose fence before its
-    // atomic releases them at GPU scope) before the block is counted; the last to count reads all.
-    __syncthreads();
-    if (tid == 0) {
-        __threadfence();
-        is_last = atomicAdd(counter, 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!is_last) return;  // the whole block leaves together
-    __threadfence();
+    if (!block_last_to_arrive(counter, gridDim.x, &is_last)) return;  // the whole block leaves together
 
     // THREADS / COLS chunk lanes per column (2 for fp16/bf16 packs, 4 for fp32, 16 scalar): lane j
     // adds chunks j, j + LANES, ... in order (read from L2: other SMs wrote them), then the lanes
@@ -249,7 +239,6 @@ __global__ void __launch_bounds__(MATMUL_DBIAS_PACKS * MATMUL_DBIAS_LANES)
         for (int j = 0; j < LANES; j++) total += chunk_sums[j][c];
         dbias[col0 + c] = (floatX)((float)dbias[col0 + c] + total);
     }
-    if (tid == 0) atomicExch(counter, 0u);  // ready for the next call
 }
 
 static inline void matmul_dbias(floatX* dbias, float* scratch, const floatX* dout, int N, int OC, cudaStream_t stream) {
