@@ -3,8 +3,9 @@
 // All tensors are row-major, N = B*T rows. Products use CUBLAS_COMPUTE_32F with fp32 alpha/beta:
 // fp16/bf16 operands accumulate in fp32; the fp32 build is plain fp32 (no TF32).
 //
-//   matmul_context_init / _destroy: one cuBLASLt handle; the workspace is the caller's device
-//     memory (MATMUL_WORKSPACE_BYTES, 32 MiB, is what the engine gives it), never freed here.
+//   matmul_context_init / _destroy: one cuBLASLt handle and the cache of each product's setup;
+//     the workspace is the caller's device memory (MATMUL_WORKSPACE_BYTES, 32 MiB, is what the
+//     engine gives it), never freed here.
 //   matmul_forward(ctx, out, pre_gelu, inp, weight, bias, N, C, OC, stream)
 //     reads inp[N,C], weight[OC,C], bias[OC] (may be NULL)
 //     OVERWRITES out[N,OC] = inp . weight^T + bias                       (pre_gelu == NULL)
@@ -28,7 +29,10 @@
 //       == 0 and dout is 16-byte aligned, else 1 (OC <= 4096 * 16 * W).
 // Precision: every stored value is floatX (out, pre_gelu, dinp, dweight, dbias); scratch is fp32.
 // The products' kernels and launch shapes are cuBLASLt's (the first cublasLtMatmulAlgoGetHeuristic
-// answer within the context's workspace), enqueued on `stream`; nothing here syncs the host.
+// answer within the context's workspace), enqueued on `stream`; nothing here syncs the host. The
+// descriptors and that answer are made once per distinct product (shape, epilogue, alignments) and
+// kept in the context (matmul_heuristic_queries counts the queries), so a step's ~600 products
+// cost the host a lookup each, not a setup and a heuristic search.
 //
 // Requirements, checked here with a one-line error and exit 1:
 //   N >= 0 and OC >= 0 (N == 0 or OC == 0: nothing to multiply; dinp, if given, is zeroed), C >= 1;
@@ -60,10 +64,38 @@ static inline void matmul_require(bool ok, const char* what, const char* file, i
 }
 #define MATMUL_REQUIRE(cond, what) matmul_require((cond), what, __FILE__, __LINE__)
 
+// One product's cuBLASLt setup, kept per shape: the descriptors and the heuristic's algorithm. The
+// key is everything the heuristic was told (shape, transposes, leading dimensions, epilogue, beta
+// and which of bias/aux are set, each pointer's alignment, the aux leading dimension); a call
+// whose key matches reuses them and only sets its own bias and aux addresses on the descriptor
+// (read when a product is enqueued, so changing them afterwards is safe).
+typedef struct {
+    int m, n, k, lda, ldb, ldd, trans_a, trans_b;
+    uint32_t epilogue, align_a, align_b, align_d, align_bias, align_aux;
+    int has_bias, has_aux;
+    int64_t aux_ld;
+    float beta;
+} MatmulKey;
+typedef struct {
+    MatmulKey key;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatmulAlgo_t algo;
+} MatmulPlan;
+// A training step has about a dozen distinct products; past this many, a product is set up and
+// queried on every call (correct, as before the cache, just slower on the host).
+#define MATMUL_CACHE_SIZE 64
+typedef struct {
+    MatmulPlan plans[MATMUL_CACHE_SIZE];
+    int count;
+    long heuristic_queries;  // cublasLtMatmulAlgoGetHeuristic calls made: one per distinct key
+} MatmulCache;
+
 typedef struct {
     cublasLtHandle_t handle;
     void* workspace;
     size_t workspace_bytes;
+    MatmulCache* cache;  // host memory; the products' setup per shape (the context stays const to callers)
 } MatmulContext;
 // MATMUL_WORKSPACE_BYTES: kernels/sizes.h
 
@@ -72,14 +104,33 @@ static inline void matmul_context_init(MatmulContext* ctx, void* workspace, size
     matmul_check(cublasLtCreate(&ctx->handle));
     ctx->workspace = workspace;
     ctx->workspace_bytes = workspace ? workspace_bytes : 0;
+    ctx->cache = (MatmulCache*)calloc(1, sizeof(MatmulCache));
+    MATMUL_REQUIRE(ctx->cache != NULL, "out of host memory for the matmul cache");
 }
 
-// Releases the handle only: the workspace belongs to the caller.
+static inline void matmul_plan_destroy(MatmulPlan* p) {
+    matmul_check(cublasLtMatrixLayoutDestroy(p->la));
+    matmul_check(cublasLtMatrixLayoutDestroy(p->lb));
+    matmul_check(cublasLtMatrixLayoutDestroy(p->ld));
+    matmul_check(cublasLtMatmulDescDestroy(p->desc));
+}
+
+// Releases the handle and the cached setups: the workspace belongs to the caller.
 static inline void matmul_context_destroy(MatmulContext* ctx) {
+    if (ctx->cache) {
+        for (int i = 0; i < ctx->cache->count; i++) matmul_plan_destroy(&ctx->cache->plans[i]);
+        free(ctx->cache);
+    }
+    ctx->cache = NULL;
     if (ctx->handle) matmul_check(cublasLtDestroy(ctx->handle));
     ctx->handle = NULL;
     ctx->workspace = NULL;
     ctx->workspace_bytes = 0;
+}
+
+// How many heuristic queries the context has made (one per distinct product setup).
+static inline long matmul_heuristic_queries(const MatmulContext* ctx) {
+    return ctx->cache ? ctx->cache->heuristic_queries : 0;
 }
 
 // The largest power of two (at most 256, cuBLASLt's default assumption) dividing the address:
@@ -91,43 +142,48 @@ static inline uint32_t matmul_alignment(const void* p) {
     return align;
 }
 
-// One cuBLASLt product in column-major terms (the row-major callers pass transposed views):
-//   D[m,n] (ldd) = epilogue(op(A)[m,k] . op(B)[k,n] + beta * D), op(X) = X^T when trans_X.
-// D doubles as C, so beta = 1 accumulates in place; beta = 0 never reads D (cuBLASLt's rule).
-// bias (length m) and aux (m x n, ld aux_ld) are set before the algorithm search, which reads
-// their addresses to know their alignment.
-static inline void matmul_cublaslt(const MatmulContext* ctx, void* d, const void* a, const void* b, int m, int n, int k,
-                                   bool trans_a, bool trans_b, int lda, int ldb, int ldd, float beta,
-                                   cublasLtEpilogue_t epilogue, const void* bias, const void* aux, int64_t aux_ld,
-                                   cudaStream_t stream) {
-    cublasLtMatmulDesc_t desc;
-    matmul_check(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    int32_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    matmul_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-    matmul_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-    uint32_t epi = (uint32_t)epilogue;
-    matmul_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+static inline bool matmul_key_equal(const MatmulKey* a, const MatmulKey* b) {
+    return a->m == b->m && a->n == b->n && a->k == b->k && a->lda == b->lda && a->ldb == b->ldb && a->ldd == b->ldd &&
+           a->trans_a == b->trans_a && a->trans_b == b->trans_b && a->epilogue == b->epilogue &&
+           a->align_a == b->align_a && a->align_b == b->align_b && a->align_d == b->align_d &&
+           a->align_bias == b->align_bias && a->align_aux == b->align_aux && a->has_bias == b->has_bias &&
+           a->has_aux == b->has_aux && a->aux_ld == b->aux_ld && a->beta == b->beta;
+}
+
+// The descriptors and the algorithm for a key (bias and aux: this call's, set before the search,
+// which reads their addresses to know their alignment). Exits with one line when nothing fits.
+static inline void matmul_plan_create(const MatmulContext* ctx, MatmulPlan* p, const MatmulKey* key, const void* bias,
+                                      const void* aux) {
+    p->key = *key;
+    matmul_check(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    int32_t op_a = key->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = key->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+    matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    uint32_t epi = key->epilogue;
+    matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     if (bias) {
         int32_t bias_type = CUDA_R_FLOATX;
-        matmul_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
-        matmul_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                    sizeof(bias_type)));
+        matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     }
     if (aux) {
-        matmul_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
-        matmul_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+        int64_t aux_ld = key->aux_ld;
+        matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+        matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
     }
 
     // Stored shapes: A is m x k (k x m when transposed), B is k x n (n x k), D is m x n.
-    cublasLtMatrixLayout_t la, lb, ld;
-    matmul_check(cublasLtMatrixLayoutCreate(&la, CUDA_R_FLOATX, trans_a ? k : m, trans_a ? m : k, lda));
-    matmul_check(cublasLtMatrixLayoutCreate(&lb, CUDA_R_FLOATX, trans_b ? n : k, trans_b ? k : n, ldb));
-    matmul_check(cublasLtMatrixLayoutCreate(&ld, CUDA_R_FLOATX, m, n, ldd));
+    const int m = key->m, n = key->n, k = key->k;
+    matmul_check(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_FLOATX, key->trans_a ? k : m, key->trans_a ? m : k, key->lda));
+    matmul_check(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_FLOATX, key->trans_b ? n : k, key->trans_b ? k : n, key->ldb));
+    matmul_check(cublasLtMatrixLayoutCreate(&p->ld, CUDA_R_FLOATX, m, n, key->ldd));
 
     cublasLtMatmulPreference_t pref;
     matmul_check(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = ctx->workspace_bytes;
     matmul_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    uint32_t align_a = matmul_alignment(a), align_b = matmul_alignment(b), align_d = matmul_alignment(d);
+    uint32_t align_a = key->align_a, align_b = key->align_b, align_d = key->align_d;
     matmul_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
     matmul_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
     matmul_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)));
@@ -137,26 +193,61 @@ static inline void matmul_cublaslt(const MatmulContext* ctx, void* d, const void
     // way, say which product it was.
     cublasLtMatmulHeuristicResult_t heuristic;
     int found = 0;
-    cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx->handle, desc, la, lb, ld, ld, pref, 1, &heuristic, &found);
+    cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx->handle, p->desc, p->la, p->lb, p->ld, p->ld, pref, 1,
+                                                           &heuristic, &found);
+    if (ctx->cache) ctx->cache->heuristic_queries++;
     if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found < 1)) {
         fflush(stdout);
         fprintf(stderr,
                 "error: cuBLASLt: cublasLtMatmulAlgoGetHeuristic at %s:%d: no algorithm for m=%d n=%d k=%d transa=%d "
                 "transb=%d epilogue=%u, alignments A %u B %u D %u, workspace %zu bytes (%s)\n",
-                __FILE__, __LINE__, m, n, k, (int)trans_a, (int)trans_b, epi, align_a, align_b, align_d,
+                __FILE__, __LINE__, m, n, k, key->trans_a, key->trans_b, epi, align_a, align_b, align_d,
                 ctx->workspace_bytes, cublasLtGetStatusName(status));
         exit(1);
     }
     matmul_check_status(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
-    const float alpha = 1.0f;
-    matmul_check(cublasLtMatmul(ctx->handle, desc, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heuristic.algo,
-                                ctx->workspace, ctx->workspace_bytes, stream));
-    // The descriptors are host objects read at enqueue time: freeing them now is safe.
+    p->algo = heuristic.algo;
     matmul_check(cublasLtMatmulPreferenceDestroy(pref));
-    matmul_check(cublasLtMatrixLayoutDestroy(la));
-    matmul_check(cublasLtMatrixLayoutDestroy(lb));
-    matmul_check(cublasLtMatrixLayoutDestroy(ld));
-    matmul_check(cublasLtMatmulDescDestroy(desc));
+}
+
+// One cuBLASLt product in column-major terms (the row-major callers pass transposed views):
+//   D[m,n] (ldd) = epilogue(op(A)[m,k] . op(B)[k,n] + beta * D), op(X) = X^T when trans_X.
+// D doubles as C, so beta = 1 accumulates in place; beta = 0 never reads D (cuBLASLt's rule).
+// bias (length m) and aux (m x n, ld aux_ld) may be NULL. The setup comes from the context's cache
+// (made, with one heuristic query, the first time its key is seen).
+static inline void matmul_cublaslt(const MatmulContext* ctx, void* d, const void* a, const void* b, int m, int n, int k,
+                                   bool trans_a, bool trans_b, int lda, int ldb, int ldd, float beta,
+                                   cublasLtEpilogue_t epilogue, const void* bias, const void* aux, int64_t aux_ld,
+                                   cudaStream_t stream) {
+    MatmulKey key;
+    memset(&key, 0, sizeof(key));
+    key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb, key.ldd = ldd;
+    key.trans_a = trans_a, key.trans_b = trans_b, key.epilogue = (uint32_t)epilogue, key.beta = beta;
+    key.align_a = matmul_alignment(a), key.align_b = matmul_alignment(b), key.align_d = matmul_alignment(d);
+    key.has_bias = bias != NULL, key.has_aux = aux != NULL;
+    key.align_bias = bias ? matmul_alignment(bias) : 0, key.align_aux = aux ? matmul_alignment(aux) : 0;
+    key.aux_ld = aux ? aux_ld : 0;
+
+    MatmulCache* cache = ctx->cache;
+    MatmulPlan* plan = NULL;
+    MatmulPlan once;  // the uncached setup when the cache is full
+    if (cache)
+        for (int i = 0; i < cache->count && !plan; i++)
+            if (matmul_key_equal(&cache->plans[i].key, &key)) plan = &cache->plans[i];
+    if (plan) {  // this call's bias and aux addresses on the cached descriptor
+        if (bias)
+            matmul_check(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        if (aux)
+            matmul_check(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                                                        sizeof(aux)));
+    } else {
+        plan = cache && cache->count < MATMUL_CACHE_SIZE ? &cache->plans[cache->count++] : &once;
+        matmul_plan_create(ctx, plan, &key, bias, aux);
+    }
+    const float alpha = 1.0f;
+    matmul_check(cublasLtMatmul(ctx->handle, plan->desc, &alpha, a, plan->la, b, plan->lb, &beta, d, plan->ld, d, plan->ld,
+                                &plan->algo, ctx->workspace, ctx->workspace_bytes, stream));
+    if (plan == &once) matmul_plan_destroy(&once);  // host objects read at enqueue time: freeing now is safe
 }
 
 static inline void matmul_forward(const MatmulContext* ctx, floatX* out, floatX* pre_gelu, const floatX* inp,

@@ -200,6 +200,20 @@ int main() {
     test_backward(37, 64, 96, true, true, true, 0, rng);
     test_backward(300, 128, 32, true, false, true, 0, rng);
 
+    // The setup is cached per product: a forward seen before (new buffers, same alignments) makes no
+    // heuristic query and is still right with its own bias; a new N makes exactly one.
+    {
+        long q0 = matmul_heuristic_queries(&g_ctx);
+        test_forward(37, 29, 43, true, false, 0, rng);
+        long q1 = matmul_heuristic_queries(&g_ctx);
+        test_forward(41, 29, 43, true, false, 0, rng);
+        test_forward(41, 29, 43, true, false, 0, rng);
+        long q2 = matmul_heuristic_queries(&g_ctx);
+        char why[128];
+        snprintf(why, sizeof(why), "queries before %ld, after a repeat %ld, after a new shape twice %ld", q0, q1, q2);
+        test_report(q0 > 0 && q1 == q0 && q2 == q0 + 1, "matmul: one heuristic query per distinct product", why);
+    }
+
 #if defined(CUDA_CPU)
     test_refusal(true);
     test_refusal(false);
