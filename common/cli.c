@@ -44,7 +44,9 @@ static const Flag FLAGS[] = {
     // 2e-3 over 50 warm-up steps: the default run learns smoothly (3e-3 over 20 spiked; README).
     {"-l", "--lr", FLAG_FLOAT | RECORDED, OPT(lr), "2e-3", "peak learning rate"},
     {"-u", "--warmup", FLAG_INT | RECORDED, OPT(warmup), "50", "learning-rate warmup steps"},
-    {"-q", "--final-lr-frac", FLAG_FLOAT | RECORDED, OPT(final_lr_frac), "0.1", "cosine decay floor, as a fraction of the peak (1 = constant)"},
+    {"-q", "--final-lr-frac", FLAG_FLOAT | RECORDED, OPT(final_lr_frac), "0.1", "the learning rate at the last step, as a fraction of the peak (1 = no decay)"},
+    // llm.c's -k and its four schedules (schedule.h); recorded: old checkpoints have none, and ran cosine.
+    {"-k", "--lr-scheduler", FLAG_STRING | RECORDED, OPT(lr_scheduler), "cosine", "learning-rate schedule after the warmup: cosine, linear, constant or wsd (llm.c's -k)"},
     {"-c", "--weight-decay", FLAG_FLOAT | RECORDED, OPT(weight_decay), "0.0", "AdamW weight decay (2-D weights only)"},
     {"-G", "--grad-clip", FLAG_FLOAT | RECORDED, OPT(grad_clip), "1.0", "clip the global gradient norm to this (0 = off)"},
     {"-B1", "--beta1", FLAG_FLOAT | RECORDED, OPT(beta1), "0.9", "AdamW beta1"},
@@ -55,9 +57,12 @@ static const Flag FLAGS[] = {
     {"-s", "--sample-every", FLAG_INT, OPT(sample_every), "100", "print a sample every N steps (0 = never)"},
     {"-g", "--gen-tokens", FLAG_INT, OPT(gen_tokens), "64", "tokens per sample"},
     {"-T", "--temperature", FLAG_FLOAT, OPT(temperature), "1.0", "sampling temperature (0 = greedy)"},
-    {"-k", "--top-k", FLAG_INT, OPT(top_k), "0", "sample from the k most likely tokens (0 = all)"},
-    {"-n", "--checkpoint-every", FLAG_INT | NO_BYTES, OPT(checkpoint_every), "0", "write a checkpoint every N steps and at the end (0 = never)"},
-    {"-y", "--resume", FLAG_INT | NO_BYTES, OPT(resume), "0", "1 = resume from the latest checkpoint in the output dir"},
+    {NULL, "--top-k", FLAG_INT, OPT(top_k), "0", "sample from the k most likely tokens (0 = all; llm.c's -k is the schedule)"},
+    {"-h", "--hellaswag", FLAG_INT | NO_BYTES, OPT(hellaswag), "0", "1 = evaluate HellaSwag accuracy with each val loss (llm.c's -h; help is --help)"},
+    {"-n", "--checkpoint-every", FLAG_INT | NO_BYTES, OPT(checkpoint_every), "0", "write a checkpoint (and its DONE_STEP file) every N steps and at the end (0 = never)"},
+    {"-nk", "--checkpoints-keep", FLAG_INT | NO_BYTES, OPT(checkpoints_keep), "0", "keep the newest N checkpoints, deleting older ones (0 = keep all)"},
+    {"-nm", "--checkpoints-major", FLAG_INT | NO_BYTES, OPT(major_checkpoint_every), "0", "with -nk: checkpoints at multiples of N steps are never deleted (0 = none)"},
+    {"-y", "--resume", FLAG_INT | NO_BYTES, OPT(resume), "0", "1 = resume from the newest checkpoint in the output dir, or start afresh when it has none"},
     {"-S", "--seed", FLAG_LONG | RECORDED, OPT(seed), "1337", "seed for initialization, shuffling and sampling"},
     {"-sf", "--shuffle", FLAG_INT | RECORDED, OPT(shuffle), "0", "1 = shuffle shard order and windows within shards (seeded)"},
     {"-z", "--zero", FLAG_INT, OPT(zero_stage), "0", "ZeRO stage over MPI ranks: 0 data parallel, 1 shard the optimizer state, 2 also the gradients"},
@@ -311,7 +316,7 @@ void cli_usage(const char* prog) {
         if (FLAG_TYPE(f) == FLAG_SWITCH) printf("  %-26s %s (a switch, no value)\n", names, f->help);
         else printf("  %-26s %s (default: %s)\n", names, f->help, f->def[0] ? f->def : "\"\"");
     }
-    printf("  %-26s print this help\n", "-h, --help");
+    printf("  %-26s print this help\n", "    --help");
 }
 
 void cli_parse(TrainOptions* opts, int argc, char** argv) {
@@ -319,15 +324,19 @@ void cli_parse(TrainOptions* opts, int argc, char** argv) {
     for (int i = 0; i < NUM_FLAGS; i++) flag_set(opts, &FLAGS[i], FLAGS[i].def);
     for (int a = 1; a < argc; a++) {
         const char* arg = argv[a];
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+        if (strcmp(arg, "--help") == 0) {
             cli_usage(argv[0]);
             exit(0);
         }
+        // -h is llm.c's HellaSwag flag (-h 1); it printed help here before, so a bare -h, or one
+        // followed by another flag, is told where help went rather than read as a missing value.
+        if (strcmp(arg, "-h") == 0 && (a + 1 >= argc || argv[a + 1][0] == '-'))
+            fatal("flag -h (--hellaswag) is llm.c's HellaSwag eval and takes 0 or 1 (-h 1); for help use --help");
         const Flag* f = NULL;
         for (int i = 0; i < NUM_FLAGS && !f; i++)
             if ((FLAGS[i].short_name && strcmp(arg, FLAGS[i].short_name) == 0) || strcmp(arg, FLAGS[i].long_name) == 0)
                 f = &FLAGS[i];
-        if (!f) fatal("unknown flag '%s' (see %s -h)", arg, argv[0]);
+        if (!f) fatal("unknown flag '%s' (see %s --help)", arg, argv[0]);
         opts->given |= 1ull << (f - FLAGS);
         if (FLAG_TYPE(f) == FLAG_SWITCH) {
             flag_set(opts, f, "1");

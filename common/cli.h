@@ -1,5 +1,5 @@
 // cli.h: the trainer's flags. One table (cli.c) gives each flag its short and long name,
-// type, default and help line; the parser, the defaults and `-h` all read that table, so the
+// type, default and help line; the parser, the defaults and `--help` all read that table, so the
 // usage text cannot drift from what is parsed.
 #ifndef COMMON_CLI_H
 #define COMMON_CLI_H
@@ -30,7 +30,11 @@ typedef struct {
     int sample_every, gen_tokens;
     float temperature;
     int top_k;
+    const char* lr_scheduler;  // cosine | linear | constant | wsd (llm.c's -k)
+    int hellaswag;             // 1 = HellaSwag accuracy with each val loss (llm.c's -h)
     int checkpoint_every;
+    int checkpoints_keep;      // keep the newest N checkpoints (0 = all; llm.c's -nk)
+    int major_checkpoint_every;// checkpoints at multiples of N are never deleted (llm.c's -nm)
     int resume;
     long seed;
     int shuffle;
@@ -55,7 +59,7 @@ typedef struct {
     unsigned long long given;  // a bit per flag given on the command line (cli_given)
 } TrainOptions;
 
-// Fills opts from the table's defaults, then argv. Prints usage and exits 0 on -h/--help;
+// Fills opts from the table's defaults, then argv. Prints usage and exits 0 on --help;
 // fatal, naming the flag, on an unknown flag, a missing value or a value of the wrong type.
 void cli_parse(TrainOptions* opts, int argc, char** argv);
 void cli_usage(const char* prog);

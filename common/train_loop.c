@@ -67,8 +67,22 @@ static void options_validate(const TrainOptions* o) {
     if (o->gen_tokens < 0 || o->gen_tokens > MAX_GEN_TOKENS)
         fatal("flag -g (gen tokens) must be 0 to %d, got %d", MAX_GEN_TOKENS, o->gen_tokens);
     if (o->temperature < 0) fatal("flag -T (temperature) must be non-negative, got %g", o->temperature);
-    if (o->top_k < 0) fatal("flag -k (top-k) must be non-negative, got %d", o->top_k);
+    if (o->top_k < 0) fatal("flag --top-k must be non-negative, got %d", o->top_k);
+    if (lr_schedule_parse(o->lr_scheduler) < 0) {
+        // -k was top-k sampling here before it took llm.c's meaning: a number is told where that went.
+        char* end;
+        strtol(o->lr_scheduler, &end, 10);
+        int number = o->lr_scheduler[0] && *end == '\0';
+        fatal("flag -k (--lr-scheduler) expects cosine, linear, constant or wsd, got '%s'%s", o->lr_scheduler,
+              number ? " (top-k sampling, which was -k, is now --top-k)" : "");
+    }
+    if (o->hellaswag != 0 && o->hellaswag != 1) fatal("flag -h (--hellaswag) must be 0 or 1, got %d (help is --help)", o->hellaswag);
+    if (o->hellaswag)
+        fatal("flag -h (--hellaswag) 1: the HellaSwag evaluation is not built yet (issue 19); run without -h 1");
     if (o->checkpoint_every < 0) fatal("flag -n (checkpoint every) must be non-negative, got %d", o->checkpoint_every);
+    if (o->checkpoints_keep < 0) fatal("flag -nk (checkpoints to keep) must be non-negative, got %d", o->checkpoints_keep);
+    if (o->major_checkpoint_every < 0)
+        fatal("flag -nm (major checkpoint every) must be non-negative, got %d", o->major_checkpoint_every);
     if (o->resume != 0 && o->resume != 1) fatal("flag -y (resume) must be 0 or 1, got %d", o->resume);
     if (o->shuffle != 0 && o->shuffle != 1) fatal("flag -sf (shuffle) must be 0 or 1, got %d", o->shuffle);
     if (o->zero_stage < 0 || o->zero_stage > 2) fatal("flag -z (ZeRO stage) must be 0, 1 or 2, got %d", o->zero_stage);
@@ -127,9 +141,15 @@ static void checkpoint_paths(const char* dir, long step, char* model_path, char*
     snprintf(state_path, cap, "%s/state_%08ld.bin", dir, step);
 }
 
+// DONE_STEP (llm.c's name, an empty file): written once every file of the checkpoint of STEP is on
+// disk, the last thing a checkpoint does; llm.c's restart loops test for the last step's.
+static void done_path(const char* dir, long step, char* path, size_t cap) {
+    snprintf(path, cap, "%s/DONE_%08ld", dir, step);
+}
+
 // What a file of a checkpoint is called: model_STEP.bin, state_STEP.bin, a shard of a sharded
-// checkpoint state_STEP.rankNNN.bin, and any of them set aside as damaged (NAME.damaged).
-typedef enum { CKPT_NONE, CKPT_MODEL, CKPT_STATE, CKPT_SHARD } CheckpointFileKind;
+// checkpoint state_STEP.rankNNN.bin, DONE_STEP, and any of them set aside as damaged (NAME.damaged).
+typedef enum { CKPT_NONE, CKPT_MODEL, CKPT_STATE, CKPT_SHARD, CKPT_DONE } CheckpointFileKind;
 
 // The step of "PREFIX<digits>" at the start of name, with *rest pointing after the digits; -1 if none.
 static long name_step(const char* name, const char* prefix, const char** rest) {
@@ -150,7 +170,10 @@ static CheckpointFileKind checkpoint_file_kind(const char* name, long* step, int
     CheckpointFileKind kind = CKPT_NONE;
     if ((*step = name_step(name, "model_", &rest)) >= 0) kind = CKPT_MODEL;
     else if ((*step = name_step(name, "state_", &rest)) >= 0) kind = CKPT_STATE;
-    else return CKPT_NONE;
+    else if ((*step = name_step(name, "DONE_", &rest)) >= 0) {
+        *damaged = strcmp(rest, ".damaged") == 0;
+        return *rest == '\0' || *damaged ? CKPT_DONE : CKPT_NONE;
+    } else return CKPT_NONE;
     if (kind == CKPT_STATE && strncmp(rest, ".rank", 5) == 0 && rest[5] >= '0' && rest[5] <= '9') {
         rest += 5;
         while (*rest >= '0' && *rest <= '9') rest++;
@@ -160,6 +183,22 @@ static CheckpointFileKind checkpoint_file_kind(const char* name, long* step, int
     rest += 4;
     *damaged = strcmp(rest, ".damaged") == 0;
     return *rest == '\0' || *damaged ? kind : CKPT_NONE;
+}
+
+// Whether dir holds a DONE file (set aside or not): then only a checkpoint with its DONE file is
+// whole. Checkpoints written before DONE files existed are judged by their own files alone.
+static int done_files_used(const char* dir) {
+    DIR* d = opendir(dir);
+    if (!d) return 0;
+    struct dirent* ent;
+    int found = 0;
+    while (!found && (ent = readdir(d)) != NULL) {
+        long step;
+        int damaged;
+        found = checkpoint_file_kind(ent->d_name, &step, &damaged) == CKPT_DONE;
+    }
+    closedir(d);
+    return found;
 }
 
 static int long_desc(const void* a, const void* b) {
@@ -419,9 +458,13 @@ static void resume_corpus_kind(TrainSetup* s, char* kind, size_t cap) {
     static TrainState st;  // 8 KiB of run record
     OptimizerCounters oc;
     char mp[4200], sp[4200], why[4800];
+    int use_done = done_files_used(o->output_dir);
     for (int i = 0; i < count && !found; i++) {
         checkpoint_paths(o->output_dir, steps[i], mp, sp, sizeof(mp));
-        found = file_exists(mp) && checkpoint_verify(mp, sp, &s->config, &st, &oc, why, sizeof(why)) == CHECKPOINT_OK;
+        char dp[4200];
+        done_path(o->output_dir, steps[i], dp, sizeof(dp));
+        found = file_exists(mp) && (!use_done || file_exists(dp)) &&
+                checkpoint_verify(mp, sp, &s->config, &st, &oc, why, sizeof(why)) == CHECKPOINT_OK;
     }
     free(steps);
     if (!found) return;
@@ -454,6 +497,7 @@ static void resume_corpus_kind(TrainSetup* s, char* kind, size_t cap) {
 }
 
 // Picks the newest checkpoint that is whole and consistent; damaged ones are set aside, saying so.
+// With none at all, resume_step stays -1: the run starts afresh.
 static void resume_choose(TrainSetup* s) {
     const TrainOptions* o = &s->opts;
     int count, damaged = 0;
@@ -461,10 +505,18 @@ static void resume_choose(TrainSetup* s) {
     char mp[4200], sp[4200], why[4800], first_damage[4800] = "";
     static TrainState st;  // 8 KiB of run record
     OptimizerCounters oc;
+    int use_done = done_files_used(o->output_dir);
     for (int i = 0; i < count; i++) {
         checkpoint_paths(o->output_dir, steps[i], mp, sp, sizeof(mp));
         if (!file_exists(mp)) {  // the state file goes first: a crash between the two leaves this
             printf("resume: step %ld has no model file (a checkpoint cut short); trying an older one\n", steps[i]);
+            continue;
+        }
+        char dp[4200];
+        done_path(o->output_dir, steps[i], dp, sizeof(dp));
+        if (use_done && !file_exists(dp)) {  // the DONE file goes last: a crash before it leaves this
+            printf("resume: step %ld has no DONE_%08ld file (a checkpoint cut short); trying an older one\n", steps[i],
+                   steps[i]);
             continue;
         }
         CheckpointStatus status = checkpoint_verify(mp, sp, &s->config, &st, &oc, why, sizeof(why));
@@ -509,7 +561,13 @@ static void resume_choose(TrainSetup* s) {
     if (damaged)
         fatal("flag -y 1: no intact checkpoint in %s (%d damaged, set aside as *.damaged; the newest: %s)", o->output_dir,
               damaged, first_damage);
-    fatal("flag -y 1: no checkpoint (model_*.bin with state_*.bin) in %s", o->output_dir);
+    // No checkpoint at all (at most pieces of one cut short): -y 1 starts the run, as in llm.c,
+    // so one command line both starts a run and resumes it. The pieces go, as a fresh run's would.
+    int pieces;
+    free(checkpoint_list(o->output_dir, 1, &pieces));
+    s->overwrite_pending = pieces > 0;
+    printf("resume: no checkpoint in %s; starting the run from step 0 (-y 1 resumes when there is one)\n",
+           o->output_dir);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -701,6 +759,8 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     // Rank 0 checks the checkpoints and chooses (setting damaged ones aside); every rank loads it.
     if (o->resume && s->rank == 0) resume_choose(s);
     ranks_broadcast(&s->resume_step, sizeof(s->resume_step), 0);
+    // -y 1 with no checkpoint to resume: from here on a fresh run, on every rank.
+    if (s->resume_step < 0) o->resume = 0;
 
     EngineOptions* eo = &s->engine_options;
     eo->B = o->B;
@@ -942,14 +1002,64 @@ static uint64_t run_id_make(const TrainSetup* s, const Engine* e) {
     return id ? id : 1;  // 0 means "none"
 }
 
-// A checkpoint of `step`: the engine writes its files (every rank its part), then says so.
+// Deletes every file of the checkpoint of `step` (not those set aside as damaged): its DONE file
+// first, so a deletion cut short never leaves a DONE file beside half a checkpoint.
+static void checkpoint_delete(const char* dir, long step) {
+    char dp[4200];
+    done_path(dir, step, dp, sizeof(dp));
+    if (unlink(dp) != 0 && errno != ENOENT) fatal("-nk: cannot delete %s (%s)", dp, strerror(errno));
+    sync_parent_dir(dp);
+    DIR* d = opendir(dir);
+    if (!d) fatal("cannot list output dir %s (%s)", dir, strerror(errno));
+    struct dirent* ent;
+    while ((ent = readdir(d)) != NULL) {
+        long st;
+        int damaged;
+        if (checkpoint_file_kind(ent->d_name, &st, &damaged) == CKPT_NONE || damaged || st != step) continue;
+        char path[4400];
+        snprintf(path, sizeof(path), "%s/%s", dir, ent->d_name);
+        if (unlink(path) != 0 && errno != ENOENT) fatal("-nk: cannot delete %s (%s)", path, strerror(errno));
+    }
+    closedir(d);
+    sync_parent_dir(dp);
+}
+
+// -nk: the newest `keep` checkpoints stay, and of the older ones those at a multiple of -nm (major
+// ones); the rest are deleted. llm.c deletes the one checkpoint -nk * -n steps back after each
+// write; on a regular schedule that is the same, and here a checkpoint written off the schedule
+// (at a stop request, or at a last step that is not a multiple of -n) is counted too.
+static void checkpoint_retain(const char* dir, int keep, int major_every) {
+    int count;
+    long* steps = checkpoint_list(dir, 0, &count);
+    for (int i = keep; i < count; i++) {
+        if (major_every > 0 && steps[i] % major_every == 0) continue;
+        checkpoint_delete(dir, steps[i]);
+        printf("checkpoint: deleted step %ld (-nk %d keeps the newest %d%s)\n", steps[i], keep, keep,
+               major_every > 0 ? " and every multiple of -nm" : "");
+    }
+    free(steps);
+}
+
+// A checkpoint of `step`: the engine writes its files (every rank its part); once all are on disk,
+// rank 0 writes DONE_STEP, then applies -nk.
 static void checkpoint_write(TrainSetup* s, Engine* e, TrainState* st, int step) {
-    char mp[4200], sp[4200];
-    checkpoint_paths(s->opts.output_dir, step, mp, sp, sizeof(mp));
+    char mp[4200], sp[4200], dp[4200];
+    const char* dir = s->opts.output_dir;
+    checkpoint_paths(dir, step, mp, sp, sizeof(mp));
     st->step = step;
     st->train_pos = dataloader_get_pos(&s->train);
     e->checkpoint_save(e, mp, sp, st);
-    printf("checkpoint: wrote %s and %s\n", mp, sp);
+    ranks_barrier();  // every rank's part written
+    if (s->rank == 0) {
+        done_path(dir, step, dp, sizeof(dp));
+        FILE* f = fopen(dp, "w");
+        if (!f) fatal("cannot create %s (%s)", dp, strerror(errno));
+        fclose_check(f, dp);
+        sync_parent_dir(dp);
+        printf("checkpoint: wrote %s, %s and %s\n", mp, sp, dp);
+        if (s->opts.checkpoints_keep > 0) checkpoint_retain(dir, s->opts.checkpoints_keep, s->opts.major_checkpoint_every);
+    }
+    ranks_barrier();  // no rank reads the dir while rank 0 deletes
 }
 
 // The exit status of a stopped run: 128 + the signal, as a shell reports one; with several ranks 0,
@@ -1017,8 +1127,13 @@ int train_run(TrainSetup* s, Engine* e) {
     memory_report_print(e);
     printf("train: %s (%d shards, %lld batches of B=%d T=%d per epoch) | val: %s\n", s->train_pattern, s->train.nfiles,
            (long long)s->train.total_windows, o->B, o->T, s->have_val ? s->val_pattern : "none");
-    printf("steps: %d | total batch %ld tokens = %d micro-steps | lr %g warmup %d floor %g | wd %g | clip %g\n",
-           s->max_steps, s->total_batch, s->accum, o->lr, o->warmup, o->final_lr_frac, o->weight_decay, o->grad_clip);
+    LRSchedule schedule = (LRSchedule)lr_schedule_parse(o->lr_scheduler);
+    printf("steps: %d | total batch %ld tokens = %d micro-steps | lr %g %s warmup %d final %g | wd %g | clip %g\n",
+           s->max_steps, s->total_batch, s->accum, o->lr, o->lr_scheduler, schedule == LR_CONSTANT ? 0 : o->warmup,
+           schedule == LR_CONSTANT ? 1.0f : o->final_lr_frac, o->weight_decay, o->grad_clip);
+    if (schedule == LR_CONSTANT && (o->warmup > 0 || o->final_lr_frac != 1.0f))
+        printf("schedule: constant is the peak at every step, as llm.c's: -u %d and -q %g have no effect\n", o->warmup,
+               o->final_lr_frac);
     if (o->skip_outliers > 0)
         printf("outlier guard: skip an update whose loss or grad norm is over %g standard deviations above its mean\n",
                o->skip_outliers);
@@ -1086,7 +1201,7 @@ int train_run(TrainSetup* s, Engine* e) {
             status = stop_status(s, abandon);
             break;
         }
-        float lr = lr_at_step(step, s->max_steps, o->lr, o->warmup, o->final_lr_frac);
+        float lr = lr_schedule_at(schedule, step, s->max_steps, o->lr, o->warmup, o->final_lr_frac);
         int guard = o->skip_outliers > 0 && st.stats_count >= OUTLIER_WARMUP;
         double loss_sd = stats_std(st.loss_mean, st.loss_var), norm_sd = stats_std(st.norm_mean, st.norm_var);
         opt.skip_loss_above = guard ? (float)(st.loss_mean + o->skip_outliers * loss_sd) : 0.0f;

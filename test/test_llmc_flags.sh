@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# test_llmc_flags.sh: the flags llm.c users bring, with llm.c's meaning: -h (HellaSwag; help is
+# --help), -k (the learning-rate schedule; top-k is --top-k), -y 1 on an empty output dir (starts
+# the run), DONE_STEP files (written after each checkpoint, honoured on resume, ending llm.c's
+# restart loop), -nk / -nm (checkpoint retention). Each schedule's learning rate at every step is
+# compared with llm.c's formulas transcribed independently in Python (float32 arithmetic), and the
+# checkpoints -nk / -nm leave with a simulation of llm.c's deletion rule. C engine, a tiny model.
+set -u
+# A tiny model: one OpenMP thread (spinning threads on a shared machine cost 1000 times the step).
+export OMP_NUM_THREADS=1
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-/usr/bin/python3}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+failed=0
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; failed=1; }
+gen=build/test/gen_data
+[ -x "$gen" ] || { echo "FAIL setup: $gen missing (make $gen)"; exit 1; }
+$gen model "$dir/m.bin" 1 32 2 256 64 1 && $gen shard "$dir/train.bin" 20000 256 2 && $gen shard "$dir/val.bin" 2000 256 3 \
+    || { echo "FAIL setup: gen_data"; exit 1; }
+base=(-e "$dir/m.bin" -i "$dir/train.bin" -j "$dir/val.bin" -b 2 -t 16 -v 0 -s 0 -p 1000)
+
+# expect_error NAME PATTERN ARGS...: exit status 1 and one stderr line matching PATTERN.
+expect_error() {
+    local name=$1 pattern=$2
+    shift 2
+    ./train_gpt2 "$@" > "$dir/err.out" 2> "$dir/err.txt"
+    local rc=$? nlines
+    nlines=$(wc -l < "$dir/err.txt")
+    if [ $rc -eq 1 ] && [ "$nlines" -eq 1 ] && grep -qE "$pattern" "$dir/err.txt"; then
+        pass "$name"
+    else
+        fail "$name" "exit $rc, stderr: $(head -c 300 "$dir/err.txt")"
+    fi
+}
+
+# --- -h and --help, -k and --top-k -------------------------------------------------------------
+./train_gpt2 --help > "$dir/help.out" 2>&1 && grep -q -- "-h, --hellaswag" "$dir/help.out" &&
+    grep -q -- "-k, --lr-scheduler" "$dir/help.out" && grep -qE "^ +--top-k" "$dir/help.out" &&
+    pass "--help prints the flags and exits 0 (-h is --hellaswag, -k --lr-scheduler, top-k --top-k)" ||
+    fail "--help" "$(head -c 300 "$dir/help.out")"
+expect_error "-h alone (help before) says help is --help" "flag -h \(--hellaswag\) is llm.c's HellaSwag eval.*--help" -h
+expect_error "-h followed by a flag says help is --help" "flag -h \(--hellaswag\).*--help" "${base[@]}" -h -x 2
+expect_error "-h 2 is refused" "flag -h \(--hellaswag\) must be 0 or 1, got 2" "${base[@]}" -h 2
+expect_error "-k 40 (top-k before) is refused, pointing to --top-k" \
+    "flag -k \(--lr-scheduler\) expects cosine, linear, constant or wsd, got '40' \(top-k sampling, which was -k, is now --top-k\)" \
+    "${base[@]}" -k 40
+expect_error "-k with an unknown schedule" "flag -k \(--lr-scheduler\) expects cosine, linear, constant or wsd, got 'step'" \
+    "${base[@]}" -k step
+expect_error "--top-k -1" "flag --top-k must be non-negative" "${base[@]}" --top-k -1
+expect_error "-nk -1" "flag -nk .*non-negative" "${base[@]}" -nk -1
+expect_error "-nm -1" "flag -nm .*non-negative" "${base[@]}" -nm -1
+./train_gpt2 "${base[@]}" -x 2 -s 2 -g 6 --top-k 3 -o "" > "$dir/topk.out" 2>&1 && grep -q "^generating" "$dir/topk.out" &&
+    pass "--top-k 3 samples" || fail "--top-k 3" "$(tail -2 "$dir/topk.out")"
+
+# --- the schedules, value for value against llm.c's formulas ---------------------------------
+# Each run logs the learning rate of every step exactly ("lr" in log.jsonl, %.9g of the float).
+sched_runs=("cosine -x 30 -u 5 -q 0.1" "cosine -x 30 -u 0 -q 0.0" "linear -x 30 -u 5 -q 0.1" "linear -x 27 -u 4 -q 0.0"
+            "constant -x 12 -u 5 -q 0.1" "wsd -x 30 -u 5 -q 0.0" "wsd -x 23 -u 3 -q 0.2" "cosine -x 8 -u 10 -q 0.1")
+i=0
+for r in "${sched_runs[@]}"; do
+    set -- $r
+    kind=$1
+    shift
+    if ./train_gpt2 "${base[@]}" -l 1e-3 -k $kind "$@" -o "$dir/s$i" > "$dir/s$i.out" 2>&1; then
+        echo "$kind $*" > "$dir/s$i/args"
+    else
+        fail "schedule $r" "exit $?: $(tail -2 "$dir/s$i.out")"
+    fi
+    i=$((i + 1))
+done
+./train_gpt2 "${base[@]}" -l 1e-3 -x 30 -u 5 -q 0.1 -o "$dir/sdefault" > /dev/null 2>&1
+"$PY" - "$dir" $i <<'PYEOF'
+import json, math, os, sys
+import numpy as np
+f32 = np.float32
+d, n = sys.argv[1], int(sys.argv[2])
+
+def llmc_lr(kind, step, N, lr, warmup, frac):
+    # llm.c's llmc/schedulers.h, in its float arithmetic: lr * (step+1) / warmup while warming up;
+    # cosine and linear decay from the peak at `warmup` to lr*frac at N; wsd holds the peak until
+    # int(0.8 N) and falls as 1 - sqrt; constant is lr at every step (no warmup).
+    lr, frac = f32(lr), f32(frac)
+    if kind == "constant":
+        return lr
+    if kind == "wsd":
+        dp = int(f32(0.8) * f32(N))
+        if step < warmup:
+            return lr * (f32(step + 1) / f32(warmup))
+        if step < dp:
+            return lr
+        ratio = f32(step - dp) / f32(N - dp)
+        lo = lr * frac
+        return lo + (f32(1) - np.sqrt(ratio)) * (lr - lo)
+    if step < warmup:
+        return lr * f32(step + 1) / f32(warmup)
+    if N <= warmup:  # llm.c asserts here; the trainer holds the peak
+        return lr
+    ratio = f32(step - warmup) / f32(N - warmup)
+    lo = lr * frac
+    if kind == "linear":
+        return lr - ratio * (lr - lo)
+    coeff = f32(0.5) * (f32(1) + f32(math.cos(math.pi * float(ratio))))
+    return lo + coeff * (lr - lo)
+
+def logged(path):
+    return [json.loads(l) for l in open(path) if '"train_loss"' in l]
+
+def parse(args):
+    a = args.split()
+    kind, flags = a[0], dict(zip(a[1::2], a[2::2]))
+    return kind, int(flags["-x"]), int(flags["-u"]), float(flags["-q"])
+
+for i in range(n):
+    args_path = os.path.join(d, "s%d" % i, "args")
+    if not os.path.exists(args_path):
+        continue
+    args = open(args_path).read().strip()
+    kind, N, warmup, frac = parse(args)
+    lines = logged(os.path.join(d, "s%d" % i, "log.jsonl"))
+    worst, where = 0.0, None
+    for line in lines:
+        step = line["step"] - 1  # the log counts updates from 1; the schedule from 0
+        want = float(llmc_lr(kind, step, N, 1e-3, warmup, frac))
+        got = line["lr"]
+        rel = abs(got - want) / max(abs(want), 1e-30)
+        if rel > worst:
+            worst, where = rel, (step, got, want)
+    # Within 4 float32 ulps (cosf and Python's cos may differ in the last bit).
+    ok = len(lines) == N and worst <= 4 * 2.0 ** -23
+    print("%s schedule -k %s: %d steps match llm.c's formula (worst relative difference %.2g%s)" %
+          ("PASS" if ok else "FAIL", args, len(lines), worst, "" if ok else ", step %d: %r vs %r" % where if where else ""))
+a = [l["lr"] for l in logged(os.path.join(d, "sdefault", "log.jsonl"))]
+b = [l["lr"] for l in logged(os.path.join(d, "s0", "log.jsonl"))]
+print("%s schedule: without -k the schedule is cosine (%d steps identical)" % ("PASS" if a and a == b else "FAIL", len(a)))
+PYEOF
+[ $? -eq 0 ] || failed=1
+grep -q "^schedule: constant is the peak at every step, as llm.c's: -u 5 and -q 0.1 have no effect" "$dir/s4.out" &&
+    pass "schedule: -k constant says that -u and -q have no effect" || fail "constant's note" "$(grep -m1 '^steps' "$dir/s4.out")"
+
+# --- -y 1 starts a run; DONE files; -nk / -nm -------------------------------------------------
+ck=("${base[@]}" -x 12 -n 2 -nk 2 -nm 4)
+if ./train_gpt2 "${ck[@]}" -o "$dir/keep" -y 1 > "$dir/keep.out" 2>&1; then
+    grep -q "^resume: no checkpoint in .*keep; starting the run from step 0" "$dir/keep.out" &&
+        [ "$(grep -c '"train_loss"' "$dir/keep/log.jsonl")" -eq 12 ] &&
+        pass "-y 1 on an empty output dir starts the run (12 steps)" || fail "-y 1 starts the run" "$(grep -m2 resume "$dir/keep.out")"
+else
+    fail "-y 1 on an empty output dir" "exit $?: $(tail -2 "$dir/keep.out")"
+fi
+# What llm.c leaves: after each checkpoint of step s it deletes step s - nk*n unless that is a
+# multiple of nm (its train_gpt2.cu loop), simulated here step by step.
+want=$("$PY" -c '
+N, n, nk, nm = 12, 2, 2, 4
+kept = set()
+for step in range(N + 1):
+    if (step > 0 and step % n == 0) or step == N:
+        kept.add(step)
+        d = step - nk * n
+        if nk > 0 and d > 0 and (nm == 0 or d % nm != 0):
+            kept.discard(d)
+print(" ".join("%08d" % s for s in sorted(kept)))')
+got_models=$(ls "$dir/keep" | sed -n 's/^model_\([0-9]*\)\.bin$/\1/p' | tr '\n' ' ' | sed 's/ $//')
+got_states=$(ls "$dir/keep" | sed -n 's/^state_\([0-9]*\)\.bin$/\1/p' | tr '\n' ' ' | sed 's/ $//')
+got_done=$(ls "$dir/keep" | sed -n 's/^DONE_\([0-9]*\)$/\1/p' | tr '\n' ' ' | sed 's/ $//')
+[ -n "$want" ] && [ "$got_models" = "$want" ] && [ "$got_states" = "$want" ] && [ "$got_done" = "$want" ] &&
+    pass "-n 2 -nk 2 -nm 4: the checkpoints and DONE files left are llm.c's ($want)" ||
+    fail "-nk / -nm" "llm.c's rule leaves '$want'; models '$got_models', states '$got_states', DONE '$got_done'"
+[ ! -s "$dir/keep/DONE_00000012" ] && [ -f "$dir/keep/DONE_00000012" ] && pass "DONE_00000012: an empty file after the last checkpoint" ||
+    fail "DONE file" "$(ls -l "$dir/keep")"
+
+# DONE honoured: a checkpoint without its DONE file is one cut short; -y 1 takes the one before,
+# and the run ends bit-identical to the unbroken one.
+cp -r "$dir/keep" "$dir/cut"
+rm "$dir/cut/DONE_00000012"
+./train_gpt2 "${ck[@]}" -o "$dir/cut" -y 1 > "$dir/cut.out" 2>&1
+grep -q "^resume: step 12 has no DONE_00000012 file (a checkpoint cut short); trying an older one" "$dir/cut.out" &&
+    grep -q "^resume: step 10 from" "$dir/cut.out" && cmp -s "$dir/keep/model_00000012.bin" "$dir/cut/model_00000012.bin" &&
+    cmp -s "$dir/keep/state_00000012.bin" "$dir/cut/state_00000012.bin" && [ -f "$dir/cut/DONE_00000012" ] &&
+    pass "-y 1 skips a checkpoint without its DONE file, resumes step 10 and ends bit-identical" ||
+    fail "DONE honoured on resume" "$(grep resume "$dir/cut.out" | head -3)"
+
+# llm.c's restart loop (its run scripts): run with -y 1 until DONE_<last step> exists. The first
+# attempt is cut short after its step-4 checkpoint (later files removed, as a crash leaves them).
+./train_gpt2 "${base[@]}" -x 12 -n 4 -o "$dir/loop" > /dev/null 2>&1
+rm -f "$dir/loop/"*_0000000[8-9]* "$dir/loop/"*_000000[1-9]*
+tries=0
+while [ ! -f "$dir/loop/DONE_00000012" ] && [ $tries -lt 3 ]; do
+    ./train_gpt2 "${base[@]}" -x 12 -n 4 -o "$dir/loop" -y 1 > "$dir/loop$tries.out" 2>&1
+    tries=$((tries + 1))
+done
+./train_gpt2 "${base[@]}" -x 12 -n 4 -o "$dir/loopref" > /dev/null 2>&1
+[ $tries -eq 1 ] && grep -q "^resume: step 4 from" "$dir/loop0.out" &&
+    cmp -s "$dir/loop/model_00000012.bin" "$dir/loopref/model_00000012.bin" &&
+    pass "llm.c's restart loop: one -y 1 resumes step 4, writes DONE_00000012 and the loop ends" ||
+    fail "restart loop" "$tries tries; $(grep -m2 resume "$dir/loop0.out" 2>/dev/null)"
+# Running the finished run again changes nothing and exits 0.
+before=$(md5sum "$dir/loop/"model_* | md5sum)
+./train_gpt2 "${base[@]}" -x 12 -n 4 -o "$dir/loop" -y 1 > "$dir/loopagain.out" 2>&1 && [ "$(md5sum "$dir/loop/"model_* | md5sum)" = "$before" ] &&
+    pass "-y 1 on a finished run exits 0 and changes no checkpoint" || fail "finished run again" "$(tail -2 "$dir/loopagain.out")"
+
+# -k is recorded: a resume with another schedule is refused, naming -k.
+expect_error "-y 1 with another -k than the checkpoint's" "flag -k \(--lr-scheduler\) is linear in this run but was cosine" \
+    "${ck[@]}" -o "$dir/keep" -y 1 -k linear
+# --overwrite deletes DONE files with the checkpoints.
+./train_gpt2 "${base[@]}" -x 2 -o "$dir/keep" --overwrite > /dev/null 2>&1
+[ -z "$(ls "$dir/keep" | grep -E '^(DONE|model|state)_')" ] && pass "--overwrite deletes the DONE files with the checkpoints" ||
+    fail "--overwrite" "left: $(ls "$dir/keep" | tr '\n' ' ')"
+exit $failed
