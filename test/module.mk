@@ -15,6 +15,8 @@ TESTS += test/test_parity.sh $(TEST_BIN)/test_engine test/test_trainer.sh
 # llm.c's flags with llm.c's meaning (-h, -k and its schedules, -y 1, DONE files, -nk/-nm), and
 # docs/flags.md against --help.
 TESTS += test/test_llmc_flags.sh test/test_flags_doc.sh
+# main.log in llm.c's format, and scripts/plot_log.py.
+TESTS += test/test_logs.sh
 TEST_DEPS += $(TEST_BIN)/parity_dump
 
 $(TEST_BIN)/test_dataloader: $(BUILD)/test/test_dataloader.o $(BUILD)/common/dataloader.o $(BUILD)/common/util.o
