@@ -32,6 +32,7 @@ typedef struct {
     int top_k;
     const char* lr_scheduler;  // cosine | linear | constant | wsd (llm.c's -k)
     int hellaswag;             // 1 = HellaSwag accuracy with each val loss (llm.c's -h)
+    const char* hellaswag_file;// llm.c's eval file format (hellaswag_val.bin)
     int checkpoint_every;
     int checkpoints_keep;      // keep the newest N checkpoints (0 = all; llm.c's -nk)
     int major_checkpoint_every;// checkpoints at multiples of N are never deleted (llm.c's -nm)

@@ -9,6 +9,7 @@
 // JSON reader. Beside it OUT/main.log, llm.c's log format (its dev/vislog.ipynb reads it):
 //   s:0 trl:10.8055 lr:0.000040 norm:2.84      the update with index 0 (log.jsonl's step 1)
 //   s:20 tel:5.0012                            val loss after 20 updates
+//   s:20 eval:0.2950                           HellaSwag accuracy after 20 updates
 // kept and cut on resume the same way. A failed write (a full disk), or a log deleted or replaced
 // under the run (checked at every write), is fatal, naming the file.
 #ifndef COMMON_LOGGER_H
@@ -37,6 +38,8 @@ void logger_open(Logger* log, const char* output_dir, long keep_upto_step);
 void logger_step(Logger* log, int step, float loss, float grad_norm, float lr, double ms, double tok_per_s,
                  float loss_scale, const char* skip_reason);
 void logger_val(Logger* log, int step, float val_loss);
+// HellaSwag accuracy after `step` updates: {"step", "hellaswag"}, and main.log's "s:N eval:ACC".
+void logger_eval(Logger* log, int step, float accuracy);
 void logger_close(Logger* log);
 
 #ifdef __cplusplus

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "hellaswag.h"
 #include "logger.h"
 #include "memory_plan.h"
 #include "ranks.h"
@@ -77,8 +78,6 @@ static void options_validate(const TrainOptions* o) {
               number ? " (top-k sampling, which was -k, is now --top-k)" : "");
     }
     if (o->hellaswag != 0 && o->hellaswag != 1) fatal("flag -h (--hellaswag) must be 0 or 1, got %d (help is --help)", o->hellaswag);
-    if (o->hellaswag)
-        fatal("flag -h (--hellaswag) 1: the HellaSwag evaluation is not built yet (issue 19); run without -h 1");
     if (o->checkpoint_every < 0) fatal("flag -n (checkpoint every) must be non-negative, got %d", o->checkpoint_every);
     if (o->checkpoints_keep < 0) fatal("flag -nk (checkpoints to keep) must be non-negative, got %d", o->checkpoints_keep);
     if (o->major_checkpoint_every < 0)
@@ -1147,6 +1146,12 @@ int train_run(TrainSetup* s, Engine* e) {
     float* logits = (float*)malloc_check((size_t)V * sizeof(float), "sample logits");
     int* scratch = (int*)malloc_check((size_t)V * sizeof(int), "sample scratch");
     int* gen = (int*)malloc_check((size_t)(o->gen_tokens + 1) * sizeof(int), "sample tokens");
+    HellaSwag hs;
+    if (o->hellaswag) {
+        hellaswag_open(&hs, o->hellaswag_file, o->B, o->T, cfg->vocab_size, s->rank, s->num_ranks);
+        printf("HellaSwag: %d examples from %s, with each val loss (-v %d) and at the end\n", hs.num_examples,
+               o->hellaswag_file, o->val_every);
+    }
     double flops_per_step = gpt2_flops_per_token(cfg, o->T) * (double)s->total_batch;
     double total_ms = 0.0;
     int timed_steps = 0, status = 0;
@@ -1166,6 +1171,13 @@ int train_run(TrainSetup* s, Engine* e) {
             float vl = evaluate(e, &s->val, o->val_steps, s->num_ranks);
             printf("val loss %.6f\n", vl);
             logger_val(&log, step, vl);
+        }
+        // HellaSwag as llm.c times it: with the val loss after the first step, and at the end.
+        if (o->hellaswag && ((o->val_every > 0 && step > 0 && step % o->val_every == 0) || last) && !resumed_here) {
+            int correct = hellaswag_correct(&hs, e);
+            float acc = (float)correct / hs.num_examples;
+            printf("HellaSwag: %d/%d = %f\n", correct, hs.num_examples, acc);
+            logger_eval(&log, step, acc);
         }
         if (o->sample_every > 0 && o->gen_tokens > 0 && (step % o->sample_every == 0 || last) && step > 0 &&
             !resumed_here && s->rank == 0)
@@ -1272,6 +1284,7 @@ int train_run(TrainSetup* s, Engine* e) {
     logger_close(&log);
     tokenizer_free(tok);
     free(logits); free(scratch); free(gen);
+    if (o->hellaswag) hellaswag_free(&hs);
     dataloader_free(&s->train);
     if (s->have_val) dataloader_free(&s->val);
     e->destroy(e);

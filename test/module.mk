@@ -17,6 +17,8 @@ TESTS += test/test_parity.sh $(TEST_BIN)/test_engine test/test_trainer.sh
 TESTS += test/test_llmc_flags.sh test/test_flags_doc.sh
 # main.log in llm.c's format, and scripts/plot_log.py.
 TESTS += test/test_logs.sh
+# -h 1: HellaSwag in llm.c's format, against PyTorch.
+TESTS += test/test_hellaswag.sh
 TEST_DEPS += $(TEST_BIN)/parity_dump
 
 $(TEST_BIN)/test_dataloader: $(BUILD)/test/test_dataloader.o $(BUILD)/common/dataloader.o $(BUILD)/common/util.o
