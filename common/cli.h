@@ -49,6 +49,10 @@ typedef struct {
     float loss_scale;          // FP16: initial dynamic loss scale
     int loss_scale_interval;   // FP16: finite steps before the loss scale doubles
     float skip_outliers;       // Z: skip an update whose loss or grad norm is a z-score outlier; 0 = off
+    float skip_loss_z;         // llm.c's -sl: the loss's Z alone (0 = skip_outliers')
+    float skip_grad_z;         // llm.c's -sg: the grad norm's Z alone (0 = skip_outliers')
+    int log_memory_every;      // llm.c's -lg: device memory in use every N steps (0 = never)
+    int master_weights;        // llm.c's -w: 1 (fp32 master weights) is the only choice here
     int overwrite;             // a fresh run may replace another run's checkpoints in the output dir
     int plan;                  // print the GPU engine's memory plan for these flags and exit
     int json;                  // --plan as JSON

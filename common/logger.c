@@ -121,6 +121,12 @@ void logger_eval(Logger* log, int step, float accuracy) {
     log_check(log->main_f, log->main_path, fprintf(log->main_f, "s:%d eval:%.4f\n", step, accuracy));
 }
 
+void logger_memory(Logger* log, int step, double mib) {
+    if (!log->f) return;
+    char a[32];
+    log_check(log->f, log->path, fprintf(log->f, "{\"step\": %d, \"memory_mib\": %s}\n", step, num(a, sizeof(a), mib)));
+}
+
 void logger_close(Logger* log) {
     if (log->f && fclose(log->f) != 0) fatal("cannot finish writing log file %s (%s)", log->path, strerror(errno));
     if (log->main_f && fclose(log->main_f) != 0)

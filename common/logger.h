@@ -40,6 +40,8 @@ void logger_step(Logger* log, int step, float loss, float grad_norm, float lr, d
 void logger_val(Logger* log, int step, float val_loss);
 // HellaSwag accuracy after `step` updates: {"step", "hellaswag"}, and main.log's "s:N eval:ACC".
 void logger_eval(Logger* log, int step, float accuracy);
+// -lg: the device memory in use (MiB) after `step`: {"step", "memory_mib"} (log.jsonl only).
+void logger_memory(Logger* log, int step, double mib);
 void logger_close(Logger* log);
 
 #ifdef __cplusplus

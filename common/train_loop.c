@@ -103,6 +103,12 @@ static void options_validate(const TrainOptions* o) {
     if (o->loss_scale_interval <= 0)
         fatal("flag --loss-scale-interval must be positive, got %d", o->loss_scale_interval);
     if (o->skip_outliers < 0) fatal("flag --skip-outliers must be 0 (off) or a positive z-score, got %g", o->skip_outliers);
+    if (o->skip_loss_z < 0) fatal("flag -sl (--skip-loss-z) must be 0 (off) or a positive z-score, got %g", o->skip_loss_z);
+    if (o->skip_grad_z < 0) fatal("flag -sg (--skip-grad-z) must be 0 (off) or a positive z-score, got %g", o->skip_grad_z);
+    if (o->log_memory_every < 0) fatal("flag -lg (--log-memory-every) must be non-negative, got %d", o->log_memory_every);
+    if (o->master_weights != 1)
+        fatal("flag -w (--master-weights) is %d, but this trainer always keeps fp32 master weights for AdamW (llm.c's "
+              "default, -w 1); leave -w out", o->master_weights);
     if (strcmp(o->offload, "none") != 0 && strcmp(o->offload, "optimizer") != 0 && strcmp(o->offload, "grads") != 0)
         fatal("flag --offload expects optimizer, grads or none, got '%s'", o->offload);
     if (o->precision[0] && strcmp(o->precision, "fp16") != 0 && strcmp(o->precision, "bf16") != 0 &&
@@ -1133,9 +1139,15 @@ int train_run(TrainSetup* s, Engine* e) {
     if (schedule == LR_CONSTANT && (o->warmup > 0 || o->final_lr_frac != 1.0f))
         printf("schedule: constant is the peak at every step, as llm.c's: -u %d and -q %g have no effect\n", o->warmup,
                o->final_lr_frac);
-    if (o->skip_outliers > 0)
+    // The outlier guard's z-scores: -sl and -sg each for its own, --skip-outliers for both.
+    float z_loss = o->skip_loss_z > 0 ? o->skip_loss_z : o->skip_outliers;
+    float z_norm = o->skip_grad_z > 0 ? o->skip_grad_z : o->skip_outliers;
+    if (z_loss > 0 && z_loss == z_norm)
         printf("outlier guard: skip an update whose loss or grad norm is over %g standard deviations above its mean\n",
-               o->skip_outliers);
+               z_loss);
+    else if (z_loss > 0 || z_norm > 0)
+        printf("outlier guard: skip an update whose loss is over %g or whose grad norm is over %g standard deviations "
+               "above its mean (0 = not checked)\n", z_loss, z_norm);
     // A run on the byte-level built-in corpus samples bytes only, whatever tokenizer decodes them.
     int byte_level = o->train_data[0] == '\0' && s->corpus.byte_level;
     printf("samples: %s%s\n", tokenizer_can_merge(tok) ? o->tokenizer : "byte-level decoding (no tokenizer file)",
@@ -1214,22 +1226,24 @@ int train_run(TrainSetup* s, Engine* e) {
             break;
         }
         float lr = lr_schedule_at(schedule, step, s->max_steps, o->lr, o->warmup, o->final_lr_frac);
-        int guard = o->skip_outliers > 0 && st.stats_count >= OUTLIER_WARMUP;
+        int guard = (z_loss > 0 || z_norm > 0) && st.stats_count >= OUTLIER_WARMUP;
         double loss_sd = stats_std(st.loss_mean, st.loss_var), norm_sd = stats_std(st.norm_mean, st.norm_var);
-        opt.skip_loss_above = guard ? (float)(st.loss_mean + o->skip_outliers * loss_sd) : 0.0f;
-        opt.skip_norm_above = guard ? (float)(st.norm_mean + o->skip_outliers * norm_sd) : 0.0f;
+        opt.skip_loss_above = guard && z_loss > 0 ? (float)(st.loss_mean + z_loss * loss_sd) : 0.0f;
+        opt.skip_norm_above = guard && z_norm > 0 ? (float)(st.norm_mean + z_norm * norm_sd) : 0.0f;
         StepResult r = e->optimizer_step(e, &opt, lr, o->grad_clip);
         double ms = wall_time_ms() - t0;
         double tok_s = s->total_batch / (ms / 1e3);
         if (step > start_step) { total_ms += ms; timed_steps++; }  // the first step pays for warm-up
         int finite = isfinite(r.loss) && isfinite(r.grad_norm);
-        int outlier = !r.applied && finite && guard && (r.loss > opt.skip_loss_above || r.grad_norm > opt.skip_norm_above);
+        int loss_out = opt.skip_loss_above > 0 && r.loss > opt.skip_loss_above;
+        int norm_out = opt.skip_norm_above > 0 && r.grad_norm > opt.skip_norm_above;
+        int outlier = !r.applied && finite && guard && (loss_out || norm_out);
         char reason[96] = "non-finite gradients";
-        if (outlier && r.loss > opt.skip_loss_above)
-            snprintf(reason, sizeof(reason), "loss outlier (z %.1f > %g)", (r.loss - st.loss_mean) / loss_sd, o->skip_outliers);
+        if (outlier && loss_out)
+            snprintf(reason, sizeof(reason), "loss outlier (z %.1f > %g)", (r.loss - st.loss_mean) / loss_sd, z_loss);
         else if (outlier)
             snprintf(reason, sizeof(reason), "grad norm outlier (z %.1f > %g)", (r.grad_norm - st.norm_mean) / norm_sd,
-                     o->skip_outliers);
+                     z_norm);
         if ((step + 1) % o->log_every == 0 || step + 1 == s->max_steps || !r.applied) {
             printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s", step + 1, s->max_steps,
                    r.loss, r.grad_norm, lr, ms, tok_s);
@@ -1242,6 +1256,23 @@ int train_run(TrainSetup* s, Engine* e) {
             if (r.loss_scale != 1.0f) printf(" | scale %g", r.loss_scale);
             if (!r.applied) printf(" | skipped: %s", reason);
             printf("\n");
+        }
+        if (o->log_memory_every > 0 && (step + 1) % o->log_memory_every == 0) {
+            MemoryReport mr;
+            memset(&mr, 0, sizeof(mr));
+            e->memory_report(e, &mr);
+            double mib;
+            if (mr.device_bytes) {
+                mib = mr.used_peak / 1048576.0;
+                printf("memory at step %d: %.1f MiB of the device's %.1f MiB in use at most so far (every process)\n",
+                       step + 1, mib, mr.device_bytes / 1048576.0);
+            } else {
+                size_t total = 0;
+                for (int k = 0; k < mr.count; k++) total += mr.items[k].bytes;
+                mib = total / 1048576.0;
+                printf("memory at step %d: no device (the C engine); it holds %.1f MiB of host memory\n", step + 1, mib);
+            }
+            logger_memory(&log, step + 1, mib);
         }
         if (s->rank == 0) output_dir_check();  // before the log is written there
         logger_step(&log, step + 1, r.loss, r.grad_norm, lr, ms, tok_s, r.loss_scale, r.applied ? NULL : reason);

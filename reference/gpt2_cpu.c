@@ -318,9 +318,10 @@ static void cpu_destroy(Engine* e) {
 }
 
 Engine* gpt2_cpu_engine_create(const GPT2Config* cfg, const EngineOptions* opts, char* why, size_t why_cap) {
-    if (opts->num_ranks > 1 || opts->zero_stage != 0) {
-        snprintf(why, why_cap, "the C reference engine is one process without sharding (ranks %d, ZeRO stage %d)",
-                 opts->num_ranks, opts->zero_stage);
+    // ZeRO on one rank shards nothing (llm.c accepts -z 1 on one GPU): only more ranks are refused.
+    if (opts->num_ranks > 1) {
+        snprintf(why, why_cap, "the C reference engine is one process (ranks %d, ZeRO stage %d)", opts->num_ranks,
+                 opts->zero_stage);
         return NULL;
     }
     // The layers take element counts as int: the largest is B*T*max(4C, Vp), then attention's B*NH*T*T.

@@ -102,7 +102,7 @@ PYEOF
 # check NAME MODEL OUTFILE [K]: the run's K-th "HellaSwag: k/n" line (default the last) against the reference.
 check() {
     local name=$1 model=$2 out=$3 k=${4:-} line got ref want amb
-    if [ -n "$k" ]; then line=$(grep "^HellaSwag: [0-9]*/" "$out" | sed -n "${k}p"); else line=$(grep "^HellaSwag: [0-9]*/" "$out" | tail -1); fi
+    if [ -n "$k" ]; then line=$(grep "^HellaSwag: [0-9]*/[0-9]* = " "$out" | sed -n "${k}p"); else line=$(grep "^HellaSwag: [0-9]*/[0-9]* = " "$out" | tail -1); fi
     got=$(echo "$line" | sed 's|^HellaSwag: \([0-9]*\)/.*|\1|')
     ref=$(reference "$model" "$dir/hs.bin" 8) || { fail "$name" "reference failed: $ref"; return; }
     want=${ref% *}
@@ -127,9 +127,9 @@ check "HellaSwag of an untrained model (4 examples per batch of -b 8, 37 example
 emu=build/emu/train_gpt2_emu_fp32
 if [ -x "$emu" ]; then
     $emu -e "$dir/m.bin" "${base[@]}" -x 0 -h 1 -o "" > "$dir/emu.out" 2>&1
-    [ "$(grep '^HellaSwag: [0-9]*/' "$dir/emu.out")" = "$(grep '^HellaSwag: [0-9]*/' "$dir/u.out")" ] &&
-        pass "HellaSwag on the GPU engine (FP32, emulated): $(grep '^HellaSwag: [0-9]*/' "$dir/emu.out"), as the C engine" ||
-        fail "HellaSwag on the GPU engine" "$(grep -E '^HellaSwag|error' "$dir/emu.out" | tail -1) vs $(grep '^HellaSwag: [0-9]*/' "$dir/u.out")"
+    [ "$(grep '^HellaSwag: [0-9]*/[0-9]* = ' "$dir/emu.out")" = "$(grep '^HellaSwag: [0-9]*/[0-9]* = ' "$dir/u.out")" ] &&
+        pass "HellaSwag on the GPU engine (FP32, emulated): $(grep '^HellaSwag: [0-9]*/[0-9]* = ' "$dir/emu.out"), as the C engine" ||
+        fail "HellaSwag on the GPU engine" "$(grep -E '^HellaSwag|error' "$dir/emu.out" | tail -1) vs $(grep '^HellaSwag: [0-9]*/[0-9]* = ' "$dir/u.out")"
 else
     echo "SKIP HellaSwag on the GPU engine: $emu is not built (make emu PRECISION=FP32)"
 fi
@@ -138,7 +138,7 @@ fi
     fail "part-trained" "$(tail -2 "$dir/p.out")"
 check "HellaSwag of a part-trained model (step 6)" "$dir/p/model_00000006.bin" "$dir/p.out"
 check "HellaSwag of the trained model (step 120)" "$dir/t/model_00000120.bin" "$dir/t.out"
-acc=$(grep "^HellaSwag: [0-9]*/" "$dir/t.out" | tail -1 | sed 's/.* = //')
+acc=$(grep "^HellaSwag: [0-9]*/[0-9]* = " "$dir/t.out" | tail -1 | sed 's/.* = //')
 "$PY" -c "import sys; sys.exit(0 if $acc >= 0.6 else 1)" && pass "HellaSwag: the trained model picks the continuation far above chance ($acc; chance 0.25)" ||
     fail "trained accuracy" "$acc"
 [ "$(grep -c '"hellaswag"' "$dir/t/log.jsonl")" -eq 3 ] && [ "$(grep -c '^s:[0-9]* eval:' "$dir/t/main.log")" -eq 3 ] &&
@@ -150,7 +150,7 @@ acc=$(grep "^HellaSwag: [0-9]*/" "$dir/t.out" | tail -1 | sed 's/.* = //')
 ./train_gpt2 -e "$dir/m.bin" "${base[@]}" -x 160 -v 40 -l 3e-3 -u 10 -n 40 -h 1 -o "$dir/r" > /dev/null 2>&1
 rm -f "$dir/r/"*_00000160* "$dir/r/"*_00000120*
 ./train_gpt2 -e "$dir/m.bin" "${base[@]}" -x 160 -v 40 -l 3e-3 -u 10 -n 40 -h 1 -o "$dir/r" -y 1 > "$dir/r.out" 2>&1
-[ "$(grep -c '^HellaSwag: [0-9]*/' "$dir/r.out")" -eq 2 ] && [ "$(grep -c '^s:[0-9]* eval:' "$dir/r/main.log")" -eq 4 ] &&
+[ "$(grep -c '^HellaSwag: [0-9]*/[0-9]* = ' "$dir/r.out")" -eq 2 ] && [ "$(grep -c '^s:[0-9]* eval:' "$dir/r/main.log")" -eq 4 ] &&
     pass "HellaSwag on resume: steps 120 and 160 only, each logged once" ||
     fail "HellaSwag on resume" "$(grep '^HellaSwag' "$dir/r.out" | tr '\n' ' ') / $(grep eval "$dir/r/main.log" | tr '\n' ' ')"
 

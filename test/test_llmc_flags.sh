@@ -206,4 +206,35 @@ expect_error "-y 1 with another -k than the checkpoint's" "flag -k \(--lr-schedu
 ./train_gpt2 "${base[@]}" -x 2 -o "$dir/keep" --overwrite > /dev/null 2>&1
 [ -z "$(ls "$dir/keep" | grep -E '^(DONE|model|state)_')" ] && pass "--overwrite deletes the DONE files with the checkpoints" ||
     fail "--overwrite" "left: $(ls "$dir/keep" | tr '\n' ' ')"
+# --- -sl / -sg, -w, -lg, -z on one process ---------------------------------------------------
+# 60 steps of a learnable cycle, then one batch of uniform noise (step 61): its loss is 1.7 running
+# standard deviations above the mean, its gradient norm 15.
+"$PY" - "$dir/spike.bin" <<'PYEOF'
+import random, struct, sys
+r = random.Random(5)
+cycle = [r.randrange(512) for _ in range(50)]
+toks = [cycle[i % 50] for i in range(60 * 128)] + [r.randrange(512) for _ in range(128)] + [cycle[i % 50] for i in range(40 * 128 + 1)]
+open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)) + struct.pack("<%dH" % len(toks), *toks))
+PYEOF
+$gen model "$dir/m512.bin" 2 64 2 512 64 1
+spike=(-e "$dir/m512.bin" -i "$dir/spike.bin" -b 4 -t 32 -v 0 -s 0 -l 3e-3 -u 2 -x 70 -o "")
+skips() { ./train_gpt2 "${spike[@]}" "$@" 2>&1 | grep 'skipped:' | sed 's/^step *\([0-9]*\)\/.*skipped: \(.*\) (z.*/\1 \2/' | tr '\n' ';'; }
+got_sl=$(skips -sl 1.5)
+got_sg=$(skips -sg 6)
+got_sl6=$(skips -sl 6)
+[ "$got_sl" = "61 loss outlier;" ] && [ "$got_sg" = "61 grad norm outlier;" ] && [ -z "$got_sl6" ] &&
+    pass "-sl 1.5 skips step 61 for its loss, -sg 6 for its grad norm, -sl 6 alone skips nothing (llm.c's separate z-scores)" ||
+    fail "-sl / -sg" "-sl 1.5: '$got_sl', -sg 6: '$got_sg', -sl 6: '$got_sl6'"
+expect_error "-w 0 (no master weights) is refused" "flag -w \(--master-weights\) is 0, but this trainer always keeps fp32 master weights" "${base[@]}" -w 0
+expect_error "-sl -1" "flag -sl \(--skip-loss-z\) must be 0 \(off\) or a positive z-score" "${base[@]}" -sl -1
+expect_error "-lg -1" "flag -lg .*non-negative" "${base[@]}" -lg -1
+./train_gpt2 "${base[@]}" -x 6 -lg 2 -w 1 -o "$dir/lg" > "$dir/lg.out" 2>&1
+[ "$(grep -c '^memory at step [246]: ' "$dir/lg.out")" -eq 3 ] && [ "$(grep -c '"memory_mib"' "$dir/lg/log.jsonl")" -eq 3 ] &&
+    grep -q '{"step": 4, "memory_mib": ' "$dir/lg/log.jsonl" &&
+    pass "-lg 2: memory printed and logged at steps 2, 4, 6 (-w 1 accepted)" || fail "-lg" "$(grep -m2 'memory\|error' "$dir/lg.out")"
+./train_gpt2 "${base[@]}" -x 4 -n 4 -o "$dir/z0" > /dev/null 2>&1
+# (the files' run ids differ: -z is part of what a run id hashes; the weights are compared)
+./train_gpt2 "${base[@]}" -x 4 -n 4 -z 1 -o "$dir/z1" > "$dir/z1.out" 2>&1 &&
+    [ "$($gen diff "$dir/z0/model_00000004.bin" "$dir/z1/model_00000004.bin")" = "0" ] &&
+    pass "-z 1 on one process (the C engine): runs, bit-identical to -z 0 (nothing to shard)" || fail "-z 1 on one process" "$(tail -1 "$dir/z1.out")"
 exit $failed
