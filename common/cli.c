@@ -35,10 +35,10 @@ typedef struct {
 static const Flag FLAGS[] = {
     {"-i", "--train", FLAG_STRING | NO_BYTES, OPT(train_data), "", "train data: glob of token shards (\"\" = the built-in corpus)"},
     {"-j", "--val", FLAG_STRING | NO_BYTES, OPT(val_data), "", "val data: glob of token shards (\"\" = none, or the built-in corpus's)"},
-    {"-e", "--model", FLAG_STRING | NO_BYTES, OPT(model), "d2", "model: a descriptor d1..d6, d12, d24, d36, d48, or a model file"},
+    {"-e", "--model", FLAG_STRING | NO_BYTES, OPT(model), "d2", "model: a descriptor (d1..d6, d12, d24, d36, d48, d60, d72, d84, gpt2:dN, gpt3:cN as llm.c's) or a model file"},
     {"-o", "--output", FLAG_STRING | NO_BYTES, OPT(output_dir), "out", "output dir for log.jsonl and checkpoints (\"\" = none)"},
     {"-b", "--batch", FLAG_INT, OPT(B), "4", "micro-batch size B (sequences per forward, per rank)"},
-    {"-t", "--seq", FLAG_INT | RECORDED, OPT(T), "64", "sequence length T (at most the model's max, 1024 for descriptors)"},
+    {"-t", "--seq", FLAG_INT | RECORDED, OPT(T), "64", "sequence length T (at most the model's max: 1024 for GPT-2 descriptors, 2048 for gpt3:cN)"},
     {"-d", "--total-batch", FLAG_LONG | RECORDED, OPT(total_batch), "-1", "tokens per optimizer step, a multiple of B*T*ranks (-1 = B*T*ranks)"},
     {"-x", "--steps", FLAG_INT | RECORDED, OPT(max_steps), "-1", "optimizer steps (-1 = one epoch of the train data)"},
     // 2e-3 over 50 warm-up steps: the default run learns smoothly (3e-3 over 20 spiked; README).
@@ -64,7 +64,9 @@ static const Flag FLAGS[] = {
     {"-nk", "--checkpoints-keep", FLAG_INT | NO_BYTES, OPT(checkpoints_keep), "0", "keep the newest N checkpoints, deleting older ones (0 = keep all)"},
     {"-nm", "--checkpoints-major", FLAG_INT | NO_BYTES, OPT(major_checkpoint_every), "0", "with -nk: checkpoints at multiples of N steps are never deleted (0 = none)"},
     {"-y", "--resume", FLAG_INT | NO_BYTES, OPT(resume), "0", "1 = resume from the newest checkpoint in the output dir, or start afresh when it has none"},
-    {"-S", "--seed", FLAG_LONG | RECORDED, OPT(seed), "1337", "seed for initialization, shuffling and sampling"},
+    {"-S", "--seed", FLAG_LONG | RECORDED, OPT(seed), "1337", "seed for shuffling, sampling and the initialization of d1..d5"},
+    // llm.c initialises its descriptor models with PyTorch's generator seeded 42 (gpt2_init_params_llmc).
+    {NULL, "--init-seed", FLAG_LONG | RECORDED, OPT(init_seed), "42", "seed of an llm.c descriptor's initialization (d6 and up, gpt2:dN, gpt3:cN; llm.c's: 42)"},
     {"-sf", "--shuffle", FLAG_INT | RECORDED, OPT(shuffle), "0", "1 = shuffle shard order and windows within shards (seeded)"},
     {"-z", "--zero", FLAG_INT, OPT(zero_stage), "0", "ZeRO stage over MPI ranks: 0 data parallel, 1 shard the optimizer state, 2 also the gradients"},
     {"-a", "--overfit", FLAG_INT | RECORDED, OPT(overfit), "0", "1 = train on the first batch only (debugging)"},

@@ -37,7 +37,8 @@ typedef struct {
     int checkpoints_keep;      // keep the newest N checkpoints (0 = all; llm.c's -nk)
     int major_checkpoint_every;// checkpoints at multiples of N are never deleted (llm.c's -nm)
     int resume;
-    long seed;
+    long seed;                 // shuffling, sampling, and d1..d5's initialization
+    long init_seed;            // an llm.c descriptor's initialization (llm.c's: 42)
     int shuffle;
     int zero_stage;            // ZeRO: 0 data parallel, 1 optimizer state sharded, 2 gradients too
     int overfit;               // train on the first batch over and over

@@ -105,6 +105,8 @@ static void options_validate(const TrainOptions* o) {
     if (o->skip_outliers < 0) fatal("flag --skip-outliers must be 0 (off) or a positive z-score, got %g", o->skip_outliers);
     if (o->skip_loss_z < 0) fatal("flag -sl (--skip-loss-z) must be 0 (off) or a positive z-score, got %g", o->skip_loss_z);
     if (o->skip_grad_z < 0) fatal("flag -sg (--skip-grad-z) must be 0 (off) or a positive z-score, got %g", o->skip_grad_z);
+    if (o->init_seed < 0 || o->init_seed > 0xffffffffL)
+        fatal("flag --init-seed must be 0 to 4294967295 (PyTorch's generator takes 32 bits), got %ld", o->init_seed);
     if (o->log_memory_every < 0) fatal("flag -lg (--log-memory-every) must be non-negative, got %d", o->log_memory_every);
     if (o->master_weights != 1)
         fatal("flag -w (--master-weights) is %d, but this trainer always keeps fp32 master weights for AdamW (llm.c's "
@@ -132,7 +134,8 @@ static uint64_t model_config_from_flag(const char* model, GPT2Config* cfg, int* 
     *from_file = !gpt2_config_from_descriptor(model, 1024, cfg);
     if (!*from_file) return 0;
     if (!file_exists(model))
-        fatal("flag -e: '%s' is neither a model descriptor (d1..d6, d12, d24, d36, d48) nor a model file", model);
+        fatal("flag -e: '%s' is neither a model descriptor (d1..d6, d12, d24, d36, d48, d60, d72, d84, gpt2:dN, gpt3:cN "
+              "for c384, c768, c1024, c1536, c2048, c2560, c4096, c5140, c12288) nor a model file", model);
     // Read through now: a damaged file, or a NaN or Inf in any weight (padding rows too), must be
     // named as such at start-up, not show up later as a diverged loss.
     return model_file_check(model, cfg);
@@ -1094,6 +1097,9 @@ int train_run(TrainSetup* s, Engine* e) {
     // Weights: a model file, or a fresh seeded init. Host fp32 only until the engine has them.
     float* host_params = (float*)malloc_check(n * sizeof(float), "parameters");
     if (s->model_from_file) model_file_read_params(o->model, cfg, host_params);
+    // llm.c's descriptors start from llm.c's weights; this project's d1..d5 (the default run's d2
+    // among them, whose learning rate was tuned on it) from its own initialisation, seeded by -S.
+    else if (gpt2_descriptor_is_llmc(o->model)) gpt2_init_params_llmc(cfg, host_params, (unsigned int)o->init_seed);
     else gpt2_init_params(cfg, host_params, (unsigned long long)o->seed);
     e->set_params(e, host_params);
     free(host_params);

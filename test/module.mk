@@ -19,6 +19,14 @@ TESTS += test/test_llmc_flags.sh test/test_flags_doc.sh
 TESTS += test/test_logs.sh
 # -h 1: HellaSwag in llm.c's format, against PyTorch.
 TESTS += test/test_hellaswag.sh
+# A descriptor model starts as llm.c's (PyTorch's generator), and llm.c's descriptors.
+TESTS += test/test_llmc_init.sh
+# llm.c's run_gpt2_124M.sh and run_gpt2_1558M.sh command lines (shrunk) in llm.c's restart loop; the
+# 1558M line on the emulated GPU engine (about a minute of CPU: make test-long).
+TESTS_LONG += test/test_llmc_scripts.sh
+ifneq ($(CUDA_CPU_HAVE_CUDA),)
+TEST_LONG_DEPS += $(BUILD)/emu/train_gpt2_emu_fp32
+endif
 TEST_DEPS += $(TEST_BIN)/parity_dump
 
 $(TEST_BIN)/test_dataloader: $(BUILD)/test/test_dataloader.o $(BUILD)/common/dataloader.o $(BUILD)/common/util.o
