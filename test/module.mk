@@ -19,6 +19,8 @@ TESTS += test/test_llmc_flags.sh test/test_flags_doc.sh
 TESTS += test/test_logs.sh
 # -h 1: HellaSwag in llm.c's format, against PyTorch.
 TESTS += test/test_hellaswag.sh
+# build/export_hf: a Hugging Face GPT-2 directory, read back independently.
+TESTS += test/test_export_hf.sh
 # A descriptor model starts as llm.c's (PyTorch's generator), and llm.c's descriptors.
 TESTS += test/test_llmc_init.sh
 # llm.c's run_gpt2_124M.sh and run_gpt2_1558M.sh command lines (shrunk) in llm.c's restart loop; the
