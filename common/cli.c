@@ -73,7 +73,7 @@ static const Flag FLAGS[] = {
     {"-lg", "--log-memory-every", FLAG_INT | NO_BYTES, OPT(log_memory_every), "0", "print and log the device memory in use every N steps (0 = never; llm.c's -lg)"},
     {"-w", "--master-weights", FLAG_INT | NO_BYTES, OPT(master_weights), "1", "1 = AdamW updates fp32 master weights (llm.c's -w; always so here: 0 is refused)"},
     {"-p", "--print-every", FLAG_INT | NO_BYTES, OPT(log_every), "1", "print a step line every N steps"},
-    {"-K", "--tokenizer", FLAG_STRING | NO_BYTES, OPT(tokenizer), "data/vocab/gpt2_tokenizer.bin", "tokenizer file for decoding samples (byte-level if absent)"},
+    {"-K", "--tokenizer", FLAG_STRING | NO_BYTES, OPT(tokenizer), "data/vocab/gpt2_tokenizer.bin", "tokenizer file for decoding samples, ours or llm.c's gpt2_tokenizer.bin (byte-level if absent)"},
     {NULL, "--engine", FLAG_STRING | NO_BYTES, OPT(engine), "auto", "auto (the GPU if one can be used, else the C engine), gpu or cpu"},
     {"-r", "--recompute", FLAG_INT | NO_BYTES, OPT(recompute), "0", "activation recompute: 0 keep all, 1 GELU, 2 also LayerNorms, 3 whole blocks"},
     {NULL, "--recompute-every", FLAG_INT | NO_BYTES, OPT(recompute_every), "0", "with -r 3: keep the input of every K-th block (0 = about sqrt(layers))"},

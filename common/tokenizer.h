@@ -34,6 +34,7 @@ extern "C" {
 #endif
 
 #define TOKENIZER_MAGIC 20240601
+#define LLMC_TOKENIZER_MAGIC 20240328  // llm.c's tokenizer file: decoding only
 #define TOKENIZER_VERSION 1
 #define TOKENIZER_HEADER_INTS 8
 #define GPT2_EOT 50256           // <|endoftext|>
@@ -46,6 +47,11 @@ typedef struct Tokenizer Tokenizer;
 const char* tokenizer_default_path(void);
 // Loads a tokenizer file; fatal, naming the file, on a wrong magic, version, size or content.
 Tokenizer* tokenizer_load(const char* path);
+// For decoding only (the trainer's samples, tokenize --decode): also llm.c's gpt2_tokenizer.bin
+// (magic 20240328: a length-prefixed byte string per token, no merges; see tokenizer.c).
+Tokenizer* tokenizer_load_decoder(const char* path);
+// 1 for a tokenizer loaded from llm.c's file (decodes every id; cannot encode).
+int tokenizer_is_llmc(const Tokenizer* t);
 // A tokenizer with no vocabulary file: decodes ids 0..255 and GPT2_EOT; encodes each byte to
 // its byte token, without merges.
 Tokenizer* tokenizer_bytes_only(void);

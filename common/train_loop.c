@@ -1127,7 +1127,8 @@ int train_run(TrainSetup* s, Engine* e) {
         dataloader_next_batch(&s->train);
     }
 
-    Tokenizer* tok = file_exists(o->tokenizer) ? tokenizer_load(o->tokenizer) : tokenizer_bytes_only();
+    // Samples decode with this project's file or llm.c's (gpt2_tokenizer.bin, magic 20240328).
+    Tokenizer* tok = file_exists(o->tokenizer) ? tokenizer_load_decoder(o->tokenizer) : tokenizer_bytes_only();
     Logger log;
     logger_open(&log, s->rank == 0 ? o->output_dir : "", o->resume ? (long)st.step : -1);  // rank 0 logs
 
@@ -1156,7 +1157,8 @@ int train_run(TrainSetup* s, Engine* e) {
                "above its mean (0 = not checked)\n", z_loss, z_norm);
     // A run on the byte-level built-in corpus samples bytes only, whatever tokenizer decodes them.
     int byte_level = o->train_data[0] == '\0' && s->corpus.byte_level;
-    printf("samples: %s%s\n", tokenizer_can_merge(tok) ? o->tokenizer : "byte-level decoding (no tokenizer file)",
+    printf("samples: %s%s%s\n", tokenizer_can_merge(tok) || tokenizer_is_llmc(tok) ? o->tokenizer : "byte-level decoding (no tokenizer file)",
+           tokenizer_is_llmc(tok) ? " (llm.c's tokenizer file: decoding only)" : "",
            byte_level ? ", drawn from the 256 byte tokens and end-of-text (the corpus is byte-level)" : "");
 
     AdamWConfig opt = {o->beta1, o->beta2, o->eps, o->weight_decay, 0.0f, 0.0f};

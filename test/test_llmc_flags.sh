@@ -237,4 +237,37 @@ expect_error "-lg -1" "flag -lg .*non-negative" "${base[@]}" -lg -1
 ./train_gpt2 "${base[@]}" -x 4 -n 4 -z 1 -o "$dir/z1" > "$dir/z1.out" 2>&1 &&
     [ "$($gen diff "$dir/z0/model_00000004.bin" "$dir/z1/model_00000004.bin")" = "0" ] &&
     pass "-z 1 on one process (the C engine): runs, bit-identical to -z 0 (nothing to shard)" || fail "-z 1 on one process" "$(tail -1 "$dir/z1.out")"
+# --- llm.c's tokenizer file (gpt2_tokenizer.bin, magic 20240328): decodes samples, cannot encode ---
+"$PY" - "$dir" <<'PYEOF'
+import struct, sys
+d = sys.argv[1]
+# GPT-2's byte tokens: the bytes it prints as themselves first, then the rest (ids 188-255).
+printable = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+order = printable + [b for b in range(256) if b not in printable]
+toks = [bytes([b]) for b in order] + [b"w%03d" % i for i in range(256, 511)] + [b"<|endoftext|>"]
+def write(path, toks, version=2, eot=511, cut=0):
+    data = struct.pack("<256I", 20240328, version, len(toks), eot, *([0] * 252))
+    data += b"".join(bytes([len(t)]) + t for t in toks)
+    open(path, "wb").write(data[:len(data) - cut])
+write(d + "/llmc_tok.bin", toks)
+write(d + "/llmc_tok_v1.bin", toks, version=1)
+write(d + "/llmc_tok_cut.bin", toks, cut=5)
+open(d + "/ids.txt", "w").write("0 256 300 511 72 220 510\n")
+want = b"".join(toks[i] for i in (0, 256, 300, 511, 72, 220, 510))
+open(d + "/want.bin", "wb").write(want)
+PYEOF
+build/tokenize --decode --tokenizer "$dir/llmc_tok.bin" "$dir/ids.txt" > "$dir/got.bin" 2> "$dir/tok.err" &&
+    cmp -s "$dir/got.bin" "$dir/want.bin" && pass "llm.c's tokenizer file decodes ids (build/tokenize --decode)" ||
+    fail "llm.c's tokenizer decode" "$(cat "$dir/tok.err") / $(od -c "$dir/got.bin" | head -2)"
+printf 'hello' > "$dir/hello.txt"
+build/tokenize --tokenizer "$dir/llmc_tok.bin" "$dir/hello.txt" > /dev/null 2> "$dir/enc.err"
+[ $? -eq 1 ] && [ "$(wc -l < "$dir/enc.err")" -eq 1 ] && grep -q "llmc_tok.bin is llm.c's (magic 20240328): it holds no merges, so it decodes samples (-K) but cannot encode" "$dir/enc.err" &&
+    pass "llm.c's tokenizer file cannot encode: one line saying so" || fail "llm.c's tokenizer encode" "$(cat "$dir/enc.err")"
+./train_gpt2 "${spike[@]}" -x 4 -s 4 -g 24 -K "$dir/llmc_tok.bin" > "$dir/ktok.out" 2>&1 &&
+    grep -q "^samples: .*llmc_tok.bin (llm.c's tokenizer file: decoding only)" "$dir/ktok.out" &&
+    [ "$(grep -A1 '^generating' "$dir/ktok.out" | tail -1 | grep -c '<[0-9]*>')" -eq 0 ] &&
+    pass "-K llm.c's gpt2_tokenizer.bin decodes the samples" || fail "-K llm.c's tokenizer" "$(grep -m2 -E 'samples|error' "$dir/ktok.out")"
+expect_error "llm.c's tokenizer, version 1 with 512 tokens" "llmc_tok_v1.bin \(llm.c's version 1\): vocabulary size 512, expected GPT-2's 50257" \
+    "${spike[@]}" -x 1 -K "$dir/llmc_tok_v1.bin"
+expect_error "llm.c's tokenizer, truncated" "llmc_tok_cut.bin \(llm.c's\) ends inside token 511" "${spike[@]}" -x 1 -K "$dir/llmc_tok_cut.bin"
 exit $failed
