@@ -733,6 +733,8 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     s->have_val = s->val_pattern[0] != '\0' && o->val_every > 0;
     if (s->have_val)
         dataloader_init(&s->val, s->val_pattern, o->B, o->T, s->rank, s->num_ranks, 0, 0, s->config.vocab_size);
+    // The HellaSwag file is read through now: a bad one stops the run before any engine is made.
+    if (o->hellaswag) hellaswag_open(&s->hellaswag, o->hellaswag_file, o->B, o->T, s->config.vocab_size, s->rank, s->num_ranks);
     printf("data: every token checked in %.2f s: %lld train", (s->train.check_ms + (s->have_val ? s->val.check_ms : 0)) / 1e3,
            s->train.total_tokens);
     if (s->have_val) printf(", %lld val", s->val.total_tokens);
@@ -1166,12 +1168,10 @@ int train_run(TrainSetup* s, Engine* e) {
     float* logits = (float*)malloc_check((size_t)V * sizeof(float), "sample logits");
     int* scratch = (int*)malloc_check((size_t)V * sizeof(int), "sample scratch");
     int* gen = (int*)malloc_check((size_t)(o->gen_tokens + 1) * sizeof(int), "sample tokens");
-    HellaSwag hs;
-    if (o->hellaswag) {
-        hellaswag_open(&hs, o->hellaswag_file, o->B, o->T, cfg->vocab_size, s->rank, s->num_ranks);
-        printf("HellaSwag: %d examples from %s, with each val loss (-v %d) and at the end\n", hs.num_examples,
+    HellaSwag* hs = &s->hellaswag;
+    if (o->hellaswag)
+        printf("HellaSwag: %d examples from %s, with each val loss (-v %d) and at the end\n", hs->num_examples,
                o->hellaswag_file, o->val_every);
-    }
     double flops_per_step = gpt2_flops_per_token(cfg, o->T) * (double)s->total_batch;
     double total_ms = 0.0;
     int timed_steps = 0, status = 0;
@@ -1194,9 +1194,9 @@ int train_run(TrainSetup* s, Engine* e) {
         }
         // HellaSwag as llm.c times it: with the val loss after the first step, and at the end.
         if (o->hellaswag && ((o->val_every > 0 && step > 0 && step % o->val_every == 0) || last) && !resumed_here) {
-            int correct = hellaswag_correct(&hs, e);
-            float acc = (float)correct / hs.num_examples;
-            printf("HellaSwag: %d/%d = %f\n", correct, hs.num_examples, acc);
+            int correct = hellaswag_correct(hs, e);
+            float acc = (float)correct / hs->num_examples;
+            printf("HellaSwag: %d/%d = %f\n", correct, hs->num_examples, acc);
             logger_eval(&log, step, acc);
         }
         if (o->sample_every > 0 && o->gen_tokens > 0 && (step % o->sample_every == 0 || last) && step > 0 &&
@@ -1323,7 +1323,7 @@ int train_run(TrainSetup* s, Engine* e) {
     logger_close(&log);
     tokenizer_free(tok);
     free(logits); free(scratch); free(gen);
-    if (o->hellaswag) hellaswag_free(&hs);
+    if (o->hellaswag) hellaswag_free(hs);
     dataloader_free(&s->train);
     if (s->have_val) dataloader_free(&s->val);
     e->destroy(e);
