@@ -72,6 +72,15 @@ static const Flag FLAGS[] = {
     {"-a", "--overfit", FLAG_INT | RECORDED, OPT(overfit), "0", "1 = train on the first batch only (debugging)"},
     {"-lg", "--log-memory-every", FLAG_INT | NO_BYTES, OPT(log_memory_every), "0", "print and log the device memory in use every N steps (0 = never; llm.c's -lg)"},
     {"-w", "--master-weights", FLAG_INT | NO_BYTES, OPT(master_weights), "1", "1 = AdamW updates fp32 master weights (llm.c's -w; always so here: 0 is refused)"},
+    // llm.c's multi-node flags. Its NCCL init method (-pi, default mpi) takes the ranks from MPI, as
+    // this trainer does (mpirun, or srun --mpi=pmix); tcp and fs (ranks from -pn/-pr/-pg) are not
+    // built here. Under mpi llm.c ignores -pn -pr -pg -pf -ps, and so does this trainer.
+    {"-pi", "--nccl-init", FLAG_STRING | NO_BYTES, OPT(nccl_init), "mpi", "NCCL init method: mpi (ranks from mpirun or srun; llm.c's -pi; tcp and fs are not built)"},
+    {"-pn", "--num-processes", FLAG_INT | NO_BYTES, OPT(num_processes), "1", "with -pi tcp|fs: the number of processes (llm.c's -pn; ignored under mpi)"},
+    {"-pr", "--process-rank", FLAG_INT | NO_BYTES, OPT(process_rank), "0", "with -pi tcp|fs: this process's rank (llm.c's -pr; ignored under mpi)"},
+    {"-pg", "--gpus-per-node", FLAG_INT | NO_BYTES, OPT(gpus_per_node), "8", "with -pi tcp|fs: GPUs per node (llm.c's -pg; ignored under mpi)"},
+    {"-pf", "--nccl-fs-path", FLAG_STRING | NO_BYTES, OPT(nccl_fs_path), "", "with -pi fs: the shared directory (llm.c's -pf; ignored under mpi)"},
+    {"-ps", "--nccl-server", FLAG_STRING | NO_BYTES, OPT(nccl_server), "", "with -pi tcp: rank 0's address (llm.c's -ps; ignored under mpi)"},
     {"-p", "--print-every", FLAG_INT | NO_BYTES, OPT(log_every), "1", "print a step line every N steps"},
     {"-K", "--tokenizer", FLAG_STRING | NO_BYTES, OPT(tokenizer), "data/vocab/gpt2_tokenizer.bin", "tokenizer file for decoding samples, ours or llm.c's gpt2_tokenizer.bin (byte-level if absent)"},
     {NULL, "--engine", FLAG_STRING | NO_BYTES, OPT(engine), "auto", "auto (the GPU if one can be used, else the C engine), gpu or cpu"},
@@ -339,6 +348,8 @@ void cli_parse(TrainOptions* opts, int argc, char** argv) {
         // followed by another flag, is told where help went rather than read as a missing value.
         if (strcmp(arg, "-h") == 0 && (a + 1 >= argc || argv[a + 1][0] == '-'))
             fatal("flag -h (--hellaswag) is llm.c's HellaSwag eval and takes 0 or 1 (-h 1); for help use --help");
+        // llm.c's usage text calls the NCCL init method -pm (its parser reads -pi): both work.
+        if (strcmp(arg, "-pm") == 0) arg = "-pi";
         const Flag* f = NULL;
         for (int i = 0; i < NUM_FLAGS && !f; i++)
             if ((FLAGS[i].short_name && strcmp(arg, FLAGS[i].short_name) == 0) || strcmp(arg, FLAGS[i].long_name) == 0)

@@ -105,6 +105,15 @@ static void options_validate(const TrainOptions* o) {
     if (o->skip_outliers < 0) fatal("flag --skip-outliers must be 0 (off) or a positive z-score, got %g", o->skip_outliers);
     if (o->skip_loss_z < 0) fatal("flag -sl (--skip-loss-z) must be 0 (off) or a positive z-score, got %g", o->skip_loss_z);
     if (o->skip_grad_z < 0) fatal("flag -sg (--skip-grad-z) must be 0 (off) or a positive z-score, got %g", o->skip_grad_z);
+    if (strcmp(o->nccl_init, "mpi") != 0) {
+        if (strcmp(o->nccl_init, "tcp") == 0 || strcmp(o->nccl_init, "fs") == 0)
+            fatal("flag -pi (--nccl-init) %s: llm.c's %s rendezvous is not built here; launch the ranks with mpirun (or "
+                  "srun --mpi=pmix) and leave -pi at mpi", o->nccl_init, o->nccl_init);
+        fatal("flag -pi (--nccl-init) expects mpi (llm.c's tcp and fs are not built here), got '%s'", o->nccl_init);
+    }
+    if (o->num_processes < 1 || o->process_rank < 0 || o->gpus_per_node < 1)
+        fatal("flags -pn, -pr, -pg must be positive (-pr non-negative), got %d, %d, %d", o->num_processes,
+              o->process_rank, o->gpus_per_node);
     if (o->init_seed < 0 || o->init_seed > 0xffffffffL)
         fatal("flag --init-seed must be 0 to 4294967295 (PyTorch's generator takes 32 bits), got %ld", o->init_seed);
     if (o->log_memory_every < 0) fatal("flag -lg (--log-memory-every) must be non-negative, got %d", o->log_memory_every);
@@ -676,6 +685,10 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     options_validate(o);
     s->resume_step = -1;
 
+    if (cli_given(o, "--num-processes") || cli_given(o, "--process-rank") || cli_given(o, "--gpus-per-node") ||
+        cli_given(o, "--nccl-fs-path") || cli_given(o, "--nccl-server"))
+        printf("ranks: -pi mpi takes the ranks from the launcher (%d rank%s here); -pn -pr -pg -pf -ps are ignored, as "
+               "in llm.c\n", s->num_ranks, s->num_ranks == 1 ? "" : "s");
     s->model_sum = model_config_from_flag(o->model, &s->config, &s->model_from_file);
     // Every rank must run the same configuration: checked before any other collective, since a
     // difference in flags can make the ranks' collectives differ (and hang).

@@ -237,6 +237,18 @@ expect_error "-lg -1" "flag -lg .*non-negative" "${base[@]}" -lg -1
 ./train_gpt2 "${base[@]}" -x 4 -n 4 -z 1 -o "$dir/z1" > "$dir/z1.out" 2>&1 &&
     [ "$($gen diff "$dir/z0/model_00000004.bin" "$dir/z1/model_00000004.bin")" = "0" ] &&
     pass "-z 1 on one process (the C engine): runs, bit-identical to -z 0 (nothing to shard)" || fail "-z 1 on one process" "$(tail -1 "$dir/z1.out")"
+# --- llm.c's multi-node flags: -pi mpi (its default) takes the ranks from the launcher --------
+./train_gpt2 "${base[@]}" -x 1 -pi mpi -pn 8 -pr 0 -pg 8 -o "" > "$dir/pn.out" 2>&1 &&
+    grep -q "^ranks: -pi mpi takes the ranks from the launcher (1 rank here); -pn -pr -pg -pf -ps are ignored, as in llm.c" "$dir/pn.out" &&
+    ./train_gpt2 "${base[@]}" -x 1 -pm mpi -o "" > /dev/null 2>&1 &&
+    pass "-pi mpi -pn 8 -pr 0 -pg 8 runs (ranks from the launcher, the rest ignored as in llm.c); -pm is -pi" ||
+    fail "-pi mpi" "$(tail -2 "$dir/pn.out")"
+expect_error "-pi tcp (not built here)" "flag -pi \(--nccl-init\) tcp: llm.c's tcp rendezvous is not built here; launch the ranks with mpirun" \
+    "${base[@]}" -pi tcp -ps 10.0.0.1
+expect_error "-pm fs" "flag -pi \(--nccl-init\) fs: llm.c's fs rendezvous is not built here" "${base[@]}" -pm fs -pf /tmp
+expect_error "-pi nonsense" "flag -pi \(--nccl-init\) expects mpi" "${base[@]}" -pi udp
+expect_error "-pn 0" "flags -pn, -pr, -pg must be positive" "${base[@]}" -pn 0
+
 # --- llm.c's tokenizer file (gpt2_tokenizer.bin, magic 20240328): decodes samples, cannot encode ---
 "$PY" - "$dir" <<'PYEOF'
 import struct, sys
