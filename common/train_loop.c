@@ -117,6 +117,7 @@ static void options_validate(const TrainOptions* o) {
     if (o->init_seed < 0 || o->init_seed > 0xffffffffL)
         fatal("flag --init-seed must be 0 to 4294967295 (PyTorch's generator takes 32 bits), got %ld", o->init_seed);
     if (o->log_memory_every < 0) fatal("flag -lg (--log-memory-every) must be non-negative, got %d", o->log_memory_every);
+    if (o->tf32 != 0 && o->tf32 != 1) fatal("flag -f (--tf32) must be 0 or 1, got %d", o->tf32);
     if (o->master_weights != 1)
         fatal("flag -w (--master-weights) is %d, but this trainer always keeps fp32 master weights for AdamW (llm.c's "
               "default, -w 1); leave -w out", o->master_weights);
@@ -992,6 +993,9 @@ static void engine_flags_check(const TrainSetup* s, const Engine* e) {
     } else if (cpu && o->precision[0] && strcmp(o->precision, "fp32") != 0) {
         snprintf(flag, sizeof(flag), "--precision %.16s", o->precision);
         what = "a 16-bit precision (it computes in fp32)";
+    } else if (!cpu && o->tf32 && e->precision == PRECISION_FP32) {
+        snprintf(flag, sizeof(flag), "-f (--tf32) 1");
+        what = "TF32 matmuls (llm.c's default for FP32; this build's FP32 matmuls are plain FP32)";
     } else if (!e->loss_scaling && (cli_given(o, "--loss-scale") || cli_given(o, "--loss-scale-interval"))) {
         snprintf(flag, sizeof(flag), "%s", cli_given(o, "--loss-scale") ? "--loss-scale" : "--loss-scale-interval");
         what = "loss scaling (FP16's alone)";

@@ -249,6 +249,18 @@ expect_error "-pm fs" "flag -pi \(--nccl-init\) fs: llm.c's fs rendezvous is not
 expect_error "-pi nonsense" "flag -pi \(--nccl-init\) expects mpi" "${base[@]}" -pi udp
 expect_error "-pn 0" "flags -pn, -pr, -pg must be positive" "${base[@]}" -pn 0
 
+# --- -f (TF32): llm.c's default for its FP32 build; this FP32 build has plain FP32 only ---------
+./train_gpt2 "${base[@]}" -x 1 -f 1 -o "" > /dev/null 2>&1 && pass "-f 1 on the C engine: accepted, no effect (as llm.c's -f outside FP32 GPU matmuls)" ||
+    fail "-f 1 on the C engine" "refused"
+expect_error "-f 2" "flag -f \(--tf32\) must be 0 or 1" "${base[@]}" -f 2
+if [ -x build/emu/train_gpt2_emu_fp32 ]; then
+    build/emu/train_gpt2_emu_fp32 "${base[@]}" -x 1 -f 1 -o "" > /dev/null 2> "$dir/tf32.err"
+    [ $? -eq 1 ] && grep -q "flag -f (--tf32) 1 asks for TF32 matmuls .*, which the GPU engine (fp32) cannot honour" "$dir/tf32.err" &&
+        pass "-f 1 on the FP32 GPU engine (emulated): refused in one line" || fail "-f 1 on FP32 GPU" "$(cat "$dir/tf32.err")"
+else
+    echo "SKIP -f 1 on the FP32 GPU engine: build/emu/train_gpt2_emu_fp32 is not built"
+fi
+
 # --- llm.c's tokenizer file (gpt2_tokenizer.bin, magic 20240328): decodes samples, cannot encode ---
 "$PY" - "$dir" <<'PYEOF'
 import struct, sys
