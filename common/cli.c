@@ -83,7 +83,7 @@ static const Flag FLAGS[] = {
     {"-pf", "--nccl-fs-path", FLAG_STRING | NO_BYTES, OPT(nccl_fs_path), "", "with -pi fs: the shared directory (llm.c's -pf; ignored under mpi)"},
     {"-ps", "--nccl-server", FLAG_STRING | NO_BYTES, OPT(nccl_server), "", "with -pi tcp: rank 0's address (llm.c's -ps; ignored under mpi)"},
     {"-p", "--print-every", FLAG_INT | NO_BYTES, OPT(log_every), "1", "print a step line every N steps"},
-    {"-K", "--tokenizer", FLAG_STRING | NO_BYTES, OPT(tokenizer), "data/vocab/gpt2_tokenizer.bin", "tokenizer file for decoding samples, ours or llm.c's gpt2_tokenizer.bin (byte-level if absent)"},
+    {"-K", "--tokenizer", FLAG_STRING | NO_BYTES, OPT(tokenizer), "data/vocab/gpt2_bpe.bin", "tokenizer file for decoding samples, ours or llm.c's gpt2_tokenizer.bin (byte-level if absent)"},
     {NULL, "--engine", FLAG_STRING | NO_BYTES, OPT(engine), "auto", "auto (the GPU if one can be used, else the C engine), gpu or cpu"},
     {"-r", "--recompute", FLAG_INT | NO_BYTES, OPT(recompute), "0", "activation recompute: 0 keep all, 1 GELU, 2 also LayerNorms, 3 whole blocks"},
     {NULL, "--recompute-every", FLAG_INT | NO_BYTES, OPT(recompute_every), "0", "with -r 3: keep the input of every K-th block (0 = about sqrt(layers))"},

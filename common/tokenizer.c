@@ -64,7 +64,12 @@ struct Tokenizer {
     size_t scratch_cap;
 };
 
-const char* tokenizer_default_path(void) { return "data/vocab/gpt2_tokenizer.bin"; }
+// The file has a name of its own: llm.c's `gpt2_tokenizer.bin` is another format (decode-only here,
+// and ours stops llm.c). A checkout whose `make vocab` ran before the rename keeps working.
+const char* tokenizer_default_path(void) {
+    if (!file_exists(TOKENIZER_DEFAULT_PATH) && file_exists(TOKENIZER_OLD_PATH)) return TOKENIZER_OLD_PATH;
+    return TOKENIZER_DEFAULT_PATH;
+}
 
 static inline uint64_t merge_hash(uint64_t key, int bits) {
     return (key * 0x9E3779B97F4A7C15ull) >> (64 - bits);

@@ -683,6 +683,8 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     if (s->rank != 0 && !freopen("/dev/null", "w", stdout)) fatal("cannot silence the output of rank %d", s->rank);
     TrainOptions* o = &s->opts;
     cli_parse(o, argc, argv);
+    // -K's default, or the tokenizer file's name before it had its own (tokenizer_default_path).
+    if (!cli_given(o, "--tokenizer")) o->tokenizer = tokenizer_default_path();
     options_validate(o);
     s->resume_step = -1;
 

@@ -7,7 +7,7 @@
 //   build/tokenize --bench N FILE         encodes FILE N times; prints MB/s and tokens/s
 //   build/tokenize --nul [FILE]           input is NUL-separated texts: one line of ids per text
 //   build/tokenize --classes              prints "first last class" for every run of code points
-// Options: --tokenizer PATH (default data/vocab/gpt2_tokenizer.bin), --bytes (no file: byte
+// Options: --tokenizer PATH (default data/vocab/gpt2_bpe.bin), --bytes (no file: byte
 // tokens), --allow-special (<|endoftext|> in text is id 50256), --safe (decode through the UTF-8
 // printer: broken sequences come out as U+FFFD).
 #include <stdint.h>

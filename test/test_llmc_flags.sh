@@ -291,6 +291,17 @@ build/tokenize --tokenizer "$dir/llmc_tok.bin" "$dir/hello.txt" > /dev/null 2> "
     grep -q "^samples: .*llmc_tok.bin (llm.c's tokenizer file: decoding only)" "$dir/ktok.out" &&
     [ "$(grep -A1 '^generating' "$dir/ktok.out" | tail -1 | grep -c '<[0-9]*>')" -eq 0 ] &&
     pass "-K llm.c's gpt2_tokenizer.bin decodes the samples" || fail "-K llm.c's tokenizer" "$(grep -m2 -E 'samples|error' "$dir/ktok.out")"
+# Ours has a name of its own (data/vocab/gpt2_bpe.bin); a checkout whose `make vocab` wrote the old
+# name (llm.c's gpt2_tokenizer.bin) is still found there. In a scratch working dir, without -K:
+mkdir -p "$dir/cwd/data/vocab"
+cp test/reliability/seeds/tokenizer/tiny.bin "$dir/cwd/data/vocab/gpt2_tokenizer.bin"
+trainer=$PWD/train_gpt2
+(cd "$dir/cwd" && "$trainer" "${spike[@]}" -x 1 -s 1 -g 2 > old.out 2>&1)
+cp test/reliability/seeds/tokenizer/tiny.bin "$dir/cwd/data/vocab/gpt2_bpe.bin"
+(cd "$dir/cwd" && "$trainer" "${spike[@]}" -x 1 -s 1 -g 2 > new.out 2>&1)
+grep -q "^samples: data/vocab/gpt2_tokenizer.bin$" "$dir/cwd/old.out" && grep -q "^samples: data/vocab/gpt2_bpe.bin$" "$dir/cwd/new.out" &&
+    pass "our tokenizer file is data/vocab/gpt2_bpe.bin; the old name is still found when it is the only one" ||
+    fail "tokenizer file name" "$(grep -h '^samples\|error' "$dir/cwd/old.out" "$dir/cwd/new.out" | tr '\n' ' ')"
 expect_error "llm.c's tokenizer, version 1 with 512 tokens" "llmc_tok_v1.bin \(llm.c's version 1\): vocabulary size 512, expected GPT-2's 50257" \
     "${spike[@]}" -x 1 -K "$dir/llmc_tok_v1.bin"
 expect_error "llm.c's tokenizer, truncated" "llmc_tok_cut.bin \(llm.c's\) ends inside token 511" "${spike[@]}" -x 1 -K "$dir/llmc_tok_cut.bin"
