@@ -101,6 +101,10 @@ png_ok() { [ -s "$1" ] && [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "8
     grep -q "HellaSwag acc_norm; 2 runs" "$dir/two.out" &&
     pass "plot_log: ours and an llm.c main.log overlaid in one PNG (HellaSwag panel from llm.c's eval lines)" ||
     fail "plot_log two runs" "$(cat "$dir/two.out")"
+./train_gpt2 "${run[@]}" -lg 2 -o "$dir/mem" > /dev/null 2>&1
+"$PY" scripts/plot_log.py "$dir/mem" -o "$dir/mem.png" > "$dir/mem.out" 2>&1 && png_ok "$dir/mem.png" &&
+    grep -q "wrote .*mem.png (loss, learning rate, gradient norm, tokens/s, device memory (MiB); 1 run)" "$dir/mem.out" &&
+    pass "plot_log: -lg's memory lines make a memory panel" || fail "plot_log memory" "$(cat "$dir/mem.out")"
 "$PY" scripts/plot_log.py "$dir/nothing" -o "$dir/x.png" > "$dir/bad.out" 2>&1
 [ $? -eq 1 ] && [ "$(wc -l < "$dir/bad.out")" -eq 1 ] && grep -q "^error: .*nothing: no such log file or output dir" "$dir/bad.out" &&
     pass "plot_log: a missing log is one error line, exit 1" || fail "plot_log missing log" "$(cat "$dir/bad.out")"
