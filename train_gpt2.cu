@@ -989,6 +989,13 @@ static void gpu_logits_at(Engine* e, int b, int t, float* out) {
     for (int v = 0; v < V; v++) out[v] = (float)g->h_stage_x[v];
 }
 
+static void gpu_token_losses(Engine* e, float* out) {
+    GPUEngine* g = self_of(e);
+    cudaCheck(cudaMemcpyAsync(out, act_ptr<float>(g, ACT_LOSSES), (size_t)g->cur_B * g->cur_T * sizeof(float),
+                              cudaMemcpyDeviceToHost, g->stream));
+    cudaCheck(cudaStreamSynchronize(g->stream));
+}
+
 // Each component of the plan: planned, allocated, measured (the estimates are the planner's alone).
 static void gpu_memory_report(Engine* e, MemoryReport* r) {
     GPUEngine* g = self_of(e);
@@ -1251,6 +1258,7 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     e->optimizer_step = gpu_optimizer_step;
     e->forward = gpu_forward;
     e->logits_at = gpu_logits_at;
+    e->token_losses = gpu_token_losses;
     e->checkpoint_save = gpu_checkpoint_save;
     e->checkpoint_load = gpu_checkpoint_load;
     e->memory_report = gpu_memory_report;

@@ -35,16 +35,18 @@ typedef struct {
 static const Flag FLAGS[] = {
     {"-i", "--train", FLAG_STRING | NO_BYTES, OPT(train_data), "", "train data: glob of token shards (\"\" = the built-in corpus)"},
     {"-j", "--val", FLAG_STRING | NO_BYTES, OPT(val_data), "", "val data: glob of token shards (\"\" = none, or the built-in corpus's)"},
-    {"-e", "--model", FLAG_STRING | NO_BYTES, OPT(model), "d2", "model: a descriptor d1..d6, d12, d24, d36, d48, or a model file"},
+    {"-e", "--model", FLAG_STRING | NO_BYTES, OPT(model), "d2", "model: a descriptor (d1..d6, d12, d24, d36, d48, d60, d72, d84, gpt2:dN, gpt3:cN as llm.c's) or a model file"},
     {"-o", "--output", FLAG_STRING | NO_BYTES, OPT(output_dir), "out", "output dir for log.jsonl and checkpoints (\"\" = none)"},
     {"-b", "--batch", FLAG_INT, OPT(B), "4", "micro-batch size B (sequences per forward, per rank)"},
-    {"-t", "--seq", FLAG_INT | RECORDED, OPT(T), "64", "sequence length T (at most the model's max, 1024 for descriptors)"},
+    {"-t", "--seq", FLAG_INT | RECORDED, OPT(T), "64", "sequence length T (at most the model's max: 1024 for GPT-2 descriptors, 2048 for gpt3:cN)"},
     {"-d", "--total-batch", FLAG_LONG | RECORDED, OPT(total_batch), "-1", "tokens per optimizer step, a multiple of B*T*ranks (-1 = B*T*ranks)"},
     {"-x", "--steps", FLAG_INT | RECORDED, OPT(max_steps), "-1", "optimizer steps (-1 = one epoch of the train data)"},
     // 2e-3 over 50 warm-up steps: the default run learns smoothly (3e-3 over 20 spiked; README).
     {"-l", "--lr", FLAG_FLOAT | RECORDED, OPT(lr), "2e-3", "peak learning rate"},
     {"-u", "--warmup", FLAG_INT | RECORDED, OPT(warmup), "50", "learning-rate warmup steps"},
-    {"-q", "--final-lr-frac", FLAG_FLOAT | RECORDED, OPT(final_lr_frac), "0.1", "cosine decay floor, as a fraction of the peak (1 = constant)"},
+    {"-q", "--final-lr-frac", FLAG_FLOAT | RECORDED, OPT(final_lr_frac), "0.1", "the learning rate at the last step, as a fraction of the peak (1 = no decay)"},
+    // llm.c's -k and its four schedules (schedule.h); recorded: old checkpoints have none, and ran cosine.
+    {"-k", "--lr-scheduler", FLAG_STRING | RECORDED, OPT(lr_scheduler), "cosine", "learning-rate schedule after the warmup: cosine, linear, constant or wsd (llm.c's -k)"},
     {"-c", "--weight-decay", FLAG_FLOAT | RECORDED, OPT(weight_decay), "0.0", "AdamW weight decay (2-D weights only)"},
     {"-G", "--grad-clip", FLAG_FLOAT | RECORDED, OPT(grad_clip), "1.0", "clip the global gradient norm to this (0 = off)"},
     {"-B1", "--beta1", FLAG_FLOAT | RECORDED, OPT(beta1), "0.9", "AdamW beta1"},
@@ -55,15 +57,33 @@ static const Flag FLAGS[] = {
     {"-s", "--sample-every", FLAG_INT, OPT(sample_every), "100", "print a sample every N steps (0 = never)"},
     {"-g", "--gen-tokens", FLAG_INT, OPT(gen_tokens), "64", "tokens per sample"},
     {"-T", "--temperature", FLAG_FLOAT, OPT(temperature), "1.0", "sampling temperature (0 = greedy)"},
-    {"-k", "--top-k", FLAG_INT, OPT(top_k), "0", "sample from the k most likely tokens (0 = all)"},
-    {"-n", "--checkpoint-every", FLAG_INT | NO_BYTES, OPT(checkpoint_every), "0", "write a checkpoint every N steps and at the end (0 = never)"},
-    {"-y", "--resume", FLAG_INT | NO_BYTES, OPT(resume), "0", "1 = resume from the latest checkpoint in the output dir"},
-    {"-S", "--seed", FLAG_LONG | RECORDED, OPT(seed), "1337", "seed for initialization, shuffling and sampling"},
+    {NULL, "--top-k", FLAG_INT, OPT(top_k), "0", "sample from the k most likely tokens (0 = all; llm.c's -k is the schedule)"},
+    {"-h", "--hellaswag", FLAG_INT | NO_BYTES, OPT(hellaswag), "0", "1 = evaluate HellaSwag accuracy with each val loss (llm.c's -h; help is --help)"},
+    {NULL, "--hellaswag-file", FLAG_STRING | NO_BYTES, OPT(hellaswag_file), "data/cache/hellaswag/hellaswag_val.bin", "with -h 1: the eval file in llm.c's format (data/hellaswag.sh, or llm.c's dev/data/hellaswag/hellaswag_val.bin)"},
+    {"-n", "--checkpoint-every", FLAG_INT | NO_BYTES, OPT(checkpoint_every), "0", "write a checkpoint (and its DONE_STEP file) every N steps and at the end (0 = never)"},
+    {"-nk", "--checkpoints-keep", FLAG_INT | NO_BYTES, OPT(checkpoints_keep), "0", "keep the newest N checkpoints, deleting older ones (0 = keep all)"},
+    {"-nm", "--checkpoints-major", FLAG_INT | NO_BYTES, OPT(major_checkpoint_every), "0", "with -nk: checkpoints at multiples of N steps are never deleted (0 = none)"},
+    {"-y", "--resume", FLAG_INT | NO_BYTES, OPT(resume), "0", "1 = resume from the newest checkpoint in the output dir, or start afresh when it has none"},
+    {"-S", "--seed", FLAG_LONG | RECORDED, OPT(seed), "1337", "seed for shuffling, sampling and the initialization of d1..d5"},
+    // llm.c initialises its descriptor models with PyTorch's generator seeded 42 (gpt2_init_params_llmc).
+    {NULL, "--init-seed", FLAG_LONG | RECORDED, OPT(init_seed), "42", "seed of an llm.c descriptor's initialization (d6 and up, gpt2:dN, gpt3:cN; llm.c's: 42)"},
     {"-sf", "--shuffle", FLAG_INT | RECORDED, OPT(shuffle), "0", "1 = shuffle shard order and windows within shards (seeded)"},
     {"-z", "--zero", FLAG_INT, OPT(zero_stage), "0", "ZeRO stage over MPI ranks: 0 data parallel, 1 shard the optimizer state, 2 also the gradients"},
     {"-a", "--overfit", FLAG_INT | RECORDED, OPT(overfit), "0", "1 = train on the first batch only (debugging)"},
+    {"-lg", "--log-memory-every", FLAG_INT | NO_BYTES, OPT(log_memory_every), "0", "print and log the device memory in use every N steps (0 = never; llm.c's -lg)"},
+    {"-f", "--tf32", FLAG_INT | NO_BYTES, OPT(tf32), "0", "1 = TF32 matmuls in the FP32 GPU build (llm.c's -f, default 1 there; not built here: refused on it; no effect elsewhere)"},
+    {"-w", "--master-weights", FLAG_INT | NO_BYTES, OPT(master_weights), "1", "1 = AdamW updates fp32 master weights (llm.c's -w; always so here: 0 is refused)"},
+    // llm.c's multi-node flags. Its NCCL init method (-pi, default mpi) takes the ranks from MPI, as
+    // this trainer does (mpirun, or srun --mpi=pmix); tcp and fs (ranks from -pn/-pr/-pg) are not
+    // built here. Under mpi llm.c ignores -pn -pr -pg -pf -ps, and so does this trainer.
+    {"-pi", "--nccl-init", FLAG_STRING | NO_BYTES, OPT(nccl_init), "mpi", "NCCL init method: mpi (ranks from mpirun or srun; llm.c's -pi; tcp and fs are not built)"},
+    {"-pn", "--num-processes", FLAG_INT | NO_BYTES, OPT(num_processes), "1", "with -pi tcp|fs: the number of processes (llm.c's -pn; ignored under mpi)"},
+    {"-pr", "--process-rank", FLAG_INT | NO_BYTES, OPT(process_rank), "0", "with -pi tcp|fs: this process's rank (llm.c's -pr; ignored under mpi)"},
+    {"-pg", "--gpus-per-node", FLAG_INT | NO_BYTES, OPT(gpus_per_node), "8", "with -pi tcp|fs: GPUs per node (llm.c's -pg; ignored under mpi)"},
+    {"-pf", "--nccl-fs-path", FLAG_STRING | NO_BYTES, OPT(nccl_fs_path), "", "with -pi fs: the shared directory (llm.c's -pf; ignored under mpi)"},
+    {"-ps", "--nccl-server", FLAG_STRING | NO_BYTES, OPT(nccl_server), "", "with -pi tcp: rank 0's address (llm.c's -ps; ignored under mpi)"},
     {"-p", "--print-every", FLAG_INT | NO_BYTES, OPT(log_every), "1", "print a step line every N steps"},
-    {"-K", "--tokenizer", FLAG_STRING | NO_BYTES, OPT(tokenizer), "data/vocab/gpt2_tokenizer.bin", "tokenizer file for decoding samples (byte-level if absent)"},
+    {"-K", "--tokenizer", FLAG_STRING | NO_BYTES, OPT(tokenizer), "data/vocab/gpt2_bpe.bin", "tokenizer file for decoding samples, ours or llm.c's gpt2_tokenizer.bin (byte-level if absent)"},
     {NULL, "--engine", FLAG_STRING | NO_BYTES, OPT(engine), "auto", "auto (the GPU if one can be used, else the C engine), gpu or cpu"},
     {"-r", "--recompute", FLAG_INT | NO_BYTES, OPT(recompute), "0", "activation recompute: 0 keep all, 1 GELU, 2 also LayerNorms, 3 whole blocks"},
     {NULL, "--recompute-every", FLAG_INT | NO_BYTES, OPT(recompute_every), "0", "with -r 3: keep the input of every K-th block (0 = about sqrt(layers))"},
@@ -71,6 +91,8 @@ static const Flag FLAGS[] = {
     {NULL, "--loss-scale", FLAG_FLOAT | RECORDED, OPT(loss_scale), "65536", "FP16: initial dynamic loss scale (at least 1, its floor)"},
     {NULL, "--loss-scale-interval", FLAG_INT | RECORDED, OPT(loss_scale_interval), "2000", "FP16: finite steps before the loss scale doubles"},
     {NULL, "--skip-outliers", FLAG_FLOAT | RECORDED, OPT(skip_outliers), "0", "skip an update whose loss or grad norm is more than Z standard deviations above its running mean (0 = off)"},
+    {"-sl", "--skip-loss-z", FLAG_FLOAT | RECORDED, OPT(skip_loss_z), "0", "skip an update whose loss is more than Z standard deviations above its running mean (0 = --skip-outliers' Z; llm.c's -sl)"},
+    {"-sg", "--skip-grad-z", FLAG_FLOAT | RECORDED, OPT(skip_grad_z), "0", "skip an update whose grad norm is more than Z standard deviations above its running mean (0 = --skip-outliers' Z; llm.c's -sg)"},
     {NULL, "--overwrite", FLAG_SWITCH | NO_BYTES, OPT(overwrite), "0", "start afresh in an output dir that holds another run's checkpoints (they are deleted)"},
     {NULL, "--precision", FLAG_STRING, OPT(precision), "", "the GPU engine's precision: fp16, bf16 or fp32 (\"\" = this build's; --plan plans any)"},
     {NULL, "--offload", FLAG_STRING, OPT(offload), "none", "optimizer (alone: --offload): fp32 master weights, m and v in pinned host memory, AdamW on CPU threads; grads: the gradients too; none"},
@@ -311,7 +333,7 @@ void cli_usage(const char* prog) {
         if (FLAG_TYPE(f) == FLAG_SWITCH) printf("  %-26s %s (a switch, no value)\n", names, f->help);
         else printf("  %-26s %s (default: %s)\n", names, f->help, f->def[0] ? f->def : "\"\"");
     }
-    printf("  %-26s print this help\n", "-h, --help");
+    printf("  %-26s print this help\n", "    --help");
 }
 
 void cli_parse(TrainOptions* opts, int argc, char** argv) {
@@ -319,15 +341,21 @@ void cli_parse(TrainOptions* opts, int argc, char** argv) {
     for (int i = 0; i < NUM_FLAGS; i++) flag_set(opts, &FLAGS[i], FLAGS[i].def);
     for (int a = 1; a < argc; a++) {
         const char* arg = argv[a];
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+        if (strcmp(arg, "--help") == 0) {
             cli_usage(argv[0]);
             exit(0);
         }
+        // -h is llm.c's HellaSwag flag (-h 1); it printed help here before, so a bare -h, or one
+        // followed by another flag, is told where help went rather than read as a missing value.
+        if (strcmp(arg, "-h") == 0 && (a + 1 >= argc || argv[a + 1][0] == '-'))
+            fatal("flag -h (--hellaswag) is llm.c's HellaSwag eval and takes 0 or 1 (-h 1); for help use --help");
+        // llm.c's usage text calls the NCCL init method -pm (its parser reads -pi): both work.
+        if (strcmp(arg, "-pm") == 0) arg = "-pi";
         const Flag* f = NULL;
         for (int i = 0; i < NUM_FLAGS && !f; i++)
             if ((FLAGS[i].short_name && strcmp(arg, FLAGS[i].short_name) == 0) || strcmp(arg, FLAGS[i].long_name) == 0)
                 f = &FLAGS[i];
-        if (!f) fatal("unknown flag '%s' (see %s -h)", arg, argv[0]);
+        if (!f) fatal("unknown flag '%s' (see %s --help)", arg, argv[0]);
         opts->given |= 1ull << (f - FLAGS);
         if (FLAG_TYPE(f) == FLAG_SWITCH) {
             flag_set(opts, f, "1");

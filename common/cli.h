@@ -1,5 +1,5 @@
 // cli.h: the trainer's flags. One table (cli.c) gives each flag its short and long name,
-// type, default and help line; the parser, the defaults and `-h` all read that table, so the
+// type, default and help line; the parser, the defaults and `--help` all read that table, so the
 // usage text cannot drift from what is parsed.
 #ifndef COMMON_CLI_H
 #define COMMON_CLI_H
@@ -30,9 +30,15 @@ typedef struct {
     int sample_every, gen_tokens;
     float temperature;
     int top_k;
+    const char* lr_scheduler;  // cosine | linear | constant | wsd (llm.c's -k)
+    int hellaswag;             // 1 = HellaSwag accuracy with each val loss (llm.c's -h)
+    const char* hellaswag_file;// llm.c's eval file format (hellaswag_val.bin)
     int checkpoint_every;
+    int checkpoints_keep;      // keep the newest N checkpoints (0 = all; llm.c's -nk)
+    int major_checkpoint_every;// checkpoints at multiples of N are never deleted (llm.c's -nm)
     int resume;
-    long seed;
+    long seed;                 // shuffling, sampling, and d1..d5's initialization
+    long init_seed;            // an llm.c descriptor's initialization (llm.c's: 42)
     int shuffle;
     int zero_stage;            // ZeRO: 0 data parallel, 1 optimizer state sharded, 2 gradients too
     int overfit;               // train on the first batch over and over
@@ -44,6 +50,15 @@ typedef struct {
     float loss_scale;          // FP16: initial dynamic loss scale
     int loss_scale_interval;   // FP16: finite steps before the loss scale doubles
     float skip_outliers;       // Z: skip an update whose loss or grad norm is a z-score outlier; 0 = off
+    float skip_loss_z;         // llm.c's -sl: the loss's Z alone (0 = skip_outliers')
+    float skip_grad_z;         // llm.c's -sg: the grad norm's Z alone (0 = skip_outliers')
+    int log_memory_every;      // llm.c's -lg: device memory in use every N steps (0 = never)
+    int master_weights;        // llm.c's -w: 1 (fp32 master weights) is the only choice here
+    int tf32;                  // llm.c's -f: TF32 in the FP32 GPU build (not built: 1 is refused there)
+    const char* nccl_init;     // llm.c's -pi: mpi (the only method here)
+    int num_processes, process_rank, gpus_per_node;  // llm.c's -pn -pr -pg (for tcp/fs; ignored)
+    const char* nccl_fs_path;  // llm.c's -pf
+    const char* nccl_server;   // llm.c's -ps
     int overwrite;             // a fresh run may replace another run's checkpoints in the output dir
     int plan;                  // print the GPU engine's memory plan for these flags and exit
     int json;                  // --plan as JSON
@@ -55,7 +70,7 @@ typedef struct {
     unsigned long long given;  // a bit per flag given on the command line (cli_given)
 } TrainOptions;
 
-// Fills opts from the table's defaults, then argv. Prints usage and exits 0 on -h/--help;
+// Fills opts from the table's defaults, then argv. Prints usage and exits 0 on --help;
 // fatal, naming the flag, on an unknown flag, a missing value or a value of the wrong type.
 void cli_parse(TrainOptions* opts, int argc, char** argv);
 void cli_usage(const char* prog);

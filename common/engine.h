@@ -129,6 +129,9 @@ struct Engine {
     float (*forward)(Engine* e, const int* inputs, const int* targets, int B, int T);
     // The V logits at row b, position t of the last forward without targets, into out (host, fp32).
     void (*logits_at)(Engine* e, int b, int t, float* out);
+    // The B x T per-position losses of the last forward with targets, into out (host, fp32): what
+    // a multiple-choice eval (HellaSwag) scores completions by.
+    void (*token_losses)(Engine* e, float* out);
 
     // Checkpoints: the model file from the fp32 master weights (llm.c's version 3) and the state
     // file with the driver's TrainState, the engine's counters (applied updates, loss scale) and

@@ -45,9 +45,14 @@ enum {
     PT_LN2W, PT_LN2B, PT_FCW, PT_FCB, PT_FCPROJW, PT_FCPROJB, PT_LNFW, PT_LNFB
 };
 
-// "d12" -> GPT-2 124M (d24 350M, d36 774M, d48 1558M); d1..d6 are small test models with
-// 64*depth channels. Head size is 64 throughout. Returns 0 if desc is not a descriptor.
+// llm.c's descriptors: "d12" or "gpt2:d12" -> GPT-2 124M (d24 350M, d36 774M, d48 1558M, and llm.c's
+// d60, d72, d84); "gpt3:c768" -> llm.c's GPT-3 family by channels (c384 ... c12288, 2048 positions:
+// at least that, whatever max_seq_len asks). d1..d5 are this project's small models with 64*depth
+// channels and head size 64 (d6, llm.c's smallest, has them too). Returns 0 if desc is not a
+// descriptor.
 int gpt2_config_from_descriptor(const char* desc, int max_seq_len, GPT2Config* cfg);
+// 1 for one of llm.c's descriptors (d6 and up, gpt2:dN, gpt3:cN): what starts from llm.c's init.
+int gpt2_descriptor_is_llmc(const char* desc);
 // Upper bounds on a model's shape. Far above GPT-2 1.5B (and GPT-3 175B: L=96, C=12288), they
 // keep every size derived from a header (parameter counts, bytes, C*C products in int) exact in
 // 64 bits, so a header with absurd fields is refused instead of wrapping to a small size.
@@ -73,6 +78,12 @@ double gpt2_flops_per_token(const GPT2Config* cfg, int T);
 // residual projections (attprojw, fcprojw) N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weights 1,
 // padding rows of wte 0.
 void gpt2_init_params(const GPT2Config* cfg, float* params, unsigned long long seed);
+// llm.c's initialisation of a descriptor model, so that a run here starts where llm.c's starts:
+// PyTorch's Mersenne Twister seeded with `seed` (llm.c: 42), normal draws as PyTorch's normal_ in
+// PyTorch's module order (wte's V real rows, wpe, then per layer QKV, attention projection, MLP,
+// MLP projection), std 0.02 and 0.02 / sqrt(2 L) for the two projections into the residual stream;
+// biases 0, LayerNorm weights 1. Sequential (one generator), as llm.c's is.
+void gpt2_init_params_llmc(const GPT2Config* cfg, float* params, unsigned int seed);
 #ifdef __cplusplus
 }
 #endif

@@ -11,8 +11,8 @@
 
 #include "util.h"
 
-// "step": N at the start of a line we wrote; -1 for anything else.
-static long line_step(const char* line) {
+// "step": N at the start of a log.jsonl line we wrote; -1 for anything else.
+static long json_line_step(const char* line) {
     const char* key = "{\"step\": ";
     if (strncmp(line, key, strlen(key)) != 0) return -1;
     char* end;
@@ -20,27 +20,39 @@ static long line_step(const char* line) {
     return end != line + strlen(key) && (*end == ',' || *end == '}') ? step : -1;
 }
 
+// The step a main.log line belongs to, counted as log.jsonl counts (updates done): "s:N trl:" is
+// the update with index N, which makes step N + 1; "s:N tel:" and "s:N eval:" were measured after
+// N updates. -1 for anything else.
+static long main_line_step(const char* line) {
+    if (strncmp(line, "s:", 2) != 0) return -1;
+    char* end;
+    long step = strtol(line + 2, &end, 10);
+    if (end == line + 2 || step < 0 || *end != ' ') return -1;
+    if (strncmp(end, " trl:", 5) == 0) return step + 1;
+    return strncmp(end, " tel:", 5) == 0 || strncmp(end, " eval:", 6) == 0 ? step : -1;
+}
+
 // Every write is flushed and checked, and the path must still name the file being written: a log
 // deleted, renamed, or replaced (by a directory, another file) would take every later line with
 // it, silently.
-static void log_check(Logger* log, int rc) {
-    if (rc < 0 || fflush(log->f) != 0) fatal("cannot write log file %s (%s)", log->path, strerror(errno));
+static void log_check(FILE* f, const char* path, int rc) {
+    if (rc < 0 || fflush(f) != 0) fatal("cannot write log file %s (%s)", path, strerror(errno));
     struct stat open_st, path_st;
-    if (fstat(fileno(log->f), &open_st) != 0) fatal("cannot stat log file %s (%s)", log->path, strerror(errno));
-    int gone = stat(log->path, &path_st) != 0;
+    if (fstat(fileno(f), &open_st) != 0) fatal("cannot stat log file %s (%s)", path, strerror(errno));
+    int gone = stat(path, &path_st) != 0;
     if (gone || open_st.st_nlink == 0 || open_st.st_dev != path_st.st_dev || open_st.st_ino != path_st.st_ino)
-        fatal("log file %s was %s while the run wrote it: its lines would go nowhere; stopping", log->path,
+        fatal("log file %s was %s while the run wrote it: its lines would go nowhere; stopping", path,
               gone ? "deleted" : S_ISDIR(path_st.st_mode) ? "replaced by a directory" : "deleted or replaced");
 }
 
-void logger_open(Logger* log, const char* output_dir, long keep_upto_step) {
-    log->f = NULL;
-    if (!output_dir || !output_dir[0]) return;
-    snprintf(log->path, sizeof(log->path), "%s/log.jsonl", output_dir);
+// Opens OUT/name afresh (keep_upto_step < 0) or with the lines of the steps up to keep_upto_step.
+static FILE* log_file_open(const char* output_dir, const char* name, long keep_upto_step, long (*line_step)(const char*),
+                           char* path, size_t path_cap) {
+    snprintf(path, path_cap, "%s/%s", output_dir, name);
     char tmp[4300];
-    FILE* out = atomic_open(log->path, tmp, sizeof(tmp));
-    if (keep_upto_step >= 0 && file_exists(log->path)) {
-        FILE* in = fopen_check(log->path, "rb");
+    FILE* out = atomic_open(path, tmp, sizeof(tmp));
+    if (keep_upto_step >= 0 && file_exists(path)) {
+        FILE* in = fopen_check(path, "rb");
         char* line = NULL;
         size_t cap = 0;
         ssize_t len;
@@ -49,15 +61,23 @@ void logger_open(Logger* log, const char* output_dir, long keep_upto_step) {
             // A line cut off by a crash has no newline: drop it with the steps after the checkpoint.
             if (step >= 0 && step <= keep_upto_step && line[len - 1] == '\n') fwrite_check(line, 1, (size_t)len, out, tmp);
         }
-        if (ferror(in)) fatal("cannot read log file %s", log->path);
+        if (ferror(in)) fatal("cannot read log file %s", path);
         free(line);
         fclose(in);
     }
     // The kept lines are durable under the real name before anything new is appended to them;
     // the stream stays open across the rename (same file), so nothing can come in between.
-    log->f = out;
     if (fflush(out) != 0 || fsync(fileno(out)) != 0) fatal("cannot write log file %s (%s)", tmp, strerror(errno));
-    atomic_commit(tmp, log->path);
+    atomic_commit(tmp, path);
+    return out;
+}
+
+void logger_open(Logger* log, const char* output_dir, long keep_upto_step) {
+    log->f = log->main_f = NULL;
+    if (!output_dir || !output_dir[0]) return;
+    log->f = log_file_open(output_dir, "log.jsonl", keep_upto_step, json_line_step, log->path, sizeof(log->path));
+    log->main_f = log_file_open(output_dir, "main.log", keep_upto_step, main_line_step, log->main_path,
+                                sizeof(log->main_path));
 }
 
 // %.9g keeps every float's exact value, so a log can be compared bit for bit; JSON has no NaN.
@@ -81,16 +101,35 @@ void logger_step(Logger* log, int step, float loss, float grad_norm, float lr, d
                      skip_reason != NULL);
     if (rc >= 0 && skip_reason) rc = fprintf(log->f, ", \"skip_reason\": \"%s\"", skip_reason);
     if (rc >= 0) rc = fprintf(log->f, "}\n");
-    log_check(log, rc);
+    log_check(log->f, log->path, rc);
+    // llm.c's line counts the update from 0: the update that makes step 1 is "s:0".
+    log_check(log->main_f, log->main_path,
+              fprintf(log->main_f, "s:%d trl:%.4f lr:%.6f norm:%.2f\n", step - 1, loss, lr, grad_norm));
 }
 
 void logger_val(Logger* log, int step, float val_loss) {
     if (!log->f) return;
     char a[32];
-    log_check(log, fprintf(log->f, "{\"step\": %d, \"val_loss\": %s}\n", step, num(a, sizeof(a), val_loss)));
+    log_check(log->f, log->path, fprintf(log->f, "{\"step\": %d, \"val_loss\": %s}\n", step, num(a, sizeof(a), val_loss)));
+    log_check(log->main_f, log->main_path, fprintf(log->main_f, "s:%d tel:%.4f\n", step, val_loss));
+}
+
+void logger_eval(Logger* log, int step, float accuracy) {
+    if (!log->f) return;
+    char a[32];
+    log_check(log->f, log->path, fprintf(log->f, "{\"step\": %d, \"hellaswag\": %s}\n", step, num(a, sizeof(a), accuracy)));
+    log_check(log->main_f, log->main_path, fprintf(log->main_f, "s:%d eval:%.4f\n", step, accuracy));
+}
+
+void logger_memory(Logger* log, int step, double mib) {
+    if (!log->f) return;
+    char a[32];
+    log_check(log->f, log->path, fprintf(log->f, "{\"step\": %d, \"memory_mib\": %s}\n", step, num(a, sizeof(a), mib)));
 }
 
 void logger_close(Logger* log) {
     if (log->f && fclose(log->f) != 0) fatal("cannot finish writing log file %s (%s)", log->path, strerror(errno));
-    log->f = NULL;
+    if (log->main_f && fclose(log->main_f) != 0)
+        fatal("cannot finish writing log file %s (%s)", log->main_path, strerror(errno));
+    log->f = log->main_f = NULL;
 }

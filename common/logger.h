@@ -1,4 +1,4 @@
-// logger.h: the machine-readable log: OUT/log.jsonl, one JSON object per line, e.g.
+// logger.h: the machine-readable logs: OUT/log.jsonl, one JSON object per line, e.g.
 //   {"step": 12, "train_loss": 5.1234, "grad_norm": 0.98, "lr": 0.0003, "ms": 812.5, "tok_per_s": 315.1,
 //    "loss_scale": 65536, "skipped": 0}
 //   {"step": 20, "val_loss": 5.0012}
@@ -6,8 +6,12 @@
 // value that is not finite is written as null, so every line is valid JSON. A fresh run starts
 // the file anew; a resumed run keeps the lines up to its checkpoint's step and drops the rest
 // (steps the interrupted run did after it), so each step appears once. Plots read it with any
-// JSON reader. A failed write (a full disk), or a log deleted or replaced under the run (checked at
-// every write), is fatal, naming the file.
+// JSON reader. Beside it OUT/main.log, llm.c's log format (its dev/vislog.ipynb reads it):
+//   s:0 trl:10.8055 lr:0.000040 norm:2.84      the update with index 0 (log.jsonl's step 1)
+//   s:20 tel:5.0012                            val loss after 20 updates
+//   s:20 eval:0.2950                           HellaSwag accuracy after 20 updates
+// kept and cut on resume the same way. A failed write (a full disk), or a log deleted or replaced
+// under the run (checked at every write), is fatal, naming the file.
 #ifndef COMMON_LOGGER_H
 #define COMMON_LOGGER_H
 
@@ -18,8 +22,10 @@ extern "C" {
 #endif
 
 typedef struct {
-    FILE* f;  // NULL when there is no output dir
+    FILE* f;       // log.jsonl; NULL when there is no output dir
     char path[4200];
+    FILE* main_f;  // main.log, llm.c's format
+    char main_path[4200];
 } Logger;
 
 // keep_upto_step < 0: a fresh log. Else the existing log's lines with "step" <= keep_upto_step are
@@ -32,6 +38,10 @@ void logger_open(Logger* log, const char* output_dir, long keep_upto_step);
 void logger_step(Logger* log, int step, float loss, float grad_norm, float lr, double ms, double tok_per_s,
                  float loss_scale, const char* skip_reason);
 void logger_val(Logger* log, int step, float val_loss);
+// HellaSwag accuracy after `step` updates: {"step", "hellaswag"}, and main.log's "s:N eval:ACC".
+void logger_eval(Logger* log, int step, float accuracy);
+// -lg: the device memory in use (MiB) after `step`: {"step", "memory_mib"} (log.jsonl only).
+void logger_memory(Logger* log, int step, double mib);
 void logger_close(Logger* log);
 
 #ifdef __cplusplus

@@ -46,6 +46,7 @@ typedef struct {
 
 struct Tokenizer {
     int vocab_size, n_merges, eot, can_merge;
+    int llmc;                   // loaded from llm.c's file: decodes every id, no merges
     uint32_t* offsets;          // vocab_size + 1 offsets into bytes (loaded file only)
     unsigned char* bytes;
     unsigned char byte_of_id[256];
@@ -63,7 +64,12 @@ struct Tokenizer {
     size_t scratch_cap;
 };
 
-const char* tokenizer_default_path(void) { return "data/vocab/gpt2_tokenizer.bin"; }
+// The file has a name of its own: llm.c's `gpt2_tokenizer.bin` is another format (decode-only here,
+// and ours stops llm.c). A checkout whose `make vocab` ran before the rename keeps working.
+const char* tokenizer_default_path(void) {
+    if (!file_exists(TOKENIZER_DEFAULT_PATH) && file_exists(TOKENIZER_OLD_PATH)) return TOKENIZER_OLD_PATH;
+    return TOKENIZER_DEFAULT_PATH;
+}
 
 static inline uint64_t merge_hash(uint64_t key, int bits) {
     return (key * 0x9E3779B97F4A7C15ull) >> (64 - bits);
@@ -100,7 +106,50 @@ static int32_t rd32(const unsigned char* p) {
     return (int32_t)v;
 }
 
-Tokenizer* tokenizer_load(const char* path) {
+// llm.c's tokenizer file (what its train_gpt2.py writes as gpt2_tokenizer.bin): 256 uint32 header
+// {20240328, version 1 or 2, vocab_size, eot (version 2), 0...}, then per token a uint8 length
+// (1..255) and its bytes. It has no merges: it decodes, it cannot encode.
+static Tokenizer* tokenizer_load_llmc(const char* path, const unsigned char* data, long size) {
+    const long header_bytes = 256 * 4;
+    if (size < header_bytes)
+        fatal("tokenizer file %s (llm.c's magic %d) is %ld bytes, too small for its %ld-byte header", path,
+              LLMC_TOKENIZER_MAGIC, size, header_bytes);
+    int version = rd32(data + 4), vocab = rd32(data + 8), eot = version == 1 ? GPT2_EOT : rd32(data + 12);
+    if (version != 1 && version != 2) fatal("tokenizer file %s (llm.c's) has version %d, expected 1 or 2", path, version);
+    if (vocab < 1 || vocab > 65536) fatal("tokenizer file %s (llm.c's): vocabulary size %d, expected 1..65536", path, vocab);
+    if (version == 1 && vocab != GPT2_VOCAB_SIZE)
+        fatal("tokenizer file %s (llm.c's version 1): vocabulary size %d, expected GPT-2's %d", path, vocab, GPT2_VOCAB_SIZE);
+    if (eot < 0 || eot >= vocab) fatal("tokenizer file %s (llm.c's): end-of-text id %d outside the vocabulary", path, eot);
+    Tokenizer* t = (Tokenizer*)calloc_check(1, sizeof(Tokenizer), "tokenizer");
+    t->vocab_size = vocab;
+    t->eot = eot;
+    t->llmc = 1;
+    tokenizer_init_common(t);
+    t->offsets = (uint32_t*)malloc_check((size_t)(vocab + 1) * sizeof(uint32_t), "token offsets");
+    // First pass: the lengths, each token inside the file.
+    long at = header_bytes, total = 0;
+    for (int i = 0; i < vocab; i++) {
+        if (at >= size) fatal("tokenizer file %s (llm.c's) ends at token %d of %d", path, i, vocab);
+        int len = data[at];
+        if (len == 0) fatal("tokenizer file %s (llm.c's): token %d has no bytes", path, i);
+        if (at + 1 + len > size) fatal("tokenizer file %s (llm.c's) ends inside token %d", path, i);
+        t->offsets[i] = (uint32_t)total;
+        total += len;
+        at += 1 + len;
+    }
+    if (at != size) fatal("tokenizer file %s (llm.c's): %ld bytes follow its %d tokens", path, size - at, vocab);
+    t->offsets[vocab] = (uint32_t)total;
+    t->bytes = (unsigned char*)malloc_check((size_t)total, "token bytes");
+    at = header_bytes;
+    for (int i = 0; i < vocab; i++) {
+        int len = data[at];
+        memcpy(t->bytes + t->offsets[i], data + at + 1, (size_t)len);
+        at += 1 + len;
+    }
+    return t;
+}
+
+static Tokenizer* tokenizer_open(const char* path, int decode_only) {
     char why[4400];
     FILE* f = fopen_read_try(path, why, sizeof(why));
     if (!f && !file_exists(path))
@@ -115,9 +164,17 @@ Tokenizer* tokenizer_load(const char* path) {
     fclose(f);
     int32_t h[TOKENIZER_HEADER_INTS];
     for (int i = 0; i < TOKENIZER_HEADER_INTS; i++) h[i] = rd32(data + 4 * i);
+    if (h[0] == LLMC_TOKENIZER_MAGIC) {
+        if (!decode_only)
+            fatal("tokenizer file %s is llm.c's (magic %d): it holds no merges, so it decodes samples (-K) but cannot "
+                  "encode text; `make vocab` writes one that can", path, LLMC_TOKENIZER_MAGIC);
+        Tokenizer* t = tokenizer_load_llmc(path, data, size);
+        free(data);
+        return t;
+    }
     if (h[0] != TOKENIZER_MAGIC)
-        fatal("tokenizer file %s has magic %d, expected %d (a GPT-2 tokenizer file made by `make vocab`)",
-              path, h[0], TOKENIZER_MAGIC);
+        fatal("tokenizer file %s has magic %d, expected %d (a GPT-2 tokenizer file made by `make vocab`)%s",
+              path, h[0], TOKENIZER_MAGIC, decode_only ? " or llm.c's 20240328" : "");
     if (h[1] != TOKENIZER_VERSION) fatal("tokenizer file %s has version %d, expected %d", path, h[1], TOKENIZER_VERSION);
     int vocab = h[2], n_merges = h[3], eot = h[4];
     long token_bytes = h[5];
@@ -202,6 +259,10 @@ void tokenizer_free(Tokenizer* t) {
     free(t->sym); free(t->prev); free(t->next); free(t->rank); free(t->heap);
     free(t);
 }
+
+Tokenizer* tokenizer_load(const char* path) { return tokenizer_open(path, 0); }
+Tokenizer* tokenizer_load_decoder(const char* path) { return tokenizer_open(path, 1); }
+int tokenizer_is_llmc(const Tokenizer* t) { return t->llmc; }
 
 int tokenizer_can_merge(const Tokenizer* t) { return t->can_merge; }
 int tokenizer_vocab_size(const Tokenizer* t) { return t->vocab_size; }

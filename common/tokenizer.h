@@ -13,7 +13,7 @@
 // byte 0x21; see tokenizer_byte_token). That order is an algorithm, so byte-level text
 // decodes with no vocabulary file at all (tokenizer_bytes_only).
 //
-// The tokenizer file (data/vocab/gpt2_tokenizer.bin, made by `make vocab`) is little-endian:
+// The tokenizer file (data/vocab/gpt2_bpe.bin, made by `make vocab`) is little-endian:
 //   int32 header[8]: magic 20240601, version 1, vocab_size, n_merges, eot_id, token_bytes, 0, 0
 //   vocab_size x uint8: length of each token's bytes (1..255)
 //   token_bytes bytes: the tokens' bytes, concatenated in id order
@@ -34,6 +34,7 @@ extern "C" {
 #endif
 
 #define TOKENIZER_MAGIC 20240601
+#define LLMC_TOKENIZER_MAGIC 20240328  // llm.c's tokenizer file: decoding only
 #define TOKENIZER_VERSION 1
 #define TOKENIZER_HEADER_INTS 8
 #define GPT2_EOT 50256           // <|endoftext|>
@@ -42,10 +43,18 @@ extern "C" {
 
 typedef struct Tokenizer Tokenizer;
 
-// Where `make vocab` puts the tokenizer file.
+// Where `make vocab` puts the tokenizer file: data/vocab/gpt2_bpe.bin, or the name it had before
+// (data/vocab/gpt2_tokenizer.bin, llm.c's name for its own format) when only that one exists.
+#define TOKENIZER_DEFAULT_PATH "data/vocab/gpt2_bpe.bin"
+#define TOKENIZER_OLD_PATH "data/vocab/gpt2_tokenizer.bin"
 const char* tokenizer_default_path(void);
 // Loads a tokenizer file; fatal, naming the file, on a wrong magic, version, size or content.
 Tokenizer* tokenizer_load(const char* path);
+// For decoding only (the trainer's samples, tokenize --decode): also llm.c's gpt2_tokenizer.bin
+// (magic 20240328: a length-prefixed byte string per token, no merges; see tokenizer.c).
+Tokenizer* tokenizer_load_decoder(const char* path);
+// 1 for a tokenizer loaded from llm.c's file (decodes every id; cannot encode).
+int tokenizer_is_llmc(const Tokenizer* t);
 // A tokenizer with no vocabulary file: decodes ids 0..255 and GPT2_EOT; encodes each byte to
 // its byte token, without merges.
 Tokenizer* tokenizer_bytes_only(void);

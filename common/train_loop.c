@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "hellaswag.h"
 #include "logger.h"
 #include "memory_plan.h"
 #include "ranks.h"
@@ -67,8 +68,20 @@ static void options_validate(const TrainOptions* o) {
     if (o->gen_tokens < 0 || o->gen_tokens > MAX_GEN_TOKENS)
         fatal("flag -g (gen tokens) must be 0 to %d, got %d", MAX_GEN_TOKENS, o->gen_tokens);
     if (o->temperature < 0) fatal("flag -T (temperature) must be non-negative, got %g", o->temperature);
-    if (o->top_k < 0) fatal("flag -k (top-k) must be non-negative, got %d", o->top_k);
+    if (o->top_k < 0) fatal("flag --top-k must be non-negative, got %d", o->top_k);
+    if (lr_schedule_parse(o->lr_scheduler) < 0) {
+        // -k was top-k sampling here before it took llm.c's meaning: a number is told where that went.
+        char* end;
+        strtol(o->lr_scheduler, &end, 10);
+        int number = o->lr_scheduler[0] && *end == '\0';
+        fatal("flag -k (--lr-scheduler) expects cosine, linear, constant or wsd, got '%s'%s", o->lr_scheduler,
+              number ? " (top-k sampling, which was -k, is now --top-k)" : "");
+    }
+    if (o->hellaswag != 0 && o->hellaswag != 1) fatal("flag -h (--hellaswag) must be 0 or 1, got %d (help is --help)", o->hellaswag);
     if (o->checkpoint_every < 0) fatal("flag -n (checkpoint every) must be non-negative, got %d", o->checkpoint_every);
+    if (o->checkpoints_keep < 0) fatal("flag -nk (checkpoints to keep) must be non-negative, got %d", o->checkpoints_keep);
+    if (o->major_checkpoint_every < 0)
+        fatal("flag -nm (major checkpoint every) must be non-negative, got %d", o->major_checkpoint_every);
     if (o->resume != 0 && o->resume != 1) fatal("flag -y (resume) must be 0 or 1, got %d", o->resume);
     if (o->shuffle != 0 && o->shuffle != 1) fatal("flag -sf (shuffle) must be 0 or 1, got %d", o->shuffle);
     if (o->zero_stage < 0 || o->zero_stage > 2) fatal("flag -z (ZeRO stage) must be 0, 1 or 2, got %d", o->zero_stage);
@@ -90,6 +103,24 @@ static void options_validate(const TrainOptions* o) {
     if (o->loss_scale_interval <= 0)
         fatal("flag --loss-scale-interval must be positive, got %d", o->loss_scale_interval);
     if (o->skip_outliers < 0) fatal("flag --skip-outliers must be 0 (off) or a positive z-score, got %g", o->skip_outliers);
+    if (o->skip_loss_z < 0) fatal("flag -sl (--skip-loss-z) must be 0 (off) or a positive z-score, got %g", o->skip_loss_z);
+    if (o->skip_grad_z < 0) fatal("flag -sg (--skip-grad-z) must be 0 (off) or a positive z-score, got %g", o->skip_grad_z);
+    if (strcmp(o->nccl_init, "mpi") != 0) {
+        if (strcmp(o->nccl_init, "tcp") == 0 || strcmp(o->nccl_init, "fs") == 0)
+            fatal("flag -pi (--nccl-init) %s: llm.c's %s rendezvous is not built here; launch the ranks with mpirun (or "
+                  "srun --mpi=pmix) and leave -pi at mpi", o->nccl_init, o->nccl_init);
+        fatal("flag -pi (--nccl-init) expects mpi (llm.c's tcp and fs are not built here), got '%s'", o->nccl_init);
+    }
+    if (o->num_processes < 1 || o->process_rank < 0 || o->gpus_per_node < 1)
+        fatal("flags -pn, -pr, -pg must be positive (-pr non-negative), got %d, %d, %d", o->num_processes,
+              o->process_rank, o->gpus_per_node);
+    if (o->init_seed < 0 || o->init_seed > 0xffffffffL)
+        fatal("flag --init-seed must be 0 to 4294967295 (PyTorch's generator takes 32 bits), got %ld", o->init_seed);
+    if (o->log_memory_every < 0) fatal("flag -lg (--log-memory-every) must be non-negative, got %d", o->log_memory_every);
+    if (o->tf32 != 0 && o->tf32 != 1) fatal("flag -f (--tf32) must be 0 or 1, got %d", o->tf32);
+    if (o->master_weights != 1)
+        fatal("flag -w (--master-weights) is %d, but this trainer always keeps fp32 master weights for AdamW (llm.c's "
+              "default, -w 1); leave -w out", o->master_weights);
     if (strcmp(o->offload, "none") != 0 && strcmp(o->offload, "optimizer") != 0 && strcmp(o->offload, "grads") != 0)
         fatal("flag --offload expects optimizer, grads or none, got '%s'", o->offload);
     if (o->precision[0] && strcmp(o->precision, "fp16") != 0 && strcmp(o->precision, "bf16") != 0 &&
@@ -113,7 +144,8 @@ static uint64_t model_config_from_flag(const char* model, GPT2Config* cfg, int* 
     *from_file = !gpt2_config_from_descriptor(model, 1024, cfg);
     if (!*from_file) return 0;
     if (!file_exists(model))
-        fatal("flag -e: '%s' is neither a model descriptor (d1..d6, d12, d24, d36, d48) nor a model file", model);
+        fatal("flag -e: '%s' is neither a model descriptor (d1..d6, d12, d24, d36, d48, d60, d72, d84, gpt2:dN, gpt3:cN "
+              "for c384, c768, c1024, c1536, c2048, c2560, c4096, c5140, c12288) nor a model file", model);
     // Read through now: a damaged file, or a NaN or Inf in any weight (padding rows too), must be
     // named as such at start-up, not show up later as a diverged loss.
     return model_file_check(model, cfg);
@@ -127,9 +159,15 @@ static void checkpoint_paths(const char* dir, long step, char* model_path, char*
     snprintf(state_path, cap, "%s/state_%08ld.bin", dir, step);
 }
 
+// DONE_STEP (llm.c's name, an empty file): written once every file of the checkpoint of STEP is on
+// disk, the last thing a checkpoint does; llm.c's restart loops test for the last step's.
+static void done_path(const char* dir, long step, char* path, size_t cap) {
+    snprintf(path, cap, "%s/DONE_%08ld", dir, step);
+}
+
 // What a file of a checkpoint is called: model_STEP.bin, state_STEP.bin, a shard of a sharded
-// checkpoint state_STEP.rankNNN.bin, and any of them set aside as damaged (NAME.damaged).
-typedef enum { CKPT_NONE, CKPT_MODEL, CKPT_STATE, CKPT_SHARD } CheckpointFileKind;
+// checkpoint state_STEP.rankNNN.bin, DONE_STEP, and any of them set aside as damaged (NAME.damaged).
+typedef enum { CKPT_NONE, CKPT_MODEL, CKPT_STATE, CKPT_SHARD, CKPT_DONE } CheckpointFileKind;
 
 // The step of "PREFIX<digits>" at the start of name, with *rest pointing after the digits; -1 if none.
 static long name_step(const char* name, const char* prefix, const char** rest) {
@@ -150,7 +188,10 @@ static CheckpointFileKind checkpoint_file_kind(const char* name, long* step, int
     CheckpointFileKind kind = CKPT_NONE;
     if ((*step = name_step(name, "model_", &rest)) >= 0) kind = CKPT_MODEL;
     else if ((*step = name_step(name, "state_", &rest)) >= 0) kind = CKPT_STATE;
-    else return CKPT_NONE;
+    else if ((*step = name_step(name, "DONE_", &rest)) >= 0) {
+        *damaged = strcmp(rest, ".damaged") == 0;
+        return *rest == '\0' || *damaged ? CKPT_DONE : CKPT_NONE;
+    } else return CKPT_NONE;
     if (kind == CKPT_STATE && strncmp(rest, ".rank", 5) == 0 && rest[5] >= '0' && rest[5] <= '9') {
         rest += 5;
         while (*rest >= '0' && *rest <= '9') rest++;
@@ -160,6 +201,22 @@ static CheckpointFileKind checkpoint_file_kind(const char* name, long* step, int
     rest += 4;
     *damaged = strcmp(rest, ".damaged") == 0;
     return *rest == '\0' || *damaged ? kind : CKPT_NONE;
+}
+
+// Whether dir holds a DONE file (set aside or not): then only a checkpoint with its DONE file is
+// whole. Checkpoints written before DONE files existed are judged by their own files alone.
+static int done_files_used(const char* dir) {
+    DIR* d = opendir(dir);
+    if (!d) return 0;
+    struct dirent* ent;
+    int found = 0;
+    while (!found && (ent = readdir(d)) != NULL) {
+        long step;
+        int damaged;
+        found = checkpoint_file_kind(ent->d_name, &step, &damaged) == CKPT_DONE;
+    }
+    closedir(d);
+    return found;
 }
 
 static int long_desc(const void* a, const void* b) {
@@ -419,9 +476,13 @@ static void resume_corpus_kind(TrainSetup* s, char* kind, size_t cap) {
     static TrainState st;  // 8 KiB of run record
     OptimizerCounters oc;
     char mp[4200], sp[4200], why[4800];
+    int use_done = done_files_used(o->output_dir);
     for (int i = 0; i < count && !found; i++) {
         checkpoint_paths(o->output_dir, steps[i], mp, sp, sizeof(mp));
-        found = file_exists(mp) && checkpoint_verify(mp, sp, &s->config, &st, &oc, why, sizeof(why)) == CHECKPOINT_OK;
+        char dp[4200];
+        done_path(o->output_dir, steps[i], dp, sizeof(dp));
+        found = file_exists(mp) && (!use_done || file_exists(dp)) &&
+                checkpoint_verify(mp, sp, &s->config, &st, &oc, why, sizeof(why)) == CHECKPOINT_OK;
     }
     free(steps);
     if (!found) return;
@@ -454,6 +515,7 @@ static void resume_corpus_kind(TrainSetup* s, char* kind, size_t cap) {
 }
 
 // Picks the newest checkpoint that is whole and consistent; damaged ones are set aside, saying so.
+// With none at all, resume_step stays -1: the run starts afresh.
 static void resume_choose(TrainSetup* s) {
     const TrainOptions* o = &s->opts;
     int count, damaged = 0;
@@ -461,10 +523,18 @@ static void resume_choose(TrainSetup* s) {
     char mp[4200], sp[4200], why[4800], first_damage[4800] = "";
     static TrainState st;  // 8 KiB of run record
     OptimizerCounters oc;
+    int use_done = done_files_used(o->output_dir);
     for (int i = 0; i < count; i++) {
         checkpoint_paths(o->output_dir, steps[i], mp, sp, sizeof(mp));
         if (!file_exists(mp)) {  // the state file goes first: a crash between the two leaves this
             printf("resume: step %ld has no model file (a checkpoint cut short); trying an older one\n", steps[i]);
+            continue;
+        }
+        char dp[4200];
+        done_path(o->output_dir, steps[i], dp, sizeof(dp));
+        if (use_done && !file_exists(dp)) {  // the DONE file goes last: a crash before it leaves this
+            printf("resume: step %ld has no DONE_%08ld file (a checkpoint cut short); trying an older one\n", steps[i],
+                   steps[i]);
             continue;
         }
         CheckpointStatus status = checkpoint_verify(mp, sp, &s->config, &st, &oc, why, sizeof(why));
@@ -509,7 +579,13 @@ static void resume_choose(TrainSetup* s) {
     if (damaged)
         fatal("flag -y 1: no intact checkpoint in %s (%d damaged, set aside as *.damaged; the newest: %s)", o->output_dir,
               damaged, first_damage);
-    fatal("flag -y 1: no checkpoint (model_*.bin with state_*.bin) in %s", o->output_dir);
+    // No checkpoint at all (at most pieces of one cut short): -y 1 starts the run, as in llm.c,
+    // so one command line both starts a run and resumes it. The pieces go, as a fresh run's would.
+    int pieces;
+    free(checkpoint_list(o->output_dir, 1, &pieces));
+    s->overwrite_pending = pieces > 0;
+    printf("resume: no checkpoint in %s; starting the run from step 0 (-y 1 resumes when there is one)\n",
+           o->output_dir);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -607,9 +683,15 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     if (s->rank != 0 && !freopen("/dev/null", "w", stdout)) fatal("cannot silence the output of rank %d", s->rank);
     TrainOptions* o = &s->opts;
     cli_parse(o, argc, argv);
+    // -K's default, or the tokenizer file's name before it had its own (tokenizer_default_path).
+    if (!cli_given(o, "--tokenizer")) o->tokenizer = tokenizer_default_path();
     options_validate(o);
     s->resume_step = -1;
 
+    if (cli_given(o, "--num-processes") || cli_given(o, "--process-rank") || cli_given(o, "--gpus-per-node") ||
+        cli_given(o, "--nccl-fs-path") || cli_given(o, "--nccl-server"))
+        printf("ranks: -pi mpi takes the ranks from the launcher (%d rank%s here); -pn -pr -pg -pf -ps are ignored, as "
+               "in llm.c\n", s->num_ranks, s->num_ranks == 1 ? "" : "s");
     s->model_sum = model_config_from_flag(o->model, &s->config, &s->model_from_file);
     // Every rank must run the same configuration: checked before any other collective, since a
     // difference in flags can make the ranks' collectives differ (and hang).
@@ -667,6 +749,8 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     s->have_val = s->val_pattern[0] != '\0' && o->val_every > 0;
     if (s->have_val)
         dataloader_init(&s->val, s->val_pattern, o->B, o->T, s->rank, s->num_ranks, 0, 0, s->config.vocab_size);
+    // The HellaSwag file is read through now: a bad one stops the run before any engine is made.
+    if (o->hellaswag) hellaswag_open(&s->hellaswag, o->hellaswag_file, o->B, o->T, s->config.vocab_size, s->rank, s->num_ranks);
     printf("data: every token checked in %.2f s: %lld train", (s->train.check_ms + (s->have_val ? s->val.check_ms : 0)) / 1e3,
            s->train.total_tokens);
     if (s->have_val) printf(", %lld val", s->val.total_tokens);
@@ -701,6 +785,8 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     // Rank 0 checks the checkpoints and chooses (setting damaged ones aside); every rank loads it.
     if (o->resume && s->rank == 0) resume_choose(s);
     ranks_broadcast(&s->resume_step, sizeof(s->resume_step), 0);
+    // -y 1 with no checkpoint to resume: from here on a fresh run, on every rank.
+    if (s->resume_step < 0) o->resume = 0;
 
     EngineOptions* eo = &s->engine_options;
     eo->B = o->B;
@@ -909,6 +995,9 @@ static void engine_flags_check(const TrainSetup* s, const Engine* e) {
     } else if (cpu && o->precision[0] && strcmp(o->precision, "fp32") != 0) {
         snprintf(flag, sizeof(flag), "--precision %.16s", o->precision);
         what = "a 16-bit precision (it computes in fp32)";
+    } else if (!cpu && o->tf32 && e->precision == PRECISION_FP32) {
+        snprintf(flag, sizeof(flag), "-f (--tf32) 1");
+        what = "TF32 matmuls (llm.c's default for FP32; this build's FP32 matmuls are plain FP32)";
     } else if (!e->loss_scaling && (cli_given(o, "--loss-scale") || cli_given(o, "--loss-scale-interval"))) {
         snprintf(flag, sizeof(flag), "%s", cli_given(o, "--loss-scale") ? "--loss-scale" : "--loss-scale-interval");
         what = "loss scaling (FP16's alone)";
@@ -942,14 +1031,64 @@ static uint64_t run_id_make(const TrainSetup* s, const Engine* e) {
     return id ? id : 1;  // 0 means "none"
 }
 
-// A checkpoint of `step`: the engine writes its files (every rank its part), then says so.
+// Deletes every file of the checkpoint of `step` (not those set aside as damaged): its DONE file
+// first, so a deletion cut short never leaves a DONE file beside half a checkpoint.
+static void checkpoint_delete(const char* dir, long step) {
+    char dp[4200];
+    done_path(dir, step, dp, sizeof(dp));
+    if (unlink(dp) != 0 && errno != ENOENT) fatal("-nk: cannot delete %s (%s)", dp, strerror(errno));
+    sync_parent_dir(dp);
+    DIR* d = opendir(dir);
+    if (!d) fatal("cannot list output dir %s (%s)", dir, strerror(errno));
+    struct dirent* ent;
+    while ((ent = readdir(d)) != NULL) {
+        long st;
+        int damaged;
+        if (checkpoint_file_kind(ent->d_name, &st, &damaged) == CKPT_NONE || damaged || st != step) continue;
+        char path[4400];
+        snprintf(path, sizeof(path), "%s/%s", dir, ent->d_name);
+        if (unlink(path) != 0 && errno != ENOENT) fatal("-nk: cannot delete %s (%s)", path, strerror(errno));
+    }
+    closedir(d);
+    sync_parent_dir(dp);
+}
+
+// -nk: the newest `keep` checkpoints stay, and of the older ones those at a multiple of -nm (major
+// ones); the rest are deleted. llm.c deletes the one checkpoint -nk * -n steps back after each
+// write; on a regular schedule that is the same, and here a checkpoint written off the schedule
+// (at a stop request, or at a last step that is not a multiple of -n) is counted too.
+static void checkpoint_retain(const char* dir, int keep, int major_every) {
+    int count;
+    long* steps = checkpoint_list(dir, 0, &count);
+    for (int i = keep; i < count; i++) {
+        if (major_every > 0 && steps[i] % major_every == 0) continue;
+        checkpoint_delete(dir, steps[i]);
+        printf("checkpoint: deleted step %ld (-nk %d keeps the newest %d%s)\n", steps[i], keep, keep,
+               major_every > 0 ? " and every multiple of -nm" : "");
+    }
+    free(steps);
+}
+
+// A checkpoint of `step`: the engine writes its files (every rank its part); once all are on disk,
+// rank 0 writes DONE_STEP, then applies -nk.
 static void checkpoint_write(TrainSetup* s, Engine* e, TrainState* st, int step) {
-    char mp[4200], sp[4200];
-    checkpoint_paths(s->opts.output_dir, step, mp, sp, sizeof(mp));
+    char mp[4200], sp[4200], dp[4200];
+    const char* dir = s->opts.output_dir;
+    checkpoint_paths(dir, step, mp, sp, sizeof(mp));
     st->step = step;
     st->train_pos = dataloader_get_pos(&s->train);
     e->checkpoint_save(e, mp, sp, st);
-    printf("checkpoint: wrote %s and %s\n", mp, sp);
+    ranks_barrier();  // every rank's part written
+    if (s->rank == 0) {
+        done_path(dir, step, dp, sizeof(dp));
+        FILE* f = fopen(dp, "w");
+        if (!f) fatal("cannot create %s (%s)", dp, strerror(errno));
+        fclose_check(f, dp);
+        sync_parent_dir(dp);
+        printf("checkpoint: wrote %s, %s and %s\n", mp, sp, dp);
+        if (s->opts.checkpoints_keep > 0) checkpoint_retain(dir, s->opts.checkpoints_keep, s->opts.major_checkpoint_every);
+    }
+    ranks_barrier();  // no rank reads the dir while rank 0 deletes
 }
 
 // The exit status of a stopped run: 128 + the signal, as a shell reports one; with several ranks 0,
@@ -979,6 +1118,9 @@ int train_run(TrainSetup* s, Engine* e) {
     // Weights: a model file, or a fresh seeded init. Host fp32 only until the engine has them.
     float* host_params = (float*)malloc_check(n * sizeof(float), "parameters");
     if (s->model_from_file) model_file_read_params(o->model, cfg, host_params);
+    // llm.c's descriptors start from llm.c's weights; this project's d1..d5 (the default run's d2
+    // among them, whose learning rate was tuned on it) from its own initialisation, seeded by -S.
+    else if (gpt2_descriptor_is_llmc(o->model)) gpt2_init_params_llmc(cfg, host_params, (unsigned int)o->init_seed);
     else gpt2_init_params(cfg, host_params, (unsigned long long)o->seed);
     e->set_params(e, host_params);
     free(host_params);
@@ -1006,7 +1148,8 @@ int train_run(TrainSetup* s, Engine* e) {
         dataloader_next_batch(&s->train);
     }
 
-    Tokenizer* tok = file_exists(o->tokenizer) ? tokenizer_load(o->tokenizer) : tokenizer_bytes_only();
+    // Samples decode with this project's file or llm.c's (gpt2_tokenizer.bin, magic 20240328).
+    Tokenizer* tok = file_exists(o->tokenizer) ? tokenizer_load_decoder(o->tokenizer) : tokenizer_bytes_only();
     Logger log;
     logger_open(&log, s->rank == 0 ? o->output_dir : "", o->resume ? (long)st.step : -1);  // rank 0 logs
 
@@ -1017,14 +1160,26 @@ int train_run(TrainSetup* s, Engine* e) {
     memory_report_print(e);
     printf("train: %s (%d shards, %lld batches of B=%d T=%d per epoch) | val: %s\n", s->train_pattern, s->train.nfiles,
            (long long)s->train.total_windows, o->B, o->T, s->have_val ? s->val_pattern : "none");
-    printf("steps: %d | total batch %ld tokens = %d micro-steps | lr %g warmup %d floor %g | wd %g | clip %g\n",
-           s->max_steps, s->total_batch, s->accum, o->lr, o->warmup, o->final_lr_frac, o->weight_decay, o->grad_clip);
-    if (o->skip_outliers > 0)
+    LRSchedule schedule = (LRSchedule)lr_schedule_parse(o->lr_scheduler);
+    printf("steps: %d | total batch %ld tokens = %d micro-steps | lr %g %s warmup %d final %g | wd %g | clip %g\n",
+           s->max_steps, s->total_batch, s->accum, o->lr, o->lr_scheduler, schedule == LR_CONSTANT ? 0 : o->warmup,
+           schedule == LR_CONSTANT ? 1.0f : o->final_lr_frac, o->weight_decay, o->grad_clip);
+    if (schedule == LR_CONSTANT && (o->warmup > 0 || o->final_lr_frac != 1.0f))
+        printf("schedule: constant is the peak at every step, as llm.c's: -u %d and -q %g have no effect\n", o->warmup,
+               o->final_lr_frac);
+    // The outlier guard's z-scores: -sl and -sg each for its own, --skip-outliers for both.
+    float z_loss = o->skip_loss_z > 0 ? o->skip_loss_z : o->skip_outliers;
+    float z_norm = o->skip_grad_z > 0 ? o->skip_grad_z : o->skip_outliers;
+    if (z_loss > 0 && z_loss == z_norm)
         printf("outlier guard: skip an update whose loss or grad norm is over %g standard deviations above its mean\n",
-               o->skip_outliers);
+               z_loss);
+    else if (z_loss > 0 || z_norm > 0)
+        printf("outlier guard: skip an update whose loss is over %g or whose grad norm is over %g standard deviations "
+               "above its mean (0 = not checked)\n", z_loss, z_norm);
     // A run on the byte-level built-in corpus samples bytes only, whatever tokenizer decodes them.
     int byte_level = o->train_data[0] == '\0' && s->corpus.byte_level;
-    printf("samples: %s%s\n", tokenizer_can_merge(tok) ? o->tokenizer : "byte-level decoding (no tokenizer file)",
+    printf("samples: %s%s%s\n", tokenizer_can_merge(tok) || tokenizer_is_llmc(tok) ? o->tokenizer : "byte-level decoding (no tokenizer file)",
+           tokenizer_is_llmc(tok) ? " (llm.c's tokenizer file: decoding only)" : "",
            byte_level ? ", drawn from the 256 byte tokens and end-of-text (the corpus is byte-level)" : "");
 
     AdamWConfig opt = {o->beta1, o->beta2, o->eps, o->weight_decay, 0.0f, 0.0f};
@@ -1032,6 +1187,10 @@ int train_run(TrainSetup* s, Engine* e) {
     float* logits = (float*)malloc_check((size_t)V * sizeof(float), "sample logits");
     int* scratch = (int*)malloc_check((size_t)V * sizeof(int), "sample scratch");
     int* gen = (int*)malloc_check((size_t)(o->gen_tokens + 1) * sizeof(int), "sample tokens");
+    HellaSwag* hs = &s->hellaswag;
+    if (o->hellaswag)
+        printf("HellaSwag: %d examples from %s, with each val loss (-v %d) and at the end\n", hs->num_examples,
+               o->hellaswag_file, o->val_every);
     double flops_per_step = gpt2_flops_per_token(cfg, o->T) * (double)s->total_batch;
     double total_ms = 0.0;
     int timed_steps = 0, status = 0;
@@ -1051,6 +1210,13 @@ int train_run(TrainSetup* s, Engine* e) {
             float vl = evaluate(e, &s->val, o->val_steps, s->num_ranks);
             printf("val loss %.6f\n", vl);
             logger_val(&log, step, vl);
+        }
+        // HellaSwag as llm.c times it: with the val loss after the first step, and at the end.
+        if (o->hellaswag && ((o->val_every > 0 && step > 0 && step % o->val_every == 0) || last) && !resumed_here) {
+            int correct = hellaswag_correct(hs, e);
+            float acc = (float)correct / hs->num_examples;
+            printf("HellaSwag: %d/%d = %f\n", correct, hs->num_examples, acc);
+            logger_eval(&log, step, acc);
         }
         if (o->sample_every > 0 && o->gen_tokens > 0 && (step % o->sample_every == 0 || last) && step > 0 &&
             !resumed_here && s->rank == 0)
@@ -1086,23 +1252,25 @@ int train_run(TrainSetup* s, Engine* e) {
             status = stop_status(s, abandon);
             break;
         }
-        float lr = lr_at_step(step, s->max_steps, o->lr, o->warmup, o->final_lr_frac);
-        int guard = o->skip_outliers > 0 && st.stats_count >= OUTLIER_WARMUP;
+        float lr = lr_schedule_at(schedule, step, s->max_steps, o->lr, o->warmup, o->final_lr_frac);
+        int guard = (z_loss > 0 || z_norm > 0) && st.stats_count >= OUTLIER_WARMUP;
         double loss_sd = stats_std(st.loss_mean, st.loss_var), norm_sd = stats_std(st.norm_mean, st.norm_var);
-        opt.skip_loss_above = guard ? (float)(st.loss_mean + o->skip_outliers * loss_sd) : 0.0f;
-        opt.skip_norm_above = guard ? (float)(st.norm_mean + o->skip_outliers * norm_sd) : 0.0f;
+        opt.skip_loss_above = guard && z_loss > 0 ? (float)(st.loss_mean + z_loss * loss_sd) : 0.0f;
+        opt.skip_norm_above = guard && z_norm > 0 ? (float)(st.norm_mean + z_norm * norm_sd) : 0.0f;
         StepResult r = e->optimizer_step(e, &opt, lr, o->grad_clip);
         double ms = wall_time_ms() - t0;
         double tok_s = s->total_batch / (ms / 1e3);
         if (step > start_step) { total_ms += ms; timed_steps++; }  // the first step pays for warm-up
         int finite = isfinite(r.loss) && isfinite(r.grad_norm);
-        int outlier = !r.applied && finite && guard && (r.loss > opt.skip_loss_above || r.grad_norm > opt.skip_norm_above);
+        int loss_out = opt.skip_loss_above > 0 && r.loss > opt.skip_loss_above;
+        int norm_out = opt.skip_norm_above > 0 && r.grad_norm > opt.skip_norm_above;
+        int outlier = !r.applied && finite && guard && (loss_out || norm_out);
         char reason[96] = "non-finite gradients";
-        if (outlier && r.loss > opt.skip_loss_above)
-            snprintf(reason, sizeof(reason), "loss outlier (z %.1f > %g)", (r.loss - st.loss_mean) / loss_sd, o->skip_outliers);
+        if (outlier && loss_out)
+            snprintf(reason, sizeof(reason), "loss outlier (z %.1f > %g)", (r.loss - st.loss_mean) / loss_sd, z_loss);
         else if (outlier)
             snprintf(reason, sizeof(reason), "grad norm outlier (z %.1f > %g)", (r.grad_norm - st.norm_mean) / norm_sd,
-                     o->skip_outliers);
+                     z_norm);
         if ((step + 1) % o->log_every == 0 || step + 1 == s->max_steps || !r.applied) {
             printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s", step + 1, s->max_steps,
                    r.loss, r.grad_norm, lr, ms, tok_s);
@@ -1115,6 +1283,23 @@ int train_run(TrainSetup* s, Engine* e) {
             if (r.loss_scale != 1.0f) printf(" | scale %g", r.loss_scale);
             if (!r.applied) printf(" | skipped: %s", reason);
             printf("\n");
+        }
+        if (o->log_memory_every > 0 && (step + 1) % o->log_memory_every == 0) {
+            MemoryReport mr;
+            memset(&mr, 0, sizeof(mr));
+            e->memory_report(e, &mr);
+            double mib;
+            if (mr.device_bytes) {
+                mib = mr.used_peak / 1048576.0;
+                printf("memory at step %d: %.1f MiB of the device's %.1f MiB in use at most so far (every process)\n",
+                       step + 1, mib, mr.device_bytes / 1048576.0);
+            } else {
+                size_t total = 0;
+                for (int k = 0; k < mr.count; k++) total += mr.items[k].bytes;
+                mib = total / 1048576.0;
+                printf("memory at step %d: no device (the C engine); it holds %.1f MiB of host memory\n", step + 1, mib);
+            }
+            logger_memory(&log, step + 1, mib);
         }
         if (s->rank == 0) output_dir_check();  // before the log is written there
         logger_step(&log, step + 1, r.loss, r.grad_norm, lr, ms, tok_s, r.loss_scale, r.applied ? NULL : reason);
@@ -1157,6 +1342,7 @@ int train_run(TrainSetup* s, Engine* e) {
     logger_close(&log);
     tokenizer_free(tok);
     free(logits); free(scratch); free(gen);
+    if (o->hellaswag) hellaswag_free(hs);
     dataloader_free(&s->train);
     if (s->have_val) dataloader_free(&s->val);
     e->destroy(e);

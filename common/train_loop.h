@@ -13,6 +13,7 @@
 #include "corpus.h"
 #include "dataloader.h"
 #include "engine.h"
+#include "hellaswag.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,6 +34,7 @@ typedef struct {
     CorpusPaths corpus;           // the built-in corpus's paths, when no data was given
     DataLoader train, val;
     int have_val;
+    HellaSwag hellaswag;          // -h 1: the eval file, read and checked at start-up
     long resume_step;             // -y 1: the checkpoint chosen (the newest intact one); -1 without -y
     int overwrite_pending;        // a fresh run found checkpoint files (--overwrite, or halves): deleted before it writes
     char record[RUN_RECORD_MAX];  // this run's record (flags and data) for its checkpoints

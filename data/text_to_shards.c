@@ -44,7 +44,7 @@ typedef struct {
 
 static const Flag FLAGS[] = {
     {"out", 'o', "PREFIX", "output prefix (default data/cache/shards/text): PREFIX_val_000000.bin, PREFIX_train_000001.bin, ..."},
-    {"tokenizer", 't', "PATH", "tokenizer file (default data/vocab/gpt2_tokenizer.bin, made by `make vocab`)"},
+    {"tokenizer", 't', "PATH", "tokenizer file (default data/vocab/gpt2_bpe.bin, made by `make vocab`)"},
     {"bytes", 'b', NULL, "byte-level tokens (ids 0..255; 50256 before each document): no tokenizer file"},
     {"split", 's', "RULE", "how documents are cut: file (default), line, blank or delim"},
     {"delim", 'd', "TEXT", "the separator line for --split delim (default %)"},

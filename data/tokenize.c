@@ -2,11 +2,12 @@
 // figure, and the character-class table (for the tests that compare it with the reference).
 //
 //   build/tokenize [FILE]                 prints the ids of FILE (or stdin), space-separated
-//   build/tokenize --decode [FILE]        reads whitespace-separated ids, writes their bytes
+//   build/tokenize --decode [FILE]        reads whitespace-separated ids, writes their bytes (also
+//                                         with llm.c's gpt2_tokenizer.bin as --tokenizer)
 //   build/tokenize --bench N FILE         encodes FILE N times; prints MB/s and tokens/s
 //   build/tokenize --nul [FILE]           input is NUL-separated texts: one line of ids per text
 //   build/tokenize --classes              prints "first last class" for every run of code points
-// Options: --tokenizer PATH (default data/vocab/gpt2_tokenizer.bin), --bytes (no file: byte
+// Options: --tokenizer PATH (default data/vocab/gpt2_bpe.bin), --bytes (no file: byte
 // tokens), --allow-special (<|endoftext|> in text is id 50256), --safe (decode through the UTF-8
 // printer: broken sequences come out as U+FFFD).
 #include <stdint.h>
@@ -87,7 +88,9 @@ int main(int argc, char** argv) {
         else file = a;
     }
     if (bytes && tok_path) fatal("--bytes and --tokenizer exclude each other");
-    Tokenizer* t = bytes ? tokenizer_bytes_only() : tokenizer_load(tok_path ? tok_path : tokenizer_default_path());
+    // Decoding also takes llm.c's tokenizer file (no merges: it cannot encode).
+    const char* path = tok_path ? tok_path : tokenizer_default_path();
+    Tokenizer* t = bytes ? tokenizer_bytes_only() : decode ? tokenizer_load_decoder(path) : tokenizer_load(path);
     size_t n;
     unsigned char* in = read_input(file && strcmp(file, "-") ? file : NULL, &n);
 

@@ -193,6 +193,17 @@ def check_exact(counts_dir, prefix, L, B, T, path):
     return keys, bad
 
 
+def op_time(gpu, k, attr, per, bt):
+    """One launch of op k on gpu: (seconds, what bounds it, the kernel's launch detail or None)."""
+    if k[0] == "kernel":
+        t, bound, bps, waves = kernel_time(gpu, attr, per)
+        return t, bound, (attr["threads"], attr["regs"], attr["smem"], bps, waves, per["blocks"])
+    if k[0] == "blas":
+        t, bound = gemm_time(gpu, k[1], per, bt)
+        return t, bound, None
+    return per["bytes"] / (0.90 * gpu["bw"] * 1e9) + 2e-6, "dram", None
+
+
 def step_times(precision, counts_dir, model_name, B):
     """Predicted step time per GPU at micro-batch B (the model, without the tables)."""
     m = MODELS[model_name]
@@ -207,13 +218,7 @@ def step_times(precision, counts_dir, model_name, B):
             if n <= 0:
                 continue
             per = {mt: x[mt] / x["launches"] for mt in METRICS}
-            if k[0] == "kernel":
-                t = kernel_time(gpu, attrs[k], per)[0]
-            elif k[0] == "blas":
-                t = gemm_time(gpu, k[1], per, bt)[0]
-            else:
-                t = per["bytes"] / (0.90 * gpu["bw"] * 1e9) + 2e-6
-            total += t * n
+            total += op_time(gpu, k, attrs.get(k), per, bt)[0] * n
         mfu = (6 * params(m) + 6 * m["L"] * m["C"] * T) * bt / total / (gpu["peak"] * 1e12)
         out[gname] = dict(step_ms=round(total * 1e3, 2), tokens_per_s=round(bt / total), mfu=round(mfu, 4))
     return out
@@ -238,18 +243,8 @@ def report(precision, counts_dir, model_name):
             if n <= 0:
                 continue
             per = {mt: x[mt] / x["launches"] for mt in METRICS}
-            if k[0] == "kernel":
-                t, bound, bps, waves = kernel_time(gpu, attrs[k], per)
-                f = family(k[1])
-                detail = (attrs[k]["threads"], attrs[k]["regs"], attrs[k]["smem"], bps, waves, per["blocks"])
-            elif k[0] == "blas":
-                t, bound = gemm_time(gpu, k[1], per, bt)
-                f = "matmul (cuBLASLt)"
-                detail = None
-            else:
-                t, bound = per["bytes"] / (0.90 * gpu["bw"] * 1e9) + 2e-6, "dram"
-                f = k[0]
-                detail = None
+            t, bound, detail = op_time(gpu, k, attrs.get(k), per, bt)
+            f = family(k[1]) if k[0] == "kernel" else "matmul (cuBLASLt)" if k[0] == "blas" else k[0]
             F = fam[f]
             F["t"] += t * n
             F["launches"] += n

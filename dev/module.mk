@@ -49,3 +49,9 @@ ifneq ($(CUDA_CPU_HAVE_CUDA),)
 TESTS += test/test_kernel_report.sh
 TEST_DEPS += $(BUILD)/dev/train_gpt2_count_fp16
 endif
+
+# A model file as a directory Hugging Face's GPT-2 loads (config.json, model.safetensors).
+$(BUILD)/export_hf: $(BUILD)/dev/export_hf.o $(HOST_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+TEST_DEPS += $(BUILD)/export_hf

@@ -76,6 +76,28 @@ __device__ inline float block_reduce_sum(float v, float* shared) {
     return warp_reduce_sum(total);
 }
 
+// ---- the fenced last-block pattern ----
+// After the block's writes: a barrier (they are done), then thread 0 fences, which releases them
+// at GPU scope, and counts the block in *counter. Returns true, in every thread, in the one block
+// that counts to `expected`: it has acquired every counted block's writes (read them with __ldcg:
+// other SMs wrote them). That block zeroes the counter at once (no other block touches it again
+// in this launch), so counters kept in scratch stay zero between calls. `flag` is a __shared__ int
+// of the caller's. Every thread of the block must call it.
+__device__ inline bool block_last_to_arrive(unsigned* counter, unsigned expected, int* flag) {
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+        __threadfence();
+        unsigned ticket = atomicAdd(counter, 1u);
+        *flag = ticket == expected - 1;
+        if (ticket == expected - 1) {
+            __threadfence();
+            atomicExch(counter, 0u);
+        }
+    }
+    __syncthreads();
+    return *flag;
+}
+
 // ---- 128-bit packs of floatX ----
 // How many floatX fit in 16 bytes: the width of one 128-bit load or store.
 static constexpr int X128 = (int)(16 / sizeof(floatX));

@@ -14,7 +14,8 @@
 // Determinism: every sum has a fixed order given (N, C) and the chosen width: a lane sums its own
 // elements in order, the warp combines lanes with a fixed butterfly; dweight/dbias are summed per
 // block in shared memory (warp partials added in warp order), written per block to scratch, and
-// the blocks' partials are then added in a fixed order by a second kernel. No atomics.
+// the blocks' partials are then added in a fixed order in the same kernel by the last blocks to
+// finish (a fenced counter finds them; no float atomics).
 #pragma once
 
 #include <stdint.h>
@@ -24,7 +25,7 @@
 
 #define LAYERNORM_EPS 1e-5f
 #define LAYERNORM_FWD_WARPS 4         // rows (warps) per forward block
-// LAYERNORM_BWD_WARPS, LAYERNORM_BWD_MAX_BLOCKS, LAYERNORM_SMEM_LIMIT: kernels/sizes.h
+// LAYERNORM_SMEM_LIMIT and the backward's sizes (LAYERNORM_BWD_*): kernels/sizes.h
 
 // ---- forward ----
 
@@ -137,30 +138,42 @@ static inline void fused_residual_layernorm_forward(floatX* residual, floatX* ou
 // j-th pack of W channels (channels (j*32 + lane)*W + k) sits at index (j*W + k)*32 + lane, so the
 // 32 lanes of a warp hit 32 consecutive floats (no bank conflicts) and each lane owns exactly the
 // indices equal to its lane mod 32. CP = that padded length per array.
-// layernorm_backward_padded(C, W), layernorm_backward_warps(CP), layernorm_backward_blocks(N, CP)
-// and the scratch size live in kernels/sizes.h, where the memory planner reads them too.
+// The sizes (warps, rows, blocks, groups, counters, scratch) live in kernels/sizes.h, where the
+// memory planner reads them too.
 static inline size_t layernorm_backward_scratch_floats(int N, int C) {
     return layernorm_backward_scratch_floats_for(N, C, sizeof(floatX));
 }
 
-// Grid-stride over rows by a fixed grid: warp `warp` of block g takes rows g*wpb + warp, then
-// + gridDim.x*wpb, ... Per row: pass 1 sums dnorm = weight*dout and dnorm*norm (and adds dout and
-// norm*dout to the warp's dbias/dweight accumulators), pass 2 re-reads the row (from cache) and
-// adds the input gradient. At the end the block adds its warps' accumulators in warp order into
-// its partial, scratch[blockIdx.x][2*CP] = [dbias | dweight].
+// Block g takes rows g*rows .. g*rows + rows - 1 (rows = wpb * rpw): warp `warp` the rows
+// g*rows + warp, + wpb, ... Per row: pass 1 sums dnorm = weight*dout and dnorm*norm (and adds dout
+// and norm*dout to the warp's dbias/dweight accumulators), pass 2 re-reads the row (L1/L2) and
+// adds the input gradient. The block adds its warps' accumulators in warp order into its partial
+// (scratch partials[g], 2*CP floats = [dbias | dweight]). Then, in the same launch, a two-level
+// fixed-order reduction: the last block of each group of LAYERNORM_BWD_GROUP consecutive blocks
+// to finish adds the group's partials in block order into the group's partial, and the last group
+// to finish adds the group partials in group order into dweight/dbias (one rounding). Which block
+// comes last varies; every sum's order does not: bit-identical run to run.
 template <int W>
-__global__ void __launch_bounds__(32 * LAYERNORM_BWD_WARPS)
-    layernorm_backward_kernel(floatX* dinp, float* scratch, const floatX* dout, const floatX* inp,
-                              const floatX* weight, const float* mean, const float* rstd, int N, int C, int CP,
-                              int acc_in_smem) {
+__global__ void __launch_bounds__(32 * LAYERNORM_BWD_MAX_WARPS)
+    layernorm_backward_kernel(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch, size_t counters,
+                              const floatX* dout, const floatX* inp, const floatX* weight, const float* mean,
+                              const float* rstd, int N, int C, int CP, int rpw, int acc_in_smem) {
     extern __shared__ float layernorm_bwd_smem[];  // [warps][2*CP]
+    __shared__ int last_flag;
     const int wpb = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    float* part = scratch + (size_t)blockIdx.x * 2 * CP;
+    const int G = gridDim.x, groups = (G + LAYERNORM_BWD_GROUP - 1) / LAYERNORM_BWD_GROUP;  // sizes.h's, on the device
+    const int group = blockIdx.x / LAYERNORM_BWD_GROUP;
+    unsigned* group_counter = (unsigned*)scratch + group;
+    unsigned* top_counter = (unsigned*)scratch + groups;
+    float* partials = scratch + counters;                    // [G][2*CP]
+    float* group_partials = partials + (size_t)G * 2 * CP;  // [groups][2*CP]
+    float* part = partials + (size_t)blockIdx.x * 2 * CP;
     float* acc = acc_in_smem ? layernorm_bwd_smem + (size_t)warp * 2 * CP : part;  // global: wpb == 1
     for (int i = lane; i < 2 * CP; i += 32) acc[i] = 0.0f;  // each lane zeroes only what it owns
     const int packs = C / W;
+    const int row0 = blockIdx.x * wpb * rpw, row_end = min(N, row0 + wpb * rpw);
 
-    for (int row = blockIdx.x * wpb + warp; row < N; row += gridDim.x * wpb) {
+    for (int row = row0 + warp; row < row_end; row += wpb) {
         const size_t off = (size_t)row * C;
         const float m = mean[row], s = rstd[row];
         float dn_sum = 0.0f, dn_norm_sum = 0.0f;
@@ -198,41 +211,52 @@ __global__ void __launch_bounds__(32 * LAYERNORM_BWD_WARPS)
             part[i] = t;
         }
     }
-}
 
-// Adds the G block partials in a fixed order: 8 threads per index each sum every 8th partial in
-// order, then the 8 results are added in order; one rounding into dweight/dbias.
-__global__ void __launch_bounds__(256) layernorm_backward_reduce_kernel(floatX* dweight, floatX* dbias,
-                                                                        const float* scratch, int G, int C, int CP,
-                                                                        int W) {
-    __shared__ float sums[8][32];
-    const int i = blockIdx.x * 32 + threadIdx.x;  // index into a partial, [dbias | dweight]
-    float t = 0.0f;
-    if (i < 2 * CP)
-        for (int g = threadIdx.y; g < G; g += 8) t += scratch[(size_t)g * 2 * CP + i];
-    sums[threadIdx.y][threadIdx.x] = t;
-    __syncthreads();
-    if (threadIdx.y == 0 && i < 2 * CP) {
-        float total = sums[0][threadIdx.x];
-        for (int y = 1; y < 8; y++) total += sums[y][threadIdx.x];
-        // back from the interleaved order to the channel
-        int q = i % CP, j = q / (32 * W), k = (q / 32) % W, lane = q % 32;
-        int c = (j * 32 + lane) * W + k;
+    // Level 1: the group's partials, in block order (read from L2: other SMs wrote them).
+    const int first = group * LAYERNORM_BWD_GROUP, members = min(LAYERNORM_BWD_GROUP, G - first);
+    if (!block_last_to_arrive(group_counter, members, &last_flag)) return;
+    float* gpart = group_partials + (size_t)group * 2 * CP;
+    for (int i = threadIdx.x; i < 2 * CP; i += blockDim.x) {
+        float t = 0.0f;
+        for (int b = 0; b < members; b++) t += __ldcg(partials + (size_t)(first + b) * 2 * CP + i);
+        gpart[i] = t;
+    }
+    // Level 2: the group partials in group order, back from the interleaved order to the channel.
+    if (!block_last_to_arrive(top_counter, groups, &last_flag)) return;
+    for (int i = threadIdx.x; i < 2 * CP; i += blockDim.x) {
+        float t = 0.0f;
+        for (int g = 0; g < groups; g++) t += __ldcg(group_partials + (size_t)g * 2 * CP + i);
+        int q = i % CP, j = q / (32 * W), k = (q / 32) % W, l = q % 32;
+        int c = (j * 32 + l) * W + k;
         if (c < C) {
             floatX* dst = i < CP ? dbias : dweight;
-            dst[c] = (floatX)((float)dst[c] + total);
+            dst[c] = (floatX)((float)dst[c] + t);
         }
     }
 }
 
+// The kernel's dynamic shared memory above 48 KiB must be allowed once per instantiation.
+template <int W>
+static inline void layernorm_backward_allow_smem(size_t smem) {
+    static size_t allowed = 48 * 1024;
+    if (smem > allowed) {
+        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)smem));
+        allowed = smem;
+    }
+}
+
 // dinp (N,C) +=, dweight (C) +=, dbias (C) += (floatX); reads dout, inp (N,C), weight (C), and the
-// forward's mean, rstd (N, fp32). scratch: layernorm_backward_scratch_floats(N, C) fp32, contents
-// don't matter (overwritten). dinp must not alias dout or inp.
-// Launch 1: G = min(512, ceil(N / wpb)) blocks of wpb warps (wpb = 4, fewer when 4 warps'
-// accumulators, 4*2*CP floats, would pass 48 KiB; 1 accumulating in scratch beyond that).
-// Launch 2: ceil(2*CP / 32) blocks of 32x8 threads. The launch shape depends only on N, C and
-// the width (128-bit when C % X128 == 0 and the bases are 16-byte aligned), so results are
-// bit-identical from run to run.
+// forward's mean, rstd (N, fp32). dinp must not alias dout or inp.
+// scratch: layernorm_backward_scratch_floats(N, C) fp32; its first layernorm_backward_counters
+// words are counters that must be zero before the first call (a cudaMemset once, when it is
+// allocated), and every call leaves them zero; the rest is overwritten. Calls on one stream with
+// the same N and C may share it.
+// Launch: one kernel, G = ceil(N / (wpb * rpw)) blocks of wpb warps: wpb = as many as keep each
+// warp's accumulators (2*CP floats) within 96 KiB, at most 16 (1, accumulating in scratch, beyond
+// that); rpw = ceil(32 / wpb) rows a warp. The launch shape depends only on N, C and the width
+// (128-bit when C % X128 == 0 and the bases are 16-byte aligned), so results are bit-identical from
+// run to run.
 static inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch,
                                       const floatX* dout, const floatX* inp, const floatX* weight, const float* mean,
                                       const float* rstd, int N, int C, cudaStream_t stream) {
@@ -242,16 +266,18 @@ static inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbi
     const int CP = layernorm_backward_padded(C, W);
     const int wpb_fit = layernorm_backward_warps(CP);
     const int wpb = wpb_fit > 0 ? wpb_fit : 1, acc_in_smem = wpb_fit > 0;
-    const int G = layernorm_backward_blocks(N, CP);
+    const int G = layernorm_backward_blocks(N, CP), rpw = layernorm_backward_rows_per_warp(CP);
+    const size_t counters = layernorm_backward_counters(N, C, sizeof(floatX));
     const size_t smem = acc_in_smem ? (size_t)wpb * 2 * CP * sizeof(float) : 0;
-    if (vec)
-        layernorm_backward_kernel<X128><<<G, 32 * wpb, smem, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd,
-                                                                       N, C, CP, acc_in_smem);
-    else
-        layernorm_backward_kernel<1><<<G, 32 * wpb, smem, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd, N, C,
-                                                                    CP, acc_in_smem);
+    if (vec) {
+        layernorm_backward_allow_smem<X128>(smem);
+        layernorm_backward_kernel<X128><<<G, 32 * wpb, smem, stream>>>(dinp, dweight, dbias, scratch, counters, dout,
+                                                                       inp, weight, mean, rstd, N, C, CP, rpw,
+                                                                       acc_in_smem);
+    } else {
+        layernorm_backward_allow_smem<1>(smem);
+        layernorm_backward_kernel<1><<<G, 32 * wpb, smem, stream>>>(dinp, dweight, dbias, scratch, counters, dout, inp,
+                                                                    weight, mean, rstd, N, C, CP, rpw, acc_in_smem);
+    }
     cudaCheckLaunch("layernorm_backward_kernel");
-    layernorm_backward_reduce_kernel<<<ceil_div(2 * CP, 32), dim3(32, 8), 0, stream>>>(dweight, dbias, scratch, G, C,
-                                                                                       CP, W);
-    cudaCheckLaunch("layernorm_backward_reduce_kernel");
 }

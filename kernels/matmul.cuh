@@ -3,8 +3,9 @@
 // All tensors are row-major, N = B*T rows. Products use CUBLAS_COMPUTE_32F with fp32 alpha/beta:
 // fp16/bf16 operands accumulate in fp32; the fp32 build is plain fp32 (no TF32).
 //
-//   matmul_context_init / _destroy: one cuBLASLt handle; the workspace is the caller's device
-//     memory (MATMUL_WORKSPACE_BYTES, 32 MiB, is what the engine gives it), never freed here.
+//   matmul_context_init / _destroy: one cuBLASLt handle and the cache of each product's setup;
+//     the workspace is the caller's device memory (MATMUL_WORKSPACE_BYTES, 32 MiB, is what the
+//     engine gives it), never freed here.
 //   matmul_forward(ctx, out, pre_gelu, inp, weight, bias, N, C, OC, stream)
 //     reads inp[N,C], weight[OC,C], bias[OC] (may be NULL)
 //     OVERWRITES out[N,OC] = inp . weight^T + bias                       (pre_gelu == NULL)
@@ -17,14 +18,21 @@
 //     ACCUMULATES dweight[OC,C] += dout^T . inp (beta = 1: old value + product in fp32, one
 //       rounding to floatX in cuBLASLt's epilogue)
 //     ACCUMULATES dbias[OC] += column sums of dout (dbias may be NULL, then scratch may be too):
-//       fp32 partial sums over chunks of 256 rows into scratch (matmul_dbias_scratch_floats(N, OC)
-//       = ceil(N/256) * OC floats, OVERWRITTEN), then per column a fixed-order fp32 sum of the
-//       partials added to the old value and rounded once. No atomics: bit-identical on every run
-//       and every GPU. Launches: grid (ceil(N/256), ceil(OC/32)) then ceil(OC/32) blocks, each of
-//       32 x 8 threads (OC <= 2,097,120).
+//       one kernel: fp32 partial sums over chunks of 64 rows into scratch, then, in the same
+//       launch, the last block of each column group adds the chunks' partials in a fixed order to
+//       the old value and rounds once. Bit-identical on every run and every GPU (no float
+//       atomics). scratch: matmul_dbias_scratch_floats(N, OC) floats (kernels/sizes.h); its first
+//       MATMUL_DBIAS_COUNTERS words are counters that must be zero before the first call (a
+//       cudaMemset of the scratch once, when it is allocated) and every call leaves them zero;
+//       the rest is OVERWRITTEN. Calls on one stream may share a scratch whatever their N and OC.
+//       Launch: grid (ceil(N/64), ceil(OC/(16 W))) of 16 x 16 threads, W = X128 when OC % X128
+//       == 0 and dout is 16-byte aligned, else 1 (OC <= 4096 * 16 * W).
 // Precision: every stored value is floatX (out, pre_gelu, dinp, dweight, dbias); scratch is fp32.
 // The products' kernels and launch shapes are cuBLASLt's (the first cublasLtMatmulAlgoGetHeuristic
-// answer within the context's workspace), enqueued on `stream`; nothing here syncs the host.
+// answer within the context's workspace), enqueued on `stream`; nothing here syncs the host. The
+// descriptors and that answer are made once per distinct product (shape, epilogue, alignments) and
+// kept in the context (matmul_heuristic_queries counts the queries), so a step's ~600 products
+// cost the host a lookup each, not a setup and a heuristic search.
 //
 // Requirements, checked here with a one-line error and exit 1:
 //   N >= 0 and OC >= 0 (N == 0 or OC == 0: nothing to multiply; dinp, if given, is zeroed), C >= 1;
@@ -56,10 +64,38 @@ static inline void matmul_require(bool ok, const char* what, const char* file, i
 }
 #define MATMUL_REQUIRE(cond, what) matmul_require((cond), what, __FILE__, __LINE__)
 
+// One product's cuBLASLt setup, kept per shape: the descriptors and the heuristic's algorithm. The
+// key is everything the heuristic was told (shape, transposes, leading dimensions, epilogue, beta
+// and which of bias/aux are set, each pointer's alignment, the aux leading dimension); a call
+// whose key matches reuses them and only sets its own bias and aux addresses on the descriptor
+// (read when a product is enqueued, so changing them afterwards is safe).
+typedef struct {
+    int m, n, k, lda, ldb, ldd, trans_a, trans_b;
+    uint32_t epilogue, align_a, align_b, align_d, align_bias, align_aux;
+    int has_bias, has_aux;
+    int64_t aux_ld;
+    float beta;
+} MatmulKey;
+typedef struct {
+    MatmulKey key;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatmulAlgo_t algo;
+} MatmulPlan;
+// A training step has about a dozen distinct products; past this many, a product is set up and
+// queried on every call (correct, as before the cache, just slower on the host).
+#define MATMUL_CACHE_SIZE 64
+typedef struct {
+    MatmulPlan plans[MATMUL_CACHE_SIZE];
+    int count;
+    long heuristic_queries;  // cublasLtMatmulAlgoGetHeuristic calls made: one per distinct key
+} MatmulCache;
+
 typedef struct {
     cublasLtHandle_t handle;
     void* workspace;
     size_t workspace_bytes;
+    MatmulCache* cache;  // host memory; the products' setup per shape (the context stays const to callers)
 } MatmulContext;
 // MATMUL_WORKSPACE_BYTES: kernels/sizes.h
 
@@ -68,14 +104,33 @@ static inline void matmul_context_init(MatmulContext* ctx, void* workspace, size
     matmul_check(cublasLtCreate(&ctx->handle));
     ctx->workspace = workspace;
     ctx->workspace_bytes = workspace ? workspace_bytes : 0;
+    ctx->cache = (MatmulCache*)calloc(1, sizeof(MatmulCache));
+    MATMUL_REQUIRE(ctx->cache != NULL, "out of host memory for the matmul cache");
 }
 
-// Releases the handle only: the workspace belongs to the caller.
+static inline void matmul_plan_destroy(MatmulPlan* p) {
+    matmul_check(cublasLtMatrixLayoutDestroy(p->la));
+    matmul_check(cublasLtMatrixLayoutDestroy(p->lb));
+    matmul_check(cublasLtMatrixLayoutDestroy(p->ld));
+    matmul_check(cublasLtMatmulDescDestroy(p->desc));
+}
+
+// Releases the handle and the cached setups: the workspace belongs to the caller.
 static inline void matmul_context_destroy(MatmulContext* ctx) {
+    if (ctx->cache) {
+        for (int i = 0; i < ctx->cache->count; i++) matmul_plan_destroy(&ctx->cache->plans[i]);
+        free(ctx->cache);
+    }
+    ctx->cache = NULL;
     if (ctx->handle) matmul_check(cublasLtDestroy(ctx->handle));
     ctx->handle = NULL;
     ctx->workspace = NULL;
     ctx->workspace_bytes = 0;
+}
+
+// How many heuristic queries the context has made (one per distinct product setup).
+static inline long matmul_heuristic_queries(const MatmulContext* ctx) {
+    return ctx->cache ? ctx->cache->heuristic_queries : 0;
 }
 
 // The largest power of two (at most 256, cuBLASLt's default assumption) dividing the address:
@@ -87,43 +142,48 @@ static inline uint32_t matmul_alignment(const void* p) {
     return align;
 }
 
-// One cuBLASLt product in column-major terms (the row-major callers pass transposed views):
-//   D[m,n] (ldd) = epilogue(op(A)[m,k] . op(B)[k,n] + beta * D), op(X) = X^T when trans_X.
-// D doubles as C, so beta = 1 accumulates in place; beta = 0 never reads D (cuBLASLt's rule).
-// bias (length m) and aux (m x n, ld aux_ld) are set before the algorithm search, which reads
-// their addresses to know their alignment.
-static inline void matmul_cublaslt(const MatmulContext* ctx, void* d, const void* a, const void* b, int m, int n, int k,
-                                   bool trans_a, bool trans_b, int lda, int ldb, int ldd, float beta,
-                                   cublasLtEpilogue_t epilogue, const void* bias, const void* aux, int64_t aux_ld,
-                                   cudaStream_t stream) {
-    cublasLtMatmulDesc_t desc;
-    matmul_check(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    int32_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    matmul_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-    matmul_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-    uint32_t epi = (uint32_t)epilogue;
-    matmul_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+static inline bool matmul_key_equal(const MatmulKey* a, const MatmulKey* b) {
+    return a->m == b->m && a->n == b->n && a->k == b->k && a->lda == b->lda && a->ldb == b->ldb && a->ldd == b->ldd &&
+           a->trans_a == b->trans_a && a->trans_b == b->trans_b && a->epilogue == b->epilogue &&
+           a->align_a == b->align_a && a->align_b == b->align_b && a->align_d == b->align_d &&
+           a->align_bias == b->align_bias && a->align_aux == b->align_aux && a->has_bias == b->has_bias &&
+           a->has_aux == b->has_aux && a->aux_ld == b->aux_ld && a->beta == b->beta;
+}
+
+// The descriptors and the algorithm for a key (bias and aux: this call's, set before the search,
+// which reads their addresses to know their alignment). Exits with one line when nothing fits.
+static inline void matmul_plan_create(const MatmulContext* ctx, MatmulPlan* p, const MatmulKey* key, const void* bias,
+                                      const void* aux) {
+    p->key = *key;
+    matmul_check(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    int32_t op_a = key->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = key->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+    matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    uint32_t epi = key->epilogue;
+    matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     if (bias) {
         int32_t bias_type = CUDA_R_FLOATX;
-        matmul_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
-        matmul_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                    sizeof(bias_type)));
+        matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     }
     if (aux) {
-        matmul_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
-        matmul_check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+        int64_t aux_ld = key->aux_ld;
+        matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+        matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
     }
 
     // Stored shapes: A is m x k (k x m when transposed), B is k x n (n x k), D is m x n.
-    cublasLtMatrixLayout_t la, lb, ld;
-    matmul_check(cublasLtMatrixLayoutCreate(&la, CUDA_R_FLOATX, trans_a ? k : m, trans_a ? m : k, lda));
-    matmul_check(cublasLtMatrixLayoutCreate(&lb, CUDA_R_FLOATX, trans_b ? n : k, trans_b ? k : n, ldb));
-    matmul_check(cublasLtMatrixLayoutCreate(&ld, CUDA_R_FLOATX, m, n, ldd));
+    const int m = key->m, n = key->n, k = key->k;
+    matmul_check(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_FLOATX, key->trans_a ? k : m, key->trans_a ? m : k, key->lda));
+    matmul_check(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_FLOATX, key->trans_b ? n : k, key->trans_b ? k : n, key->ldb));
+    matmul_check(cublasLtMatrixLayoutCreate(&p->ld, CUDA_R_FLOATX, m, n, key->ldd));
 
     cublasLtMatmulPreference_t pref;
     matmul_check(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = ctx->workspace_bytes;
     matmul_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    uint32_t align_a = matmul_alignment(a), align_b = matmul_alignment(b), align_d = matmul_alignment(d);
+    uint32_t align_a = key->align_a, align_b = key->align_b, align_d = key->align_d;
     matmul_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
     matmul_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
     matmul_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)));
@@ -133,26 +193,61 @@ static inline void matmul_cublaslt(const MatmulContext* ctx, void* d, const void
     // way, say which product it was.
     cublasLtMatmulHeuristicResult_t heuristic;
     int found = 0;
-    cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx->handle, desc, la, lb, ld, ld, pref, 1, &heuristic, &found);
+    cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx->handle, p->desc, p->la, p->lb, p->ld, p->ld, pref, 1,
+                                                           &heuristic, &found);
+    if (ctx->cache) ctx->cache->heuristic_queries++;
     if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found < 1)) {
         fflush(stdout);
         fprintf(stderr,
                 "error: cuBLASLt: cublasLtMatmulAlgoGetHeuristic at %s:%d: no algorithm for m=%d n=%d k=%d transa=%d "
                 "transb=%d epilogue=%u, alignments A %u B %u D %u, workspace %zu bytes (%s)\n",
-                __FILE__, __LINE__, m, n, k, (int)trans_a, (int)trans_b, epi, align_a, align_b, align_d,
+                __FILE__, __LINE__, m, n, k, key->trans_a, key->trans_b, epi, align_a, align_b, align_d,
                 ctx->workspace_bytes, cublasLtGetStatusName(status));
         exit(1);
     }
     matmul_check_status(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
-    const float alpha = 1.0f;
-    matmul_check(cublasLtMatmul(ctx->handle, desc, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heuristic.algo,
-                                ctx->workspace, ctx->workspace_bytes, stream));
-    // The descriptors are host objects read at enqueue time: freeing them now is safe.
+    p->algo = heuristic.algo;
     matmul_check(cublasLtMatmulPreferenceDestroy(pref));
-    matmul_check(cublasLtMatrixLayoutDestroy(la));
-    matmul_check(cublasLtMatrixLayoutDestroy(lb));
-    matmul_check(cublasLtMatrixLayoutDestroy(ld));
-    matmul_check(cublasLtMatmulDescDestroy(desc));
+}
+
+// One cuBLASLt product in column-major terms (the row-major callers pass transposed views):
+//   D[m,n] (ldd) = epilogue(op(A)[m,k] . op(B)[k,n] + beta * D), op(X) = X^T when trans_X.
+// D doubles as C, so beta = 1 accumulates in place; beta = 0 never reads D (cuBLASLt's rule).
+// bias (length m) and aux (m x n, ld aux_ld) may be NULL. The setup comes from the context's cache
+// (made, with one heuristic query, the first time its key is seen).
+static inline void matmul_cublaslt(const MatmulContext* ctx, void* d, const void* a, const void* b, int m, int n, int k,
+                                   bool trans_a, bool trans_b, int lda, int ldb, int ldd, float beta,
+                                   cublasLtEpilogue_t epilogue, const void* bias, const void* aux, int64_t aux_ld,
+                                   cudaStream_t stream) {
+    MatmulKey key;
+    memset(&key, 0, sizeof(key));
+    key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb, key.ldd = ldd;
+    key.trans_a = trans_a, key.trans_b = trans_b, key.epilogue = (uint32_t)epilogue, key.beta = beta;
+    key.align_a = matmul_alignment(a), key.align_b = matmul_alignment(b), key.align_d = matmul_alignment(d);
+    key.has_bias = bias != NULL, key.has_aux = aux != NULL;
+    key.align_bias = bias ? matmul_alignment(bias) : 0, key.align_aux = aux ? matmul_alignment(aux) : 0;
+    key.aux_ld = aux ? aux_ld : 0;
+
+    MatmulCache* cache = ctx->cache;
+    MatmulPlan* plan = NULL;
+    MatmulPlan once;  // the uncached setup when the cache is full
+    if (cache)
+        for (int i = 0; i < cache->count && !plan; i++)
+            if (matmul_key_equal(&cache->plans[i].key, &key)) plan = &cache->plans[i];
+    if (plan) {  // this call's bias and aux addresses on the cached descriptor
+        if (bias)
+            matmul_check(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        if (aux)
+            matmul_check(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                                                        sizeof(aux)));
+    } else {
+        plan = cache && cache->count < MATMUL_CACHE_SIZE ? &cache->plans[cache->count++] : &once;
+        matmul_plan_create(ctx, plan, &key, bias, aux);
+    }
+    const float alpha = 1.0f;
+    matmul_check(cublasLtMatmul(ctx->handle, plan->desc, &alpha, a, plan->la, b, plan->lb, &beta, d, plan->ld, d, plan->ld,
+                                &plan->algo, ctx->workspace, ctx->workspace_bytes, stream));
+    if (plan == &once) matmul_plan_destroy(&once);  // host objects read at enqueue time: freeing now is safe
 }
 
 static inline void matmul_forward(const MatmulContext* ctx, floatX* out, floatX* pre_gelu, const floatX* inp,
@@ -168,62 +263,86 @@ static inline void matmul_forward(const MatmulContext* ctx, floatX* out, floatX*
     matmul_cublaslt(ctx, out, weight, inp, OC, N, C, true, false, C, C, OC, 0.0f, epilogue, bias, pre_gelu, OC, stream);
 }
 
-// ---- the bias gradient: deterministic column sums of dout ----
-// Rows of dout per partial sum (MATMUL_DBIAS_CHUNK_ROWS, kernels/sizes.h): the scratch holds one
-// fp32 row of OC partials per chunk (matmul_dbias_scratch_floats, there too).
-// A block covers 32 consecutive columns (a warp reads 32 neighbours of a row: whole 32-byte
-// sectors) and 8 row lanes that split the chunk's rows; enough independent loads per SM to
-// stream dout at memory speed.
-#define MATMUL_DBIAS_COLS 32
-#define MATMUL_DBIAS_LANES 8
+// ---- the bias gradient: deterministic column sums of dout, one kernel ----
+// A block sums a tile of MATMUL_DBIAS_CHUNK_ROWS rows by MATMUL_DBIAS_PACKS * W columns (W = X128
+// when OC % X128 == 0 and dout is 16-byte aligned, else 1): thread (x, y) reads the W-wide pack x
+// of rows y, y + 16, ... with one 128-bit load per row (a warp reads two rows' 256 contiguous
+// bytes), the block adds its 16 row lanes in lane order, and writes the tile's fp32 column sums
+// to its chunk's row of partials in scratch. Then the fenced last-block pattern (common.cuh),
+// counting in the column group's counter: the block that counts last (it sees every other block's
+// partials) adds the group's chunk partials in chunk order, adds the old dbias and rounds once.
+// Which block is last changes from run to run; the order of every sum does not, so dbias is
+// bit-identical on every run. The counters start zeroed (sizes.h) and are left zeroed.
+// Sizes (MATMUL_DBIAS_CHUNK_ROWS, MATMUL_DBIAS_COUNTERS, matmul_dbias_scratch_floats): sizes.h.
+#define MATMUL_DBIAS_PACKS 16  // packs of W columns per block (x)
+#define MATMUL_DBIAS_LANES 16  // row lanes per block (y)
 
-// Sum over rows [row_begin, row_end) of column `col` of a row-major [*, OC] matrix, in a fixed
-// order: lane y (threadIdx.y) adds rows row_begin + y, + 8, ... in order, then thread (x, 0) adds
-// the 8 lane sums in order; the result is valid in threadIdx.y == 0. Every thread of the block must
-// call it (it holds a barrier); threads past OC contribute nothing.
-template <class T>
-__device__ inline float matmul_column_tile_sum(const T* src, int row_begin, int row_end, int OC, int col,
-                                               float (*lane_sums)[MATMUL_DBIAS_COLS]) {
-    float sum = 0.0f;
-    if (col < OC) {
-#pragma unroll 4
-        for (int r = row_begin + threadIdx.y; r < row_end; r += MATMUL_DBIAS_LANES) sum += (float)src[(size_t)r * OC + col];
+template <int W>
+__global__ void __launch_bounds__(MATMUL_DBIAS_PACKS * MATMUL_DBIAS_LANES)
+    matmul_dbias_kernel(floatX* dbias, float* scratch, const floatX* dout, int N, int OC) {
+    constexpr int COLS = MATMUL_DBIAS_PACKS * W, THREADS = MATMUL_DBIAS_PACKS * MATMUL_DBIAS_LANES;
+    __shared__ float lane_sums[MATMUL_DBIAS_LANES][COLS];
+    __shared__ int is_last;
+    unsigned* counter = (unsigned*)scratch + blockIdx.y;
+    float* partials = scratch + MATMUL_DBIAS_COUNTERS;  // [chunks][OC]
+    const int tid = threadIdx.y * MATMUL_DBIAS_PACKS + threadIdx.x;
+    const int col0 = blockIdx.y * COLS, col = col0 + threadIdx.x * W;  // this thread's pack
+    const int row_begin = blockIdx.x * MATMUL_DBIAS_CHUNK_ROWS, row_end = min(N, row_begin + MATMUL_DBIAS_CHUNK_ROWS);
+
+    float acc[W];
+#pragma unroll
+    for (int k = 0; k < W; k++) acc[k] = 0.0f;
+    if (col < OC) {  // OC % W == 0 when W > 1, so a pack is whole or absent
+        for (int r = row_begin + threadIdx.y; r < row_end; r += MATMUL_DBIAS_LANES) {
+            floatx_pack<W> d = pack_load<W>(dout + (size_t)r * OC + col);
+#pragma unroll
+            for (int k = 0; k < W; k++) acc[k] += (float)d.v[k];
+        }
     }
-    lane_sums[threadIdx.y][threadIdx.x] = sum;
+#pragma unroll
+    for (int k = 0; k < W; k++) lane_sums[threadIdx.y][threadIdx.x * W + k] = acc[k];
     __syncthreads();
-    float total = 0.0f;
-    if (threadIdx.y == 0)
-        for (int y = 0; y < MATMUL_DBIAS_LANES; y++) total += lane_sums[y][threadIdx.x];
-    return total;
-}
+    for (int c = tid; c < COLS; c += THREADS) {
+        float total = 0.0f;
+        for (int y = 0; y < MATMUL_DBIAS_LANES; y++) total += lane_sums[y][c];
+        if (col0 + c < OC) partials[(size_t)blockIdx.x * OC + col0 + c] = total;
+    }
 
-// grid (chunks, ceil(OC / 32)), block (32, 8): scratch[chunk, col] = the sum of dout[r, col] over
-// the chunk's MATMUL_DBIAS_CHUNK_ROWS rows.
-__global__ void matmul_dbias_partial_kernel(float* scratch, const floatX* dout, int N, int OC) {
-    __shared__ float lane_sums[MATMUL_DBIAS_LANES][MATMUL_DBIAS_COLS];
-    const int chunk = blockIdx.x, col = blockIdx.y * MATMUL_DBIAS_COLS + threadIdx.x;
-    const int row_begin = chunk * MATMUL_DBIAS_CHUNK_ROWS, row_end = min(N, row_begin + MATMUL_DBIAS_CHUNK_ROWS);
-    float total = matmul_column_tile_sum(dout, row_begin, row_end, OC, col, lane_sums);
-    if (threadIdx.y == 0 && col < OC) scratch[(size_t)chunk * OC + col] = total;
-}
+    if (!block_last_to_arrive(counter, gridDim.x, &is_last)) return;  // the whole block leaves together
 
-// grid ceil(OC / 32), block (32, 8): the same fixed-order sum over the chunks' partials (8 lanes
-// keep the dependent load chains short), added to the old dbias in fp32 and rounded once.
-__global__ void matmul_dbias_finish_kernel(floatX* dbias, const float* scratch, int chunks, int OC) {
-    __shared__ float lane_sums[MATMUL_DBIAS_LANES][MATMUL_DBIAS_COLS];
-    const int col = blockIdx.x * MATMUL_DBIAS_COLS + threadIdx.x;
-    float total = matmul_column_tile_sum(scratch, 0, chunks, OC, col, lane_sums);
-    if (threadIdx.y == 0 && col < OC) dbias[col] = (floatX)((float)dbias[col] + total);
+    // THREADS / COLS chunk lanes per column (2 for fp16/bf16 packs, 4 for fp32, 16 scalar): lane j
+    // adds chunks j, j + LANES, ... in order (read from L2: other SMs wrote them), then the lanes
+    // are added in lane order.
+    static_assert(THREADS % COLS == 0, "a whole number of chunk lanes per column");
+    constexpr int LANES = THREADS / COLS;
+    __shared__ float chunk_sums[LANES][COLS];
+    {
+        const int c = tid % COLS, j = tid / COLS;
+        float total = 0.0f;
+        if (col0 + c < OC)
+            for (int g = j; g < (int)gridDim.x; g += LANES) total += __ldcg(partials + (size_t)g * OC + col0 + c);
+        chunk_sums[j][c] = total;
+    }
+    __syncthreads();
+    for (int c = tid; c < COLS; c += THREADS) {
+        if (col0 + c >= OC) continue;
+        float total = 0.0f;
+        for (int j = 0; j < LANES; j++) total += chunk_sums[j][c];
+        dbias[col0 + c] = (floatX)((float)dbias[col0 + c] + total);
+    }
 }
 
 static inline void matmul_dbias(floatX* dbias, float* scratch, const floatX* dout, int N, int OC, cudaStream_t stream) {
-    int chunks = ceil_div(N, MATMUL_DBIAS_CHUNK_ROWS);
-    MATMUL_REQUIRE(ceil_div(OC, MATMUL_DBIAS_COLS) <= 65535, "matmul_backward: OC too large for the dbias grid");
-    dim3 grid(chunks, ceil_div(OC, MATMUL_DBIAS_COLS)), block(MATMUL_DBIAS_COLS, MATMUL_DBIAS_LANES);
-    matmul_dbias_partial_kernel<<<grid, block, 0, stream>>>(scratch, dout, N, OC);
-    cudaCheckLaunch("matmul_dbias_partial_kernel");
-    matmul_dbias_finish_kernel<<<ceil_div(OC, MATMUL_DBIAS_COLS), block, 0, stream>>>(dbias, scratch, chunks, OC);
-    cudaCheckLaunch("matmul_dbias_finish_kernel");
+    const bool vec = OC % X128 == 0 && aligned16(dout);
+    const int cols = MATMUL_DBIAS_PACKS * (vec ? X128 : 1), groups = ceil_div(OC, cols);
+    MATMUL_REQUIRE(groups <= MATMUL_DBIAS_COUNTERS && groups <= 65535,
+                   "matmul_backward: OC too large for the dbias counters (at most 4096 groups of 16 packs)");
+    dim3 grid(ceil_div(N, MATMUL_DBIAS_CHUNK_ROWS), groups), block(MATMUL_DBIAS_PACKS, MATMUL_DBIAS_LANES);
+    if (vec)
+        matmul_dbias_kernel<X128><<<grid, block, 0, stream>>>(dbias, scratch, dout, N, OC);
+    else
+        matmul_dbias_kernel<1><<<grid, block, 0, stream>>>(dbias, scratch, dout, N, OC);
+    cudaCheckLaunch("matmul_dbias_kernel");
 }
 
 static inline void matmul_backward(const MatmulContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias, float* scratch,

@@ -8,40 +8,66 @@
 #include <stddef.h>
 
 // ---- LayerNorm backward (kernels/layernorm.cuh) ----
-#define LAYERNORM_BWD_WARPS 4             // rows in flight per backward block (fewer when C is large)
-#define LAYERNORM_BWD_MAX_BLOCKS 512      // backward grid: at most this many blocks, whatever the device
-#define LAYERNORM_SMEM_LIMIT (48 * 1024)  // stay within the default dynamic shared memory
+#define LAYERNORM_SMEM_LIMIT (48 * 1024)       // forward: stay within the default dynamic shared memory
+#define LAYERNORM_BWD_SMEM_LIMIT (96 * 1024)   // backward: opted in above 48 KiB; every GPU from sm_80 allows 99 KiB
+#define LAYERNORM_BWD_MAX_WARPS 16             // rows in flight per backward block
+#define LAYERNORM_BWD_BLOCK_ROWS 32            // rows per backward block, at least: one fp32 partial per 32+ rows
+#define LAYERNORM_BWD_GROUP 16                 // block partials a first-level reducer adds
 
 // Channels of one partial, padded to whole warps of W-wide packs.
 static inline int layernorm_backward_padded(int C, int W) { return (C + 32 * W - 1) / (32 * W) * 32 * W; }
-// Warps per block for a padded length: as many as keep the warps' accumulators (2*CP floats each)
-// within the default shared memory; 0 means even one does not fit, and the single warp of each
-// block accumulates straight into its scratch partial in global memory.
+// Warps per block for a padded length: as many (up to 16) as keep the warps' accumulators (2*CP
+// floats each) within LAYERNORM_BWD_SMEM_LIMIT; 0 means even one does not fit, and the single warp
+// of each block accumulates straight into its scratch partial in global memory.
 static inline int layernorm_backward_warps(int CP) {
-    for (int w = LAYERNORM_BWD_WARPS; w >= 1; w--)
-        if ((size_t)w * 2 * CP * sizeof(float) <= LAYERNORM_SMEM_LIMIT) return w;
-    return 0;
+    size_t per_warp = (size_t)2 * CP * sizeof(float);
+    size_t w = LAYERNORM_BWD_SMEM_LIMIT / per_warp;
+    return w > LAYERNORM_BWD_MAX_WARPS ? LAYERNORM_BWD_MAX_WARPS : (int)w;
+}
+// Rows each warp takes: together a block's warps take at least LAYERNORM_BWD_BLOCK_ROWS rows, so
+// the partials (8*CP bytes a block) stay a few percent of the rows' bytes.
+static inline int layernorm_backward_rows_per_warp(int CP) {
+    int w = layernorm_backward_warps(CP);
+    int per = w > 0 ? w : 1;
+    return (LAYERNORM_BWD_BLOCK_ROWS + per - 1) / per;
 }
 static inline int layernorm_backward_blocks(int N, int CP) {
     int w = layernorm_backward_warps(CP);
-    int per = w > 0 ? w : 1;
-    int g = (N + per - 1) / per;
-    return g < LAYERNORM_BWD_MAX_BLOCKS ? g : LAYERNORM_BWD_MAX_BLOCKS;
+    int rows = (w > 0 ? w : 1) * layernorm_backward_rows_per_warp(CP);
+    return (N + rows - 1) / rows;
 }
-// fp32 scratch of the backward over N rows of C channels with floatx_bytes-wide elements: one
-// partial (2*CP floats) per block. Sized for the 128-bit width (16 / floatx_bytes elements a
-// pack), whose CP and block count are the larger ones.
+// First-level reduction groups of the grid's partials.
+static inline int layernorm_backward_groups(int G) { return (G + LAYERNORM_BWD_GROUP - 1) / LAYERNORM_BWD_GROUP; }
+// The most blocks either width (W = 1, or 16 / floatx_bytes) launches for N rows of C channels.
+static inline int layernorm_backward_max_blocks(int N, int C, size_t floatx_bytes) {
+    int g1 = layernorm_backward_blocks(N, layernorm_backward_padded(C, 1));
+    int gv = layernorm_backward_blocks(N, layernorm_backward_padded(C, (int)(16 / floatx_bytes)));
+    return g1 > gv ? g1 : gv;
+}
+// Counters at the scratch's start: one per group and one for the groups, for the larger grid of the
+// two widths (so calls of either width agree on where the counters end), padded to 4 words so the
+// partials stay 16-byte aligned. They must be zero before the first call (cudaMemset once); each
+// call leaves them zero.
+static inline size_t layernorm_backward_counters(int N, int C, size_t floatx_bytes) {
+    return ((size_t)layernorm_backward_groups(layernorm_backward_max_blocks(N, C, floatx_bytes)) + 1 + 3) / 4 * 4;
+}
+// fp32 scratch of the backward over N rows of C channels with floatx_bytes-wide elements: the
+// counters, then one partial (2*CP floats) per block and one per group, for the larger grid and the
+// larger CP (the 128-bit width's) of the two widths.
 static inline size_t layernorm_backward_scratch_floats_for(int N, int C, size_t floatx_bytes) {
     int CP = layernorm_backward_padded(C, (int)(16 / floatx_bytes));
-    return (size_t)layernorm_backward_blocks(N, CP) * 2 * CP;
+    int G = layernorm_backward_max_blocks(N, C, floatx_bytes);
+    return layernorm_backward_counters(N, C, floatx_bytes) + ((size_t)G + layernorm_backward_groups(G)) * 2 * CP;
 }
 
 // ---- matmul (kernels/matmul.cuh) ----
 #define MATMUL_WORKSPACE_BYTES ((size_t)32 << 20)  // cuBLASLt's workspace, allocated once
-#define MATMUL_DBIAS_CHUNK_ROWS 256               // rows of dout per fp32 partial of the bias gradient
+#define MATMUL_DBIAS_CHUNK_ROWS 64  // rows of dout per fp32 partial: partials move 8/64 of dout's fp16 bytes
+#define MATMUL_DBIAS_COUNTERS 4096  // column-group counters at the scratch's start (zero between calls)
+// The bias gradient's scratch: the counters, then one fp32 row of OC partials per chunk of rows.
 static inline size_t matmul_dbias_scratch_floats(int N, int OC) {
     size_t n = (size_t)(N > 0 ? N : 0);
-    return (n + MATMUL_DBIAS_CHUNK_ROWS - 1) / MATMUL_DBIAS_CHUNK_ROWS * (size_t)(OC > 0 ? OC : 0);
+    return MATMUL_DBIAS_COUNTERS + (n + MATMUL_DBIAS_CHUNK_ROWS - 1) / MATMUL_DBIAS_CHUNK_ROWS * (size_t)(OC > 0 ? OC : 0);
 }
 
 // ---- attention backward (kernels/attention.cuh): D = rowsum(dout * out), one per (b, h, t) ----

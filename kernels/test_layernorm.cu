@@ -1,6 +1,6 @@
 // test_layernorm.cu: kernels/layernorm.cuh against layernorm_forward_cpu, residual_forward_cpu and
 // layernorm_backward_cpu: N = 1, C not a multiple of 32 (and odd, for the scalar path), C = 768,
-// more rows than the backward grid's warps (grid-stride), a C whose backward uses fewer warps per
+// enough rows for several backward reduction groups, a C whose backward uses fewer warps per
 // block, a C too large for shared memory (the global-memory paths), nonzero initial gradients,
 // and two backward runs compared bit for bit.
 #include "kernel_check.cuh"
@@ -110,7 +110,12 @@ static void test_case(int N, int C, TestRng& rng) {
     floatX* d_dinp = device_upload(dinp0.x);
     floatX* d_dw = device_upload(dweight0.x);
     floatX* d_db = device_upload(dbias0.x);
-    float* d_scratch = device_alloc<float>(layernorm_backward_scratch_floats(N, C));
+    // The counters zeroed once, as the engine does when it allocates scratch; the rest poisoned.
+    const size_t scratch_n = layernorm_backward_scratch_floats(N, C);
+    const size_t counters = layernorm_backward_counters(N, C, sizeof(floatX));
+    float* d_scratch = device_alloc<float>(scratch_n);
+    cudaCheck(cudaMemset(d_scratch, 0xFF, scratch_n * sizeof(float)));
+    cudaCheck(cudaMemset(d_scratch, 0, counters * sizeof(float)));
     layernorm_backward(d_dinp, d_dw, d_db, d_scratch, d_dout, d_a, d_w, d_mean, d_rstd, N, C, 0);
     // Each gradient: old value + an fp32 result, stored once as floatX: one rounding.
     std::vector<float> got_dinp = device_download_float(d_dinp, NC);
@@ -122,12 +127,12 @@ static void test_case(int N, int C, TestRng& rng) {
     snprintf(name, sizeof(name), "layernorm_backward N=%d C=%d dbias", N, C);
     check_tensor(name, got_db, ref_db, floatx_tol(1));
 
-    // Deterministic: from the same starting gradients, the same bits (scratch is poisoned again
-    // first, to show its old contents do not matter).
+    // Deterministic: from the same starting gradients, the same bits (the partials are poisoned
+    // again first, to show their old contents do not matter; the counters must be back at zero).
     cudaCheck(cudaMemcpy(d_dinp, dinp0.x.data(), NC * sizeof(floatX), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(d_dw, dweight0.x.data(), C * sizeof(floatX), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(d_db, dbias0.x.data(), C * sizeof(floatX), cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemset(d_scratch, 0xFF, layernorm_backward_scratch_floats(N, C) * sizeof(float)));
+    cudaCheck(cudaMemset(d_scratch + counters, 0xFF, (scratch_n - counters) * sizeof(float)));
     layernorm_backward(d_dinp, d_dw, d_db, d_scratch, d_dout, d_a, d_w, d_mean, d_rstd, N, C, 0);
     bool same = device_download_float(d_dinp, NC) == got_dinp && device_download_float(d_dw, C) == got_dw &&
                 device_download_float(d_db, C) == got_db;
@@ -148,8 +153,8 @@ int main() {
     test_case(5, 100, rng);     // 128-bit in fp32, scalar in fp16/bf16
     test_case(3, 37, rng);      // odd C: scalar everywhere
     test_case(6, 768, rng);     // GPT-2 small
-    test_case(4, 1600, rng);    // GPT-2 XL: 3 warps per backward block in fp16/bf16
-    test_case(2100, 24, rng);   // more rows than 512 blocks x 4 warps: the grid-stride loop
+    test_case(4, 1600, rng);    // GPT-2 XL: 6 warps per backward block in fp16/bf16
+    test_case(2100, 24, rng);   // 66 blocks of 32 rows: 5 reduction groups, the last partial
     test_case(2, 25000, rng);   // rows too big for shared memory: the global-memory paths
     return test_finish();
 }

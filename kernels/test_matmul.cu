@@ -1,9 +1,10 @@
 // test_matmul.cu: kernels/matmul.cuh against matmul_forward_cpu / matmul_backward_cpu (and
 // gelu_forward_cpu / gelu_backward_cpu for the fused GELU epilogues).
 // Shapes: odd N, C, OC (not multiples of 8) for the plain and bias paths, pointers one element off
-// 16-byte alignment, N past one dbias chunk; the GELU epilogues at shapes that meet the GPU's
-// requirement (the aux leading dimension, OC in forward and C in backward, a multiple of 8); and,
-// on the CPU runtime, the refusal of a GELU shape that does not.
+// 16-byte alignment, N past one dbias chunk and OC past one dbias column group; the GELU
+// epilogues at shapes that meet the GPU's requirement (the aux leading dimension, OC in forward
+// and C in backward, a multiple of 8); and, on the CPU runtime, the refusal of a GELU shape that
+// does not.
 //
 // Tolerances (kernel_check.cuh's rule, k floatX roundings on the result's path):
 //   out, pre_gelu, dinp (OVERWRITTEN by cuBLASLt): k = 2. One rounding of the fp32 result when it
@@ -91,7 +92,9 @@ static void test_backward(int N, int C, int OC, bool want_dinp, bool want_dbias,
 
     DevBuf d_dout(dout.x, off), d_inp(inp.x, off), d_weight(weight.x, off), d_pre(pre.x, off);
     DevBuf d_dinp((size_t)N * C, off), d_dw(dweight0.x, off), d_db(dbias0.x, off);
-    float* scratch = device_alloc<float>(matmul_dbias_scratch_floats(N, OC));  // NaN-poisoned
+    // The counters zeroed once, as the engine does at allocation; the partials NaN-poisoned (cudaMalloc's).
+    float* scratch = device_alloc<float>(matmul_dbias_scratch_floats(N, OC));
+    cudaCheck(cudaMemset(scratch, 0, MATMUL_DBIAS_COUNTERS * sizeof(float)));
     auto run = [&]() {
         matmul_backward(&g_ctx, want_dinp ? d_dinp.p : nullptr, d_dw.p, want_dbias ? d_db.p : nullptr,
                         want_dbias ? scratch : nullptr, d_dout.p, d_inp.p, d_weight.p, gelu ? d_pre.p : nullptr, N, C,
@@ -120,7 +123,8 @@ static void test_backward(int N, int C, int OC, bool want_dinp, bool want_dbias,
         std::vector<float> got_db = d_db.download();
         snprintf(name, sizeof(name), "%s: dbias +=", what);
         check_tensor(name, got_db, ref_db, floatx_tol(1));
-        // Same inputs again: the same bits (cuBLASLt with the same algorithm, and a fixed-order dbias).
+        // Same inputs again: the same bits (cuBLASLt with the same algorithm, and a fixed-order dbias;
+        // the first call must have left the dbias counters at zero for this one to be right).
         d_dw.upload(dweight0.x);
         d_db.upload(dbias0.x);
         run();
@@ -187,10 +191,28 @@ int main() {
     test_backward(37, 29, 43, true, true, false, 0, rng);
     test_backward(37, 29, 43, true, true, false, 1, rng);
     test_backward(37, 29, 43, false, false, false, 0, rng);
-    test_backward(2600, 24, 40, true, true, false, 0, rng);  // 11 dbias chunks (more than the 8 lanes), the last partial
+    test_backward(2600, 24, 40, true, true, false, 0, rng);  // 41 dbias chunks of 64 rows, the last partial
+    // Several dbias column groups (16 packs each: 128 columns in fp16/bf16, 64 in fp32, 16 scalar),
+    // the last one partial, with the 128-bit path (OC % 8 == 0) and the scalar one (odd OC).
+    test_backward(700, 16, 264, true, true, false, 0, rng);
+    test_backward(150, 16, 131, true, true, false, 0, rng);
     // DGELU: C a multiple of 8.
     test_backward(37, 64, 96, true, true, true, 0, rng);
     test_backward(300, 128, 32, true, false, true, 0, rng);
+
+    // The setup is cached per product: a forward seen before (new buffers, same alignments) makes no
+    // heuristic query and is still right with its own bias; a new N makes exactly one.
+    {
+        long q0 = matmul_heuristic_queries(&g_ctx);
+        test_forward(37, 29, 43, true, false, 0, rng);
+        long q1 = matmul_heuristic_queries(&g_ctx);
+        test_forward(41, 29, 43, true, false, 0, rng);
+        test_forward(41, 29, 43, true, false, 0, rng);
+        long q2 = matmul_heuristic_queries(&g_ctx);
+        char why[128];
+        snprintf(why, sizeof(why), "queries before %ld, after a repeat %ld, after a new shape twice %ld", q0, q1, q2);
+        test_report(q0 > 0 && q1 == q0 && q2 == q0 + 1, "matmul: one heuristic query per distinct product", why);
+    }
 
 #if defined(CUDA_CPU)
     test_refusal(true);

@@ -274,6 +274,10 @@ static void cpu_logits_at(Engine* e, int b, int t, float* out) {
     const float* row = m->acts.logits + ((size_t)b * m->cur_T + t) * m->config.padded_vocab_size;
     memcpy(out, row, m->config.vocab_size * sizeof(float));
 }
+static void cpu_token_losses(Engine* e, float* out) {
+    GPT2CPU* m = self_of(e);
+    memcpy(out, m->acts.losses, (size_t)m->cur_B * m->cur_T * sizeof(float));
+}
 static void cpu_checkpoint_save(Engine* e, const char* model_path, const char* state_path, const TrainState* st) {
     GPT2CPU* m = self_of(e);
     OptimizerCounters oc = {m->adam_steps, 0.0, 0};
@@ -314,9 +318,10 @@ static void cpu_destroy(Engine* e) {
 }
 
 Engine* gpt2_cpu_engine_create(const GPT2Config* cfg, const EngineOptions* opts, char* why, size_t why_cap) {
-    if (opts->num_ranks > 1 || opts->zero_stage != 0) {
-        snprintf(why, why_cap, "the C reference engine is one process without sharding (ranks %d, ZeRO stage %d)",
-                 opts->num_ranks, opts->zero_stage);
+    // ZeRO on one rank shards nothing (llm.c accepts -z 1 on one GPU): only more ranks are refused.
+    if (opts->num_ranks > 1) {
+        snprintf(why, why_cap, "the C reference engine is one process (ranks %d, ZeRO stage %d)", opts->num_ranks,
+                 opts->zero_stage);
         return NULL;
     }
     // The layers take element counts as int: the largest is B*T*max(4C, Vp), then attention's B*NH*T*T.
@@ -342,6 +347,7 @@ Engine* gpt2_cpu_engine_create(const GPT2Config* cfg, const EngineOptions* opts,
     e->optimizer_step = cpu_optimizer_step;
     e->forward = cpu_forward;
     e->logits_at = cpu_logits_at;
+    e->token_losses = cpu_token_losses;
     e->checkpoint_save = cpu_checkpoint_save;
     e->checkpoint_load = cpu_checkpoint_load;
     e->memory_report = cpu_memory_report;

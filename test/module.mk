@@ -12,6 +12,23 @@ $(TEST_BIN)/test_engine: $(BUILD)/test/test_engine.o $(HOST_LIB)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 TESTS += test/test_parity.sh $(TEST_BIN)/test_engine test/test_trainer.sh
+# llm.c's flags with llm.c's meaning (-h, -k and its schedules, -y 1, DONE files, -nk/-nm), and
+# docs/flags.md against --help.
+TESTS += test/test_llmc_flags.sh test/test_flags_doc.sh
+# main.log in llm.c's format, and scripts/plot_log.py.
+TESTS += test/test_logs.sh
+# -h 1: HellaSwag in llm.c's format, against PyTorch.
+TESTS += test/test_hellaswag.sh
+# build/export_hf: a Hugging Face GPT-2 directory, read back independently.
+TESTS += test/test_export_hf.sh
+# A descriptor model starts as llm.c's (PyTorch's generator), and llm.c's descriptors.
+TESTS += test/test_llmc_init.sh
+# llm.c's run_gpt2_124M.sh and run_gpt2_1558M.sh command lines (shrunk) in llm.c's restart loop; the
+# 1558M line on the emulated GPU engine (about a minute of CPU: make test-long).
+TESTS_LONG += test/test_llmc_scripts.sh
+ifneq ($(CUDA_CPU_HAVE_CUDA),)
+TEST_LONG_DEPS += $(BUILD)/emu/train_gpt2_emu_fp32
+endif
 TEST_DEPS += $(TEST_BIN)/parity_dump
 
 $(TEST_BIN)/test_dataloader: $(BUILD)/test/test_dataloader.o $(BUILD)/common/dataloader.o $(BUILD)/common/util.o

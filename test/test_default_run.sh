@@ -90,7 +90,7 @@ losses() { "$PY" -c 'import json, sys
 for l in open(sys.argv[1]):
     j = json.loads(l)
     if "train_loss" in j and j["step"] > 3: print(j["step"], repr(j["train_loss"]), repr(j["grad_norm"]))' "$1"; }
-TOK=$dir/vocab/gpt2_tokenizer.bin
+TOK=$dir/vocab/gpt2_bpe.bin
 mkdir -p "$dir/vocab"
 run=(-x 6 -n 3 -v 0 -s 0 -K "$TOK")
 "$TRAIN" "${run[@]}" -o "$dir/bytes" > "$dir/bytes1.out" 2>&1 || fail "byte-level run for resume" "$(tail -n 2 "$dir/bytes1.out")"

@@ -118,7 +118,9 @@ expect_error "data file shorter than its header says" "short.bin is .* bytes but
 expect_error "token id out of range" "range.bin: token 60000 .*out of range" "${base[@]}" -i "$dir/range.bin" -b 1 -t 299
 expect_error "model file with the wrong magic" "junk_model.bin is too small|junk_model.bin has magic" "${base[@]}" -e "$dir/junk_model.bin"
 expect_error "truncated model file" "trunc_model.bin is 5000 bytes, expected" "${base[@]}" -e "$dir/trunc_model.bin"
-expect_error "resume without a checkpoint" "flag -y 1: no checkpoint" "${base[@]}" -o "$dir/empty" -y 1
+# -y 1 without a checkpoint starts the run (llm.c's meaning; test_llmc_flags.sh checks the rest).
+./train_gpt2 "${base[@]}" -o "$dir/empty" -y 1 > "$dir/empty.out" 2>&1 && grep -q "^resume: no checkpoint in .*empty; starting the run" "$dir/empty.out" \
+    && pass "-y 1 without a checkpoint starts the run" || fail "-y 1 without a checkpoint" "$(tail -2 "$dir/empty.out")"
 expect_error "checkpoint of another model" "another model|different model" -e d2 -i "$dir/train.bin" -x 3 -v 0 -s 0 -o "$dir/learn" -y 1
 expect_error "data too small for one batch" "no shard holds" "${base[@]}" -i "$dir/val.bin" -b 64 -t 1024
 expect_error "negative learning rate" "flag -l .*non-negative" "${base[@]}" -l -1

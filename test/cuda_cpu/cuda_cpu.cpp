@@ -1192,6 +1192,7 @@ static uint64_t fa_add(int type, uint64_t a, uint64_t b) {
 uint64_t cuda_cpu_float_atomic_add(void* p, int type, uint64_t operand) {
     Worker* w = current_thread_worker("atomicAdd");
     size_t n = fa_size(type);
+    std::unique_lock<std::mutex> op_lk(g_atomic_op_mu);  // the check and the add in one order (see its comment)
     check_atomic_access(p, n, (uintptr_t)__builtin_return_address(0));
     RuntimeScope scope;
     uint64_t old = 0, seq;

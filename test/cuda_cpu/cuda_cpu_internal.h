@@ -369,6 +369,11 @@ void check_run_start(const Launch* L);
 // atomics)
 void check_lane_range(const void* p, size_t n, bool write, uintptr_t pc);
 void check_atomic_access(const void* p, size_t n, uintptr_t pc);
+// Held across an atomic's check (the acquire/release bookkeeping of fenced atomics) and the atomic
+// operation itself: otherwise two blocks on two workers could check in one order and operate in the
+// other, and the block that sees the last count (a fenced last-block reduction) would not have
+// acquired what the other released, a false race.
+extern std::mutex g_atomic_op_mu;
 // After a checked run: did a thread read or write [p, p+n) plainly after the launch's last atomic on it?
 bool check_plain_access_after_atomics(const void* p, size_t n);
 

@@ -689,6 +689,31 @@ static void test_block_order_patterns() {
     for (float v : x) ref += v;
     CHECK(same && fabs(first - ref) < 1e-3, "last_block_reduction_with_threadfence_exact_and_repeatable");
 
+    // The same with 256 blocks, 16 times: blocks on different workers reach the counter close
+    // together, where the runtime once checked two atomics in one order and did them in the other
+    // (the last block then had not acquired the other's release: a false race about once in 6 runs
+    // of a kernel like this). The check and the operation are one step now.
+    {
+        const int n2 = 256 * 128, blocks2 = 256;
+        std::vector<float> x2 = random_vec(n2);
+        float *d2 = upload(x2), *partial2;
+        CK(cudaMalloc(&partial2, blocks2 * sizeof(float)));
+        double ref2 = 0.0;
+        for (float v : x2) ref2 += v;
+        bool ok = true;
+        float first2 = 0.0f;
+        for (int rep = 0; rep < 16; rep++) {
+            last_block_sum_kernel<<<blocks2, 128>>>(out, partial2, d2, n2);
+            float got;
+            CK(cudaMemcpy(&got, out, sizeof(float), cudaMemcpyDeviceToHost));
+            if (rep == 0) first2 = got;
+            ok = ok && got == first2;
+        }
+        CHECK(ok && fabs(first2 - ref2) < 1e-2, "last_block_reduction_256_blocks_16_launches_never_flagged");
+        CK(cudaFree(partial2));
+        CK(cudaFree(d2));
+    }
+
     float table[4] = {1.0f, -2.0f, 0.5f, 4.0f};
     CK(cudaMemcpyToSymbol(scale_table, table, sizeof(table)));
     int hz = 0;

@@ -1,0 +1,308 @@
+#!/usr/bin/env bash
+# test_llmc_flags.sh: the flags llm.c users bring, with llm.c's meaning: -h (HellaSwag; help is
+# --help), -k (the learning-rate schedule; top-k is --top-k), -y 1 on an empty output dir (starts
+# the run), DONE_STEP files (written after each checkpoint, honoured on resume, ending llm.c's
+# restart loop), -nk / -nm (checkpoint retention). Each schedule's learning rate at every step is
+# compared with llm.c's formulas transcribed independently in Python (float32 arithmetic), and the
+# checkpoints -nk / -nm leave with a simulation of llm.c's deletion rule. C engine, a tiny model.
+set -u
+# A tiny model: one OpenMP thread (spinning threads on a shared machine cost 1000 times the step).
+export OMP_NUM_THREADS=1
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-/usr/bin/python3}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+failed=0
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; failed=1; }
+gen=build/test/gen_data
+[ -x "$gen" ] || { echo "FAIL setup: $gen missing (make $gen)"; exit 1; }
+$gen model "$dir/m.bin" 1 32 2 256 64 1 && $gen shard "$dir/train.bin" 20000 256 2 && $gen shard "$dir/val.bin" 2000 256 3 \
+    || { echo "FAIL setup: gen_data"; exit 1; }
+base=(-e "$dir/m.bin" -i "$dir/train.bin" -j "$dir/val.bin" -b 2 -t 16 -v 0 -s 0 -p 1000)
+
+# expect_error NAME PATTERN ARGS...: exit status 1 and one stderr line matching PATTERN.
+expect_error() {
+    local name=$1 pattern=$2
+    shift 2
+    ./train_gpt2 "$@" > "$dir/err.out" 2> "$dir/err.txt"
+    local rc=$? nlines
+    nlines=$(wc -l < "$dir/err.txt")
+    if [ $rc -eq 1 ] && [ "$nlines" -eq 1 ] && grep -qE "$pattern" "$dir/err.txt"; then
+        pass "$name"
+    else
+        fail "$name" "exit $rc, stderr: $(head -c 300 "$dir/err.txt")"
+    fi
+}
+
+# --- -h and --help, -k and --top-k -------------------------------------------------------------
+./train_gpt2 --help > "$dir/help.out" 2>&1 && grep -q -- "-h, --hellaswag" "$dir/help.out" &&
+    grep -q -- "-k, --lr-scheduler" "$dir/help.out" && grep -qE "^ +--top-k" "$dir/help.out" &&
+    pass "--help prints the flags and exits 0 (-h is --hellaswag, -k --lr-scheduler, top-k --top-k)" ||
+    fail "--help" "$(head -c 300 "$dir/help.out")"
+expect_error "-h alone (help before) says help is --help" "flag -h \(--hellaswag\) is llm.c's HellaSwag eval.*--help" -h
+expect_error "-h followed by a flag says help is --help" "flag -h \(--hellaswag\).*--help" "${base[@]}" -h -x 2
+expect_error "-h 2 is refused" "flag -h \(--hellaswag\) must be 0 or 1, got 2" "${base[@]}" -h 2
+expect_error "-k 40 (top-k before) is refused, pointing to --top-k" \
+    "flag -k \(--lr-scheduler\) expects cosine, linear, constant or wsd, got '40' \(top-k sampling, which was -k, is now --top-k\)" \
+    "${base[@]}" -k 40
+expect_error "-k with an unknown schedule" "flag -k \(--lr-scheduler\) expects cosine, linear, constant or wsd, got 'step'" \
+    "${base[@]}" -k step
+expect_error "--top-k -1" "flag --top-k must be non-negative" "${base[@]}" --top-k -1
+expect_error "-nk -1" "flag -nk .*non-negative" "${base[@]}" -nk -1
+expect_error "-nm -1" "flag -nm .*non-negative" "${base[@]}" -nm -1
+./train_gpt2 "${base[@]}" -x 2 -s 2 -g 6 --top-k 3 -o "" > "$dir/topk.out" 2>&1 && grep -q "^generating" "$dir/topk.out" &&
+    pass "--top-k 3 samples" || fail "--top-k 3" "$(tail -2 "$dir/topk.out")"
+
+# --- the schedules, value for value against llm.c's formulas ---------------------------------
+# Each run logs the learning rate of every step exactly ("lr" in log.jsonl, %.9g of the float).
+sched_runs=("cosine -x 30 -u 5 -q 0.1" "cosine -x 30 -u 0 -q 0.0" "linear -x 30 -u 5 -q 0.1" "linear -x 27 -u 4 -q 0.0"
+            "constant -x 12 -u 5 -q 0.1" "wsd -x 30 -u 5 -q 0.0" "wsd -x 23 -u 3 -q 0.2" "cosine -x 8 -u 10 -q 0.1")
+i=0
+for r in "${sched_runs[@]}"; do
+    set -- $r
+    kind=$1
+    shift
+    if ./train_gpt2 "${base[@]}" -l 1e-3 -k $kind "$@" -o "$dir/s$i" > "$dir/s$i.out" 2>&1; then
+        echo "$kind $*" > "$dir/s$i/args"
+    else
+        fail "schedule $r" "exit $?: $(tail -2 "$dir/s$i.out")"
+    fi
+    i=$((i + 1))
+done
+./train_gpt2 "${base[@]}" -l 1e-3 -x 30 -u 5 -q 0.1 -o "$dir/sdefault" > /dev/null 2>&1
+"$PY" - "$dir" $i <<'PYEOF'
+import json, math, os, sys
+import numpy as np
+f32 = np.float32
+d, n = sys.argv[1], int(sys.argv[2])
+
+def llmc_lr(kind, step, N, lr, warmup, frac):
+    # llm.c's llmc/schedulers.h, in its float arithmetic: lr * (step+1) / warmup while warming up;
+    # cosine and linear decay from the peak at `warmup` to lr*frac at N; wsd holds the peak until
+    # int(0.8 N) and falls as 1 - sqrt; constant is lr at every step (no warmup).
+    lr, frac = f32(lr), f32(frac)
+    if kind == "constant":
+        return lr
+    if kind == "wsd":
+        dp = int(f32(0.8) * f32(N))
+        if step < warmup:
+            return lr * (f32(step + 1) / f32(warmup))
+        if step < dp:
+            return lr
+        ratio = f32(step - dp) / f32(N - dp)
+        lo = lr * frac
+        return lo + (f32(1) - np.sqrt(ratio)) * (lr - lo)
+    if step < warmup:
+        return lr * f32(step + 1) / f32(warmup)
+    if N <= warmup:  # llm.c asserts here; the trainer holds the peak
+        return lr
+    ratio = f32(step - warmup) / f32(N - warmup)
+    lo = lr * frac
+    if kind == "linear":
+        return lr - ratio * (lr - lo)
+    coeff = f32(0.5) * (f32(1) + f32(math.cos(math.pi * float(ratio))))
+    return lo + coeff * (lr - lo)
+
+def logged(path):
+    return [json.loads(l) for l in open(path) if '"train_loss"' in l]
+
+def parse(args):
+    a = args.split()
+    kind, flags = a[0], dict(zip(a[1::2], a[2::2]))
+    return kind, int(flags["-x"]), int(flags["-u"]), float(flags["-q"])
+
+for i in range(n):
+    args_path = os.path.join(d, "s%d" % i, "args")
+    if not os.path.exists(args_path):
+        continue
+    args = open(args_path).read().strip()
+    kind, N, warmup, frac = parse(args)
+    lines = logged(os.path.join(d, "s%d" % i, "log.jsonl"))
+    worst, where = 0.0, None
+    for line in lines:
+        step = line["step"] - 1  # the log counts updates from 1; the schedule from 0
+        want = float(llmc_lr(kind, step, N, 1e-3, warmup, frac))
+        got = line["lr"]
+        rel = abs(got - want) / max(abs(want), 1e-30)
+        if rel > worst:
+            worst, where = rel, (step, got, want)
+    # Within 4 float32 ulps (cosf and Python's cos may differ in the last bit).
+    ok = len(lines) == N and worst <= 4 * 2.0 ** -23
+    print("%s schedule -k %s: %d steps match llm.c's formula (worst relative difference %.2g%s)" %
+          ("PASS" if ok else "FAIL", args, len(lines), worst, "" if ok else ", step %d: %r vs %r" % where if where else ""))
+a = [l["lr"] for l in logged(os.path.join(d, "sdefault", "log.jsonl"))]
+b = [l["lr"] for l in logged(os.path.join(d, "s0", "log.jsonl"))]
+print("%s schedule: without -k the schedule is cosine (%d steps identical)" % ("PASS" if a and a == b else "FAIL", len(a)))
+PYEOF
+[ $? -eq 0 ] || failed=1
+grep -q "^schedule: constant is the peak at every step, as llm.c's: -u 5 and -q 0.1 have no effect" "$dir/s4.out" &&
+    pass "schedule: -k constant says that -u and -q have no effect" || fail "constant's note" "$(grep -m1 '^steps' "$dir/s4.out")"
+
+# --- -y 1 starts a run; DONE files; -nk / -nm -------------------------------------------------
+ck=("${base[@]}" -x 12 -n 2 -nk 2 -nm 4)
+if ./train_gpt2 "${ck[@]}" -o "$dir/keep" -y 1 > "$dir/keep.out" 2>&1; then
+    grep -q "^resume: no checkpoint in .*keep; starting the run from step 0" "$dir/keep.out" &&
+        [ "$(grep -c '"train_loss"' "$dir/keep/log.jsonl")" -eq 12 ] &&
+        pass "-y 1 on an empty output dir starts the run (12 steps)" || fail "-y 1 starts the run" "$(grep -m2 resume "$dir/keep.out")"
+else
+    fail "-y 1 on an empty output dir" "exit $?: $(tail -2 "$dir/keep.out")"
+fi
+# What llm.c leaves: after each checkpoint of step s it deletes step s - nk*n unless that is a
+# multiple of nm (its train_gpt2.cu loop), simulated here step by step.
+want=$("$PY" -c '
+N, n, nk, nm = 12, 2, 2, 4
+kept = set()
+for step in range(N + 1):
+    if (step > 0 and step % n == 0) or step == N:
+        kept.add(step)
+        d = step - nk * n
+        if nk > 0 and d > 0 and (nm == 0 or d % nm != 0):
+            kept.discard(d)
+print(" ".join("%08d" % s for s in sorted(kept)))')
+got_models=$(ls "$dir/keep" | sed -n 's/^model_\([0-9]*\)\.bin$/\1/p' | tr '\n' ' ' | sed 's/ $//')
+got_states=$(ls "$dir/keep" | sed -n 's/^state_\([0-9]*\)\.bin$/\1/p' | tr '\n' ' ' | sed 's/ $//')
+got_done=$(ls "$dir/keep" | sed -n 's/^DONE_\([0-9]*\)$/\1/p' | tr '\n' ' ' | sed 's/ $//')
+[ -n "$want" ] && [ "$got_models" = "$want" ] && [ "$got_states" = "$want" ] && [ "$got_done" = "$want" ] &&
+    pass "-n 2 -nk 2 -nm 4: the checkpoints and DONE files left are llm.c's ($want)" ||
+    fail "-nk / -nm" "llm.c's rule leaves '$want'; models '$got_models', states '$got_states', DONE '$got_done'"
+[ ! -s "$dir/keep/DONE_00000012" ] && [ -f "$dir/keep/DONE_00000012" ] && pass "DONE_00000012: an empty file after the last checkpoint" ||
+    fail "DONE file" "$(ls -l "$dir/keep")"
+
+# DONE honoured: a checkpoint without its DONE file is one cut short; -y 1 takes the one before,
+# and the run ends bit-identical to the unbroken one.
+cp -r "$dir/keep" "$dir/cut"
+rm "$dir/cut/DONE_00000012"
+./train_gpt2 "${ck[@]}" -o "$dir/cut" -y 1 > "$dir/cut.out" 2>&1
+grep -q "^resume: step 12 has no DONE_00000012 file (a checkpoint cut short); trying an older one" "$dir/cut.out" &&
+    grep -q "^resume: step 10 from" "$dir/cut.out" && cmp -s "$dir/keep/model_00000012.bin" "$dir/cut/model_00000012.bin" &&
+    cmp -s "$dir/keep/state_00000012.bin" "$dir/cut/state_00000012.bin" && [ -f "$dir/cut/DONE_00000012" ] &&
+    pass "-y 1 skips a checkpoint without its DONE file, resumes step 10 and ends bit-identical" ||
+    fail "DONE honoured on resume" "$(grep resume "$dir/cut.out" | head -3)"
+
+# llm.c's restart loop (its run scripts): run with -y 1 until DONE_<last step> exists. The first
+# attempt is cut short after its step-4 checkpoint (later files removed, as a crash leaves them).
+./train_gpt2 "${base[@]}" -x 12 -n 4 -o "$dir/loop" > /dev/null 2>&1
+rm -f "$dir/loop/"*_0000000[8-9]* "$dir/loop/"*_000000[1-9]*
+tries=0
+while [ ! -f "$dir/loop/DONE_00000012" ] && [ $tries -lt 3 ]; do
+    ./train_gpt2 "${base[@]}" -x 12 -n 4 -o "$dir/loop" -y 1 > "$dir/loop$tries.out" 2>&1
+    tries=$((tries + 1))
+done
+./train_gpt2 "${base[@]}" -x 12 -n 4 -o "$dir/loopref" > /dev/null 2>&1
+[ $tries -eq 1 ] && grep -q "^resume: step 4 from" "$dir/loop0.out" &&
+    cmp -s "$dir/loop/model_00000012.bin" "$dir/loopref/model_00000012.bin" &&
+    pass "llm.c's restart loop: one -y 1 resumes step 4, writes DONE_00000012 and the loop ends" ||
+    fail "restart loop" "$tries tries; $(grep -m2 resume "$dir/loop0.out" 2>/dev/null)"
+# Running the finished run again changes nothing and exits 0.
+before=$(md5sum "$dir/loop/"model_* | md5sum)
+./train_gpt2 "${base[@]}" -x 12 -n 4 -o "$dir/loop" -y 1 > "$dir/loopagain.out" 2>&1 && [ "$(md5sum "$dir/loop/"model_* | md5sum)" = "$before" ] &&
+    pass "-y 1 on a finished run exits 0 and changes no checkpoint" || fail "finished run again" "$(tail -2 "$dir/loopagain.out")"
+
+# -k is recorded: a resume with another schedule is refused, naming -k.
+expect_error "-y 1 with another -k than the checkpoint's" "flag -k \(--lr-scheduler\) is linear in this run but was cosine" \
+    "${ck[@]}" -o "$dir/keep" -y 1 -k linear
+# --overwrite deletes DONE files with the checkpoints.
+./train_gpt2 "${base[@]}" -x 2 -o "$dir/keep" --overwrite > /dev/null 2>&1
+[ -z "$(ls "$dir/keep" | grep -E '^(DONE|model|state)_')" ] && pass "--overwrite deletes the DONE files with the checkpoints" ||
+    fail "--overwrite" "left: $(ls "$dir/keep" | tr '\n' ' ')"
+# --- -sl / -sg, -w, -lg, -z on one process ---------------------------------------------------
+# 60 steps of a learnable cycle, then one batch of uniform noise (step 61): its loss is 1.7 running
+# standard deviations above the mean, its gradient norm 15.
+"$PY" - "$dir/spike.bin" <<'PYEOF'
+import random, struct, sys
+r = random.Random(5)
+cycle = [r.randrange(512) for _ in range(50)]
+toks = [cycle[i % 50] for i in range(60 * 128)] + [r.randrange(512) for _ in range(128)] + [cycle[i % 50] for i in range(40 * 128 + 1)]
+open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)) + struct.pack("<%dH" % len(toks), *toks))
+PYEOF
+$gen model "$dir/m512.bin" 2 64 2 512 64 1
+spike=(-e "$dir/m512.bin" -i "$dir/spike.bin" -b 4 -t 32 -v 0 -s 0 -l 3e-3 -u 2 -x 70 -o "")
+skips() { ./train_gpt2 "${spike[@]}" "$@" 2>&1 | grep 'skipped:' | sed 's/^step *\([0-9]*\)\/.*skipped: \(.*\) (z.*/\1 \2/' | tr '\n' ';'; }
+got_sl=$(skips -sl 1.5)
+got_sg=$(skips -sg 6)
+got_sl6=$(skips -sl 6)
+[ "$got_sl" = "61 loss outlier;" ] && [ "$got_sg" = "61 grad norm outlier;" ] && [ -z "$got_sl6" ] &&
+    pass "-sl 1.5 skips step 61 for its loss, -sg 6 for its grad norm, -sl 6 alone skips nothing (llm.c's separate z-scores)" ||
+    fail "-sl / -sg" "-sl 1.5: '$got_sl', -sg 6: '$got_sg', -sl 6: '$got_sl6'"
+expect_error "-w 0 (no master weights) is refused" "flag -w \(--master-weights\) is 0, but this trainer always keeps fp32 master weights" "${base[@]}" -w 0
+expect_error "-sl -1" "flag -sl \(--skip-loss-z\) must be 0 \(off\) or a positive z-score" "${base[@]}" -sl -1
+expect_error "-lg -1" "flag -lg .*non-negative" "${base[@]}" -lg -1
+./train_gpt2 "${base[@]}" -x 6 -lg 2 -w 1 -o "$dir/lg" > "$dir/lg.out" 2>&1
+[ "$(grep -c '^memory at step [246]: ' "$dir/lg.out")" -eq 3 ] && [ "$(grep -c '"memory_mib"' "$dir/lg/log.jsonl")" -eq 3 ] &&
+    grep -q '{"step": 4, "memory_mib": ' "$dir/lg/log.jsonl" &&
+    pass "-lg 2: memory printed and logged at steps 2, 4, 6 (-w 1 accepted)" || fail "-lg" "$(grep -m2 'memory\|error' "$dir/lg.out")"
+./train_gpt2 "${base[@]}" -x 4 -n 4 -o "$dir/z0" > /dev/null 2>&1
+# (the files' run ids differ: -z is part of what a run id hashes; the weights are compared)
+./train_gpt2 "${base[@]}" -x 4 -n 4 -z 1 -o "$dir/z1" > "$dir/z1.out" 2>&1 &&
+    [ "$($gen diff "$dir/z0/model_00000004.bin" "$dir/z1/model_00000004.bin")" = "0" ] &&
+    pass "-z 1 on one process (the C engine): runs, bit-identical to -z 0 (nothing to shard)" || fail "-z 1 on one process" "$(tail -1 "$dir/z1.out")"
+# --- llm.c's multi-node flags: -pi mpi (its default) takes the ranks from the launcher --------
+./train_gpt2 "${base[@]}" -x 1 -pi mpi -pn 8 -pr 0 -pg 8 -o "" > "$dir/pn.out" 2>&1 &&
+    grep -q "^ranks: -pi mpi takes the ranks from the launcher (1 rank here); -pn -pr -pg -pf -ps are ignored, as in llm.c" "$dir/pn.out" &&
+    ./train_gpt2 "${base[@]}" -x 1 -pm mpi -o "" > /dev/null 2>&1 &&
+    pass "-pi mpi -pn 8 -pr 0 -pg 8 runs (ranks from the launcher, the rest ignored as in llm.c); -pm is -pi" ||
+    fail "-pi mpi" "$(tail -2 "$dir/pn.out")"
+expect_error "-pi tcp (not built here)" "flag -pi \(--nccl-init\) tcp: llm.c's tcp rendezvous is not built here; launch the ranks with mpirun" \
+    "${base[@]}" -pi tcp -ps 10.0.0.1
+expect_error "-pm fs" "flag -pi \(--nccl-init\) fs: llm.c's fs rendezvous is not built here" "${base[@]}" -pm fs -pf /tmp
+expect_error "-pi nonsense" "flag -pi \(--nccl-init\) expects mpi" "${base[@]}" -pi udp
+expect_error "-pn 0" "flags -pn, -pr, -pg must be positive" "${base[@]}" -pn 0
+
+# --- -f (TF32): llm.c's default for its FP32 build; this FP32 build has plain FP32 only ---------
+./train_gpt2 "${base[@]}" -x 1 -f 1 -o "" > /dev/null 2>&1 && pass "-f 1 on the C engine: accepted, no effect (as llm.c's -f outside FP32 GPU matmuls)" ||
+    fail "-f 1 on the C engine" "refused"
+expect_error "-f 2" "flag -f \(--tf32\) must be 0 or 1" "${base[@]}" -f 2
+if [ -x build/emu/train_gpt2_emu_fp32 ]; then
+    build/emu/train_gpt2_emu_fp32 "${base[@]}" -x 1 -f 1 -o "" > /dev/null 2> "$dir/tf32.err"
+    [ $? -eq 1 ] && grep -q "flag -f (--tf32) 1 asks for TF32 matmuls .*, which the GPU engine (fp32) cannot honour" "$dir/tf32.err" &&
+        pass "-f 1 on the FP32 GPU engine (emulated): refused in one line" || fail "-f 1 on FP32 GPU" "$(cat "$dir/tf32.err")"
+else
+    echo "SKIP -f 1 on the FP32 GPU engine: build/emu/train_gpt2_emu_fp32 is not built"
+fi
+
+# --- llm.c's tokenizer file (gpt2_tokenizer.bin, magic 20240328): decodes samples, cannot encode ---
+"$PY" - "$dir" <<'PYEOF'
+import struct, sys
+d = sys.argv[1]
+# GPT-2's byte tokens: the bytes it prints as themselves first, then the rest (ids 188-255).
+printable = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+order = printable + [b for b in range(256) if b not in printable]
+toks = [bytes([b]) for b in order] + [b"w%03d" % i for i in range(256, 511)] + [b"<|endoftext|>"]
+def write(path, toks, version=2, eot=511, cut=0):
+    data = struct.pack("<256I", 20240328, version, len(toks), eot, *([0] * 252))
+    data += b"".join(bytes([len(t)]) + t for t in toks)
+    open(path, "wb").write(data[:len(data) - cut])
+write(d + "/llmc_tok.bin", toks)
+write(d + "/llmc_tok_v1.bin", toks, version=1)
+write(d + "/llmc_tok_cut.bin", toks, cut=5)
+open(d + "/ids.txt", "w").write("0 256 300 511 72 220 510\n")
+want = b"".join(toks[i] for i in (0, 256, 300, 511, 72, 220, 510))
+open(d + "/want.bin", "wb").write(want)
+PYEOF
+build/tokenize --decode --tokenizer "$dir/llmc_tok.bin" "$dir/ids.txt" > "$dir/got.bin" 2> "$dir/tok.err" &&
+    cmp -s "$dir/got.bin" "$dir/want.bin" && pass "llm.c's tokenizer file decodes ids (build/tokenize --decode)" ||
+    fail "llm.c's tokenizer decode" "$(cat "$dir/tok.err") / $(od -c "$dir/got.bin" | head -2)"
+printf 'hello' > "$dir/hello.txt"
+build/tokenize --tokenizer "$dir/llmc_tok.bin" "$dir/hello.txt" > /dev/null 2> "$dir/enc.err"
+[ $? -eq 1 ] && [ "$(wc -l < "$dir/enc.err")" -eq 1 ] && grep -q "llmc_tok.bin is llm.c's (magic 20240328): it holds no merges, so it decodes samples (-K) but cannot encode" "$dir/enc.err" &&
+    pass "llm.c's tokenizer file cannot encode: one line saying so" || fail "llm.c's tokenizer encode" "$(cat "$dir/enc.err")"
+./train_gpt2 "${spike[@]}" -x 4 -s 4 -g 24 -K "$dir/llmc_tok.bin" > "$dir/ktok.out" 2>&1 &&
+    grep -q "^samples: .*llmc_tok.bin (llm.c's tokenizer file: decoding only)" "$dir/ktok.out" &&
+    [ "$(grep -A1 '^generating' "$dir/ktok.out" | tail -1 | grep -c '<[0-9]*>')" -eq 0 ] &&
+    pass "-K llm.c's gpt2_tokenizer.bin decodes the samples" || fail "-K llm.c's tokenizer" "$(grep -m2 -E 'samples|error' "$dir/ktok.out")"
+# Ours has a name of its own (data/vocab/gpt2_bpe.bin); a checkout whose `make vocab` wrote the old
+# name (llm.c's gpt2_tokenizer.bin) is still found there. In a scratch working dir, without -K:
+mkdir -p "$dir/cwd/data/vocab"
+cp test/reliability/seeds/tokenizer/tiny.bin "$dir/cwd/data/vocab/gpt2_tokenizer.bin"
+trainer=$PWD/train_gpt2
+(cd "$dir/cwd" && "$trainer" "${spike[@]}" -x 1 -s 1 -g 2 > old.out 2>&1)
+cp test/reliability/seeds/tokenizer/tiny.bin "$dir/cwd/data/vocab/gpt2_bpe.bin"
+(cd "$dir/cwd" && "$trainer" "${spike[@]}" -x 1 -s 1 -g 2 > new.out 2>&1)
+grep -q "^samples: data/vocab/gpt2_tokenizer.bin$" "$dir/cwd/old.out" && grep -q "^samples: data/vocab/gpt2_bpe.bin$" "$dir/cwd/new.out" &&
+    pass "our tokenizer file is data/vocab/gpt2_bpe.bin; the old name is still found when it is the only one" ||
+    fail "tokenizer file name" "$(grep -h '^samples\|error' "$dir/cwd/old.out" "$dir/cwd/new.out" | tr '\n' ' ')"
+expect_error "llm.c's tokenizer, version 1 with 512 tokens" "llmc_tok_v1.bin \(llm.c's version 1\): vocabulary size 512, expected GPT-2's 50257" \
+    "${spike[@]}" -x 1 -K "$dir/llmc_tok_v1.bin"
+expect_error "llm.c's tokenizer, truncated" "llmc_tok_cut.bin \(llm.c's\) ends inside token 511" "${spike[@]}" -x 1 -K "$dir/llmc_tok_cut.bin"
+exit $failed
