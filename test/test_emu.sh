@@ -129,4 +129,24 @@ grep -q "flag -r (recompute) must be 0, 1, 2 or 3, got 4" "$dir/bad.err" && pass
 ./train_gpt2 "${common[@]}" -x 1 --engine tpu -o "" > /dev/null 2> "$dir/bad.err"
 grep -q "flag --engine expects auto, gpu or cpu, got 'tpu'" "$dir/bad.err" && pass "--engine with a bad value names the flag" \
     || fail "--engine bad value" "$(cat "$dir/bad.err")"
+# --- the emulated device says what it is, with the memory it was given ----------------------------
+CUDA_CPU_DEVICE_MEMORY=48GiB emu fp16 "${common[@]}" -x 1 -v 0 -o "" > "$dir/48.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q "^engine: GPU engine .* on cuda_cpu emulation of an NVIDIA H100 SXM with 48 GiB (sm_90)" "$dir/48.out" &&
+    pass "CUDA_CPU_DEVICE_MEMORY=48GiB: the device names itself emulated, with 48 GiB" ||
+    fail "emulated device name" "exit $rc: $(grep '^engine' "$dir/48.out")"
+CUDA_CPU_DEVICE_MEMORY=48GB emu fp16 "${common[@]}" -x 1 -v 0 -o "" > "$dir/48.out" 2>&1
+grep -q "emulation of an NVIDIA H100 SXM with 44.70 GiB" "$dir/48.out" &&
+    pass "CUDA_CPU_DEVICE_MEMORY=48GB is decimal (44.70 GiB), as card makers count" ||
+    fail "decimal size" "$(grep '^engine' "$dir/48.out")"
+CUDA_CPU_DEVICE_MEMORY=48 emu fp16 "${common[@]}" -x 1 -v 0 -o "" > /dev/null 2> "$dir/bad.err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "GPU memory\|out of memory\|does not fit" "$dir/bad.err" &&
+    pass "CUDA_CPU_DEVICE_MEMORY=48 (bytes): the run does not fit and says so, exit 1" ||
+    fail "48 bytes of device memory" "exit $rc: $(head -c 300 "$dir/bad.err")"
+CUDA_CPU_DEVICE_MEMORY=48XB emu fp16 "${common[@]}" -x 1 -v 0 -o "" > /dev/null 2> "$dir/bad.err"
+rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l < "$dir/bad.err")" -eq 1 ] && grep -q "^error: CUDA_CPU_DEVICE_MEMORY=48XB: expected a size" "$dir/bad.err" &&
+    pass "CUDA_CPU_DEVICE_MEMORY with a bad unit: one line naming it, exit 1" ||
+    fail "bad CUDA_CPU_DEVICE_MEMORY" "exit $rc: $(cat "$dir/bad.err")"
 exit $failed

@@ -1606,13 +1606,32 @@ static uintptr_t g_bump;
 static std::multimap<size_t, uintptr_t> g_free_spans;  // used only once the region is used up
 static std::map<uintptr_t, DevAlloc*> g_live;           // live allocations by start
 static size_t g_device_bytes;
-// The emulated device's memory: 80 GiB, or CUDA_CPU_DEVICE_MEMORY bytes (a test of running out).
+// The emulated device's memory: 80 GiB, or CUDA_CPU_DEVICE_MEMORY: bytes, or a size with a unit
+// (48GiB, 48G and 49152MiB are binary; 48GB and 48000MB decimal, as card makers write them), so a
+// plan for a 48 GB card can be run as such, and a test can run out of memory.
 static size_t device_memory_size() {
     static size_t size = 0;
     if (size == 0) {
         const char* e = getenv("CUDA_CPU_DEVICE_MEMORY");
-        size = e && *e ? (size_t)strtoull(e, nullptr, 10) : 80ull << 30;
-        if (size == 0) size = 80ull << 30;
+        size = 80ull << 30;
+        if (e && *e) {
+            char* end;
+            double v = strtod(e, &end);
+            struct Unit { const char* name; double bytes; };
+            static const Unit units[] = {{"", 1}, {"B", 1}, {"K", 1024.0}, {"KiB", 1024.0}, {"KB", 1e3},
+                                         {"M", 1048576.0}, {"MiB", 1048576.0}, {"MB", 1e6}, {"G", 1073741824.0},
+                                         {"GiB", 1073741824.0}, {"GB", 1e9}, {"T", 1099511627776.0},
+                                         {"TiB", 1099511627776.0}, {"TB", 1e12}};
+            double scale = 0;
+            for (const Unit& u : units)
+                if (end != e && strcasecmp(end, u.name) == 0) scale = u.bytes;  // 48gb too
+            if (scale == 0 || !(v * scale >= 1) || v * scale > 1e15) {  // a user's input: one line, exit 1
+                fprintf(stderr, "error: CUDA_CPU_DEVICE_MEMORY=%s: expected a size in bytes, or with a unit (48GiB, "
+                        "48GB, 512MiB)\n", e);
+                exit(1);
+            }
+            size = (size_t)(v * scale);
+        }
     }
     return size;
 }
@@ -1971,7 +1990,11 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
     if (!p) return set_error(cudaErrorInvalidValue);
     if (device < 0 || device >= kDeviceCount) return set_error(cudaErrorInvalidDevice);
     memset(p, 0, sizeof(*p));
-    snprintf(p->name, sizeof(p->name), "NVIDIA H100 80GB HBM3 (cuda_cpu emulation)");
+    // Says it is emulated, and with how much memory (an H100 SXM's SMs, shared memory and peak,
+    // whatever size CUDA_CPU_DEVICE_MEMORY gives it): a 48 GiB plan shows as such.
+    double gib = (double)kDeviceMemory / (1u << 30);
+    snprintf(p->name, sizeof(p->name), "cuda_cpu emulation of an NVIDIA H100 SXM with %.*f GiB",
+             gib == (double)(long long)gib ? 0 : 2, gib);
     p->totalGlobalMem = kDeviceMemory;
     p->sharedMemPerBlock = kSmemDefault;
     p->sharedMemPerBlockOptin = kSmemOptin;
