@@ -1219,6 +1219,9 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     g->scratch_base = component_alloc(g, MEM_SCRATCH);
     g->workspace = component_alloc(g, MEM_WORKSPACE);
     matmul_context_init(&g->mm, g->workspace, MATMUL_WORKSPACE_BYTES);
+    // -f: TF32 concerns fp32 operands only, and needs sm_80's tensor cores (as llm.c decides it).
+    const int tf32 = sizeof(floatX) == 4 && opts->tf32 && prop.major >= 8;
+    matmul_context_set_tf32(&g->mm, tf32);
     cudaCheck(cudaMemset(g->scratch_base, 0, g->scratch.bytes));
     g->h_offload = (floatX*)component_alloc(g, MEM_OFFLOAD_BUFFER);
     if (g->offload_grads) g->h_landing = g->h_offload + g->opt_n;  // then the buckets' landing area
@@ -1251,8 +1254,9 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     char scaling[64] = "", zero[64] = "";
     if (USE_LOSS_SCALING) snprintf(scaling, sizeof(scaling), ", loss scale from %g", g->loss_scale);
     if (R > 1 || g->stage > 0) snprintf(zero, sizeof(zero), ", ZeRO stage %d over %d ranks", g->stage, (int)R);
-    snprintf(e->name, sizeof(e->name), "GPU engine (%s%s, gelu fusion %d%s) on %.120s (sm_%d%d), %.1f MiB",
-             PRECISION_NAME, scaling, opts->gelu_fusion, zero, prop.name, prop.major, prop.minor, total / 1048576.0);
+    snprintf(e->name, sizeof(e->name), "GPU engine (%s%s%s, gelu fusion %d%s) on %.120s (sm_%d%d), %.1f MiB",
+             PRECISION_NAME, tf32 ? " with TF32 matmuls" : "", scaling, opts->gelu_fusion, zero, prop.name, prop.major,
+             prop.minor, total / 1048576.0);
     e->set_params = gpu_set_params;
     e->micro_step = gpu_micro_step;
     e->optimizer_step = gpu_optimizer_step;

@@ -71,7 +71,7 @@ static const Flag FLAGS[] = {
     {"-z", "--zero", FLAG_INT, OPT(zero_stage), "0", "ZeRO stage over MPI ranks: 0 data parallel, 1 shard the optimizer state, 2 also the gradients"},
     {"-a", "--overfit", FLAG_INT | RECORDED, OPT(overfit), "0", "1 = train on the first batch only (debugging)"},
     {"-lg", "--log-memory-every", FLAG_INT | NO_BYTES, OPT(log_memory_every), "0", "print and log the device memory in use every N steps (0 = never; llm.c's -lg)"},
-    {"-f", "--tf32", FLAG_INT | NO_BYTES, OPT(tf32), "0", "1 = TF32 matmuls in the FP32 GPU build (llm.c's -f, default 1 there; not built here: refused on it; no effect elsewhere)"},
+    {"-f", "--tf32", FLAG_INT | NO_BYTES, OPT(tf32), "0", "1 = TF32 matmuls in the FP32 GPU build on sm_80+ (llm.c's -f; default 1 there, 0 here: the FP32 build is the exact reference; no effect elsewhere)"},
     {"-w", "--master-weights", FLAG_INT | NO_BYTES, OPT(master_weights), "1", "1 = AdamW updates fp32 master weights (llm.c's -w; always so here: 0 is refused)"},
     // llm.c's multi-node flags. Its NCCL init method (-pi, default mpi) takes the ranks from MPI, as
     // this trainer does (mpirun, or srun --mpi=pmix); tcp and fs (ranks from -pn/-pr/-pg) are not

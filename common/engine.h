@@ -62,6 +62,7 @@ typedef struct {
     int loss_scale_interval;  // FP16: consecutive finite steps before the scale doubles (PyTorch: 2000)
     int gelu_fusion;          // GPU: 0 = separate GELU kernels, 1 = GELU in the matmul's forward epilogue,
                               // 2 = forward and backward epilogues
+    int tf32;                 // GPU, fp32 build: 1 = matmuls on TF32 tensor cores (llm.c's -f)
     long total_batch;         // tokens per optimizer step (-d), for memory advice; 0 = B*T*ranks
 } EngineOptions;
 

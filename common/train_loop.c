@@ -798,6 +798,7 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     eo->loss_scale_init = o->loss_scale;
     eo->loss_scale_interval = o->loss_scale_interval;
     eo->gelu_fusion = o->gelu_fusion;
+    eo->tf32 = o->tf32;
     eo->recompute = o->recompute;
     eo->recompute_every = o->recompute_every;
     eo->precision = precision_from_flag(o->precision, gpu_precision);
@@ -995,9 +996,6 @@ static void engine_flags_check(const TrainSetup* s, const Engine* e) {
     } else if (cpu && o->precision[0] && strcmp(o->precision, "fp32") != 0) {
         snprintf(flag, sizeof(flag), "--precision %.16s", o->precision);
         what = "a 16-bit precision (it computes in fp32)";
-    } else if (!cpu && o->tf32 && e->precision == PRECISION_FP32) {
-        snprintf(flag, sizeof(flag), "-f (--tf32) 1");
-        what = "TF32 matmuls (llm.c's default for FP32; this build's FP32 matmuls are plain FP32)";
     } else if (!e->loss_scaling && (cli_given(o, "--loss-scale") || cli_given(o, "--loss-scale-interval"))) {
         snprintf(flag, sizeof(flag), "%s", cli_given(o, "--loss-scale") ? "--loss-scale" : "--loss-scale-interval");
         what = "loss scaling (FP16's alone)";

@@ -1,11 +1,14 @@
 // kernels/matmul.cuh: the linear layers' matrix products through cuBLASLt, forward and backward,
 // with the bias and GELU fused into cuBLASLt epilogues, and a deterministic bias gradient.
 // All tensors are row-major, N = B*T rows. Products use CUBLAS_COMPUTE_32F with fp32 alpha/beta:
-// fp16/bf16 operands accumulate in fp32; the fp32 build is plain fp32 (no TF32).
+// fp16/bf16 operands accumulate in fp32; the fp32 build is plain fp32 unless TF32 is asked for.
 //
 //   matmul_context_init / _destroy: one cuBLASLt handle and the cache of each product's setup;
 //     the workspace is the caller's device memory (MATMUL_WORKSPACE_BYTES, 32 MiB, is what the
 //     engine gives it), never freed here.
+//   matmul_context_set_tf32(ctx, on): fp32 operands rounded to TF32 (10 mantissa bits) on the
+//     tensor cores, fp32 accumulation (CUBLAS_COMPUTE_32F_FAST_TF32; llm.c's -f); before the
+//     first product, fp32 builds only.
 //   matmul_forward(ctx, out, pre_gelu, inp, weight, bias, N, C, OC, stream)
 //     reads inp[N,C], weight[OC,C], bias[OC] (may be NULL)
 //     OVERWRITES out[N,OC] = inp . weight^T + bias                       (pre_gelu == NULL)
@@ -96,6 +99,7 @@ typedef struct {
     void* workspace;
     size_t workspace_bytes;
     MatmulCache* cache;  // host memory; the products' setup per shape (the context stays const to callers)
+    cublasComputeType_t compute;  // CUBLAS_COMPUTE_32F, or _FAST_TF32 (matmul_context_set_tf32)
 } MatmulContext;
 // MATMUL_WORKSPACE_BYTES: kernels/sizes.h
 
@@ -106,6 +110,14 @@ static inline void matmul_context_init(MatmulContext* ctx, void* workspace, size
     ctx->workspace_bytes = workspace ? workspace_bytes : 0;
     ctx->cache = (MatmulCache*)calloc(1, sizeof(MatmulCache));
     MATMUL_REQUIRE(ctx->cache != NULL, "out of host memory for the matmul cache");
+    ctx->compute = CUBLAS_COMPUTE_32F;
+}
+
+// TF32 is a property of every product the context sets up, so it is chosen once, before the first.
+static inline void matmul_context_set_tf32(MatmulContext* ctx, int on) {
+    MATMUL_REQUIRE(!on || sizeof(floatX) == 4, "TF32 applies to fp32 operands only");
+    MATMUL_REQUIRE(ctx->cache && ctx->cache->count == 0, "TF32 must be chosen before the first product");
+    ctx->compute = on ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 
 static inline void matmul_plan_destroy(MatmulPlan* p) {
@@ -155,7 +167,7 @@ static inline bool matmul_key_equal(const MatmulKey* a, const MatmulKey* b) {
 static inline void matmul_plan_create(const MatmulContext* ctx, MatmulPlan* p, const MatmulKey* key, const void* bias,
                                       const void* aux) {
     p->key = *key;
-    matmul_check(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    matmul_check(cublasLtMatmulDescCreate(&p->desc, ctx->compute, CUDA_R_32F));
     int32_t op_a = key->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = key->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
     matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
