@@ -60,9 +60,10 @@ template <> __device__ __forceinline__ uint32_t mma_pack2<__nv_bfloat16>(float l
     return u;
 }
 
-#if !defined(CUDA_CPU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#if defined(CUDA_CPU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800)
 // sm_75 has no m16n8k16 for bf16 nor cp.async: D = A B + C from the fragments by shuffles, in fp32,
-// k in order (slow, and only for sm_75 builds; the project's targets are sm_80 and newer).
+// k in order (slow, and only for sm_75 builds; the project's targets are sm_80 and newer). Compiled
+// on the CPU runtime too, where test_mma checks it against the runtime's mma.
 __device__ __forceinline__ float mma_sm75_elem(uint32_t r, int hi, const __half*) {
     return __half2float(__ushort_as_half(hi ? (unsigned short)(r >> 16) : (unsigned short)(r & 0xffffu)));
 }

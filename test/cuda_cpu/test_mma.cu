@@ -87,11 +87,16 @@ static float from16(uint16_t u, bool bf16) {
 
 // ---- 1. mma.sync from registers: each lane's registers filled from the tables on the host ----
 template <class T>
-__global__ void mma_regs_kernel(const uint32_t* a, const uint32_t* b, const float* c, float* d) {
+__global__ void mma_regs_kernel(const uint32_t* a, const uint32_t* b, const float* c, float* d, float* d75) {
     const int lane = threadIdx.x & 31;
     uint32_t ra[4] = {a[lane * 4], a[lane * 4 + 1], a[lane * 4 + 2], a[lane * 4 + 3]};
     uint32_t rb[2] = {b[lane * 2], b[lane * 2 + 1]};
     float acc[4] = {c[lane * 4], c[lane * 4 + 1], c[lane * 4 + 2], c[lane * 4 + 3]};
+#if defined(CUDA_CPU)
+    float acc75[4];
+    mma_sm75_m16n8k16<T>(acc75, ra, rb, acc);  // mma.cuh's sm_75 path (shuffles)
+    for (int i = 0; i < 4; i++) d75[lane * 4 + i] = acc75[i];
+#endif
     mma_m16n8k16<T>(acc, ra, rb, acc);  // d aliases c, as in a k loop
     for (int i = 0; i < 4; i++) d[lane * 4 + i] = acc[i];
 }
@@ -121,11 +126,18 @@ static void test_mma_layout(const char* name, bool bf16) {
     }
     uint32_t *da = to_device(a), *db = to_device(b);
     float* dc = to_device(c);
-    float* dd;
+    float *dd, *dd75;
     CK(cudaMalloc(&dd, 32 * 4 * sizeof(float)));
-    mma_regs_kernel<T><<<1, 32>>>(da, db, dc, dd);
+    CK(cudaMalloc(&dd75, 32 * 4 * sizeof(float)));
+    CK(cudaMemset(dd75, 0, 32 * 4 * sizeof(float)));
+    mma_regs_kernel<T><<<1, 32>>>(da, db, dc, dd, dd75);
     CK(cudaGetLastError());
     std::vector<float> d = to_host(dd, 32 * 4);
+#if defined(CUDA_CPU)
+    std::vector<float> d75 = to_host(dd75, 32 * 4);
+    test_report(d75 == d, (std::string(name) + "_sm75_path").c_str(), "mma.cuh's sm_75 shuffle path differs from mma.sync");
+#endif
+    CK(cudaFree(dd75));
     int bad = 0;
     char why[200] = "";
     for (int l = 0; l < 32; l++)
@@ -270,6 +282,81 @@ static void test_mma_product(const char* name, bool bf16) {
     CK(cudaFree(dC));
     CK(cudaFree(d1));
     CK(cudaFree(d2));
+}
+
+// ---- 3b. an accumulator pair as an A fragment (mma.cuh's mma_pack2, the FA2 way of feeding P to
+// P V): D0 = A B0 (columns 0..7) and D1 = A B1 (8..15) packed give the A fragment of P = [D0 D1],
+// and P B2 must equal the host's P B2. Small integers: every value exact in f16 and bf16. ----
+template <class T>
+__global__ void mma_repack_kernel(const uint32_t* a, const uint32_t* b, float* out, float* ex2_out, const float* ex2_in) {
+    const int lane = threadIdx.x & 31;
+    uint32_t ra[4] = {a[lane * 4], a[lane * 4 + 1], a[lane * 4 + 2], a[lane * 4 + 3]};
+    uint32_t b0[2] = {b[lane * 6], b[lane * 6 + 1]}, b1[2] = {b[lane * 6 + 2], b[lane * 6 + 3]};
+    uint32_t b2[2] = {b[lane * 6 + 4], b[lane * 6 + 5]};
+    float d0[4] = {0, 0, 0, 0}, d1[4] = {0, 0, 0, 0}, e[4] = {0, 0, 0, 0};
+    mma_m16n8k16<T>(d0, ra, b0, d0);
+    mma_m16n8k16<T>(d1, ra, b1, d1);
+    uint32_t p[4] = {mma_pack2<T>(d0[0], d0[1]), mma_pack2<T>(d0[2], d0[3]), mma_pack2<T>(d1[0], d1[1]),
+                     mma_pack2<T>(d1[2], d1[3])};
+    mma_m16n8k16<T>(e, p, b2, e);
+    for (int i = 0; i < 4; i++) out[lane * 4 + i] = e[i];
+    ex2_out[lane] = mma_ex2(ex2_in[lane]);
+}
+
+template <class T>
+static void test_mma_repack(const char* name, bool bf16) {
+    std::vector<float> A(256), B(3 * 128);  // B: three 16x8 (k x n) matrices B0, B1, B2
+    for (int i = 0; i < 256; i++) A[i] = (float)((i * 7) % 5 - 2);
+    for (int i = 0; i < 3 * 128; i++) B[i] = (float)((i * 11) % 5 - 2);
+    std::vector<uint32_t> a(32 * 4), b(32 * 6);
+    for (int l = 0; l < 32; l++) {
+        for (int r = 0; r < 4; r++)
+            a[l * 4 + r] = bits16(A[frag_a_row(l, 2 * r) * 16 + frag_a_col(l, 2 * r)], bf16) |
+                           (uint32_t)bits16(A[frag_a_row(l, 2 * r + 1) * 16 + frag_a_col(l, 2 * r + 1)], bf16) << 16;
+        for (int m = 0; m < 3; m++)
+            for (int r = 0; r < 2; r++)
+                b[l * 6 + m * 2 + r] = bits16(B[m * 128 + frag_b_row(l, 2 * r) * 8 + frag_b_col(l, 2 * r)], bf16) |
+                                       (uint32_t)bits16(B[m * 128 + frag_b_row(l, 2 * r + 1) * 8 + frag_b_col(l, 2 * r + 1)], bf16) << 16;
+    }
+    std::vector<float> ex2_in(32);
+    for (int l = 0; l < 32; l++) ex2_in[l] = -20.0f + 1.37f * l;
+    uint32_t *da = to_device(a), *db = to_device(b);
+    float* dx = to_device(ex2_in);
+    float *dout, *dex;
+    CK(cudaMalloc(&dout, 128 * sizeof(float)));
+    CK(cudaMalloc(&dex, 32 * sizeof(float)));
+    mma_repack_kernel<T><<<1, 32>>>(da, db, dout, dex, dx);
+    CK(cudaGetLastError());
+    std::vector<float> out = to_host(dout, 128), ex = to_host(dex, 32);
+    double P[16][16];
+    for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 16; n++) {
+            P[m][n] = 0;
+            for (int k = 0; k < 16; k++) P[m][n] += A[m * 16 + k] * B[(n / 8) * 128 + k * 8 + n % 8];
+        }
+    int bad = 0;
+    char why[200] = "";
+    for (int l = 0; l < 32; l++)
+        for (int i = 0; i < 4; i++) {
+            int m = frag_c_row(l, i), n = frag_c_col(l, i);
+            double e = 0;
+            for (int k = 0; k < 16; k++) e += P[m][k] * B[256 + k * 8 + n];
+            if (out[l * 4 + i] != (float)e && !bad++)
+                snprintf(why, sizeof(why), "lane %d e%d (E[%d][%d]) = %.1f, expected %.1f", l, i, m, n, out[l * 4 + i], e);
+        }
+    test_report(bad == 0, name, why);
+    // ex2.approx: within 2 ulp of 2^x (and not a library exp by another base)
+    bool ex_ok = true;
+    for (int l = 0; l < 32; l++) {
+        double e = exp2((double)ex2_in[l]);
+        ex_ok &= fabs(ex[l] - e) <= 2.5 * e * ldexp(1.0, -23);
+    }
+    if (!bf16) test_report(ex_ok, "mma_ex2_within_2_ulp", "mma_ex2 differs from 2^x by more than 2 ulp");
+    CK(cudaFree(da));
+    CK(cudaFree(db));
+    CK(cudaFree(dx));
+    CK(cudaFree(dout));
+    CK(cudaFree(dex));
 }
 
 // ---- 4. cp.async: groups complete at the wait that covers them, and not before ----
@@ -449,6 +536,8 @@ int main(int argc, char** argv) {
     test_ldmatrix<4, true>("ldmatrix_x4_trans");
     test_mma_product<__half>("mma_product_f16", false);
     test_mma_product<__nv_bfloat16>("mma_product_bf16", true);
+    test_mma_repack<__half>("mma_accumulators_as_a_fragment_f16", false);
+    test_mma_repack<__nv_bfloat16>("mma_accumulators_as_a_fragment_bf16", true);
     test_cp_async();
     struct Case { const char* name; const char* kernel; const char* what; } cases[] = {
         {"mma_missing_lane", "bad_mma_missing_lane_kernel", "a warp operation waits for lanes that will never reach it"},
