@@ -17,6 +17,12 @@ BENCHES += dev/bench_memory.sh
 bench: $(BUILD)/emu/train_gpt2_emu_fp16 $(BUILD)/test/gen_data
 endif
 
+# The seed of the FlashAttention-2-style attention (S = Q K^T through kernels/mma.cuh), checked.
+ifneq ($(CUDA_CPU_HAVE_CUDA),)
+$(eval $(call cuda_cpu_program,$(BUILD)/dev/test_qk_tile,dev/cuda/test_qk_tile.cu,kernels dev/cuda test,,$(CUDA_CPU_CHECK_FLAGS)))
+TESTS += $(BUILD)/dev/test_qk_tile
+endif
+
 # The offloaded optimizer's host AdamW per precision, with the trainer's host flags (no GPU needed).
 ifneq ($(HAVE_NVCC),)
 BENCH_ADAMW_HOST := $(foreach p,fp16 bf16 fp32,$(BUILD)/dev/bench_adamw_host_$(p))

@@ -202,7 +202,8 @@ sub line_of {
 }
 
 # Is offset $pos inside a function body (or a block in one)? A brace opens a declaration scope when
-# what precedes it names a namespace, class, struct, union, enum or extern "C"; any other opens code.
+# what precedes it names a namespace, class, struct, union, enum or extern "C" (outside a template's
+# parameter list); any other opens code.
 sub in_function {
     my ($m, $pos) = @_;
     my @stack;
@@ -211,6 +212,8 @@ sub in_function {
         my $c = substr($m, $i, 1);
         if ($c eq '{') {
             my $head = substr($m, $head_start, $i - $head_start);
+            # a template's parameter list (template <class T>) declares no class scope
+            $head =~ s/\btemplate\s*(<(?:[^<>]++|(?1))*>)//g;
             push @stack, ($head =~ /\b(?:namespace|struct|class|union|enum)\b|\bextern\s*"/ ? 'decl' : 'code');
             $head_start = $i + 1;
         } elsif ($c eq '}') {

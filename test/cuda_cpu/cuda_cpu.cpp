@@ -740,8 +740,8 @@ static bool release_warp(Worker* w, unsigned base, unsigned end) {
             F[l]->state = F_RUN;
         }
         // A warp operation orders the memory accesses of the lanes that meet at it (WMMA's
-        // convergence points do not: CUDA promises no memory ordering for them).
-        if (g_check_run && f->op != CUDA_CPU_WARP_CONVERGE) check_warp_released(w, base, m);
+        // convergence points and mma/ldmatrix do not: CUDA promises no memory ordering for them).
+        if (g_check_run && f->op != CUDA_CPU_WARP_CONVERGE && f->op != CUDA_CPU_WARP_MATRIX) check_warp_released(w, base, m);
         released = true;
     }
     return released;

@@ -65,11 +65,13 @@ static constexpr int warpSize = 32;
 extern __thread unsigned cuda_cpu_linear_tid;
 
 // ---- runtime entry points (cuda_cpu.cpp) ----
-// CONVERGE: lanes meet (WMMA's warp-wide calls) without ordering their memory accesses.
+// CONVERGE: lanes meet (WMMA's warp-wide calls) without ordering their memory accesses. MATRIX: the
+// same for the PTX-level matrix primitives (mma.sync, ldmatrix), a kind of its own so that a lane at
+// one of them and another at WMMA are told apart.
 enum cuda_cpu_warp_op {
     CUDA_CPU_WARP_SYNC, CUDA_CPU_WARP_SHFL, CUDA_CPU_WARP_VOTE, CUDA_CPU_WARP_ADD, CUDA_CPU_WARP_MIN,
     CUDA_CPU_WARP_MAX, CUDA_CPU_WARP_UMIN, CUDA_CPU_WARP_UMAX, CUDA_CPU_WARP_AND, CUDA_CPU_WARP_OR,
-    CUDA_CPU_WARP_XOR, CUDA_CPU_WARP_MATCH, CUDA_CPU_WARP_CONVERGE
+    CUDA_CPU_WARP_XOR, CUDA_CPU_WARP_MATCH, CUDA_CPU_WARP_CONVERGE, CUDA_CPU_WARP_MATRIX
 };
 enum cuda_cpu_block_op { CUDA_CPU_BLOCK_SYNC, CUDA_CPU_BLOCK_COUNT, CUDA_CPU_BLOCK_AND, CUDA_CPU_BLOCK_OR };
 // Waits until every lane in mask reaches the same warp operation, then returns this lane's result:
@@ -549,5 +551,19 @@ inline void mma_sync(fragment<accumulator, M, N, K, TC>& d, const fragment<matri
 }
 }  // namespace wmma
 }  // namespace nvcuda
+
+// ---- PTX-level warp matrix primitives (kernels/mma.cuh calls these where nvcc has inline PTX;
+// intrinsics_cpu.cpp). mma and ldmatrix are warp-collective: all 32 lanes must arrive, and each lane
+// gets exactly the registers the PTX ISA's fragment layouts give it. cp.async copies are recorded at
+// issue and land in shared memory only at the cp.async.wait_group that covers them. ----
+// d = a * b + c for mma.sync.aligned.m16n8k16.row.col.f32.T.T.f32, T = CUDA_CPU_F16 or CUDA_CPU_BF16.
+void cuda_cpu_mma_m16n8k16(float* d, const uint32_t* a, const uint32_t* b, const float* c, int type);
+// ldmatrix.sync.aligned.xNUM[.trans].shared.b16: this lane's row address (used by lanes < 8 * num).
+void cuda_cpu_ldmatrix(uint32_t* r, int num, int trans, const void* row);
+// cp.async.{ca,cg}.shared.global [dst], [src], 16, src_bytes (src_bytes < 16: the rest zero-filled).
+void cuda_cpu_cp_async(void* dst, const void* src, int src_bytes, int cg);
+void cuda_cpu_cp_async_commit(void);
+// cp.async.wait_group n (n >= 0); n = -1: cp.async.wait_all.
+void cuda_cpu_cp_async_wait(int n);
 
 #endif  // CUDA_CPU_H

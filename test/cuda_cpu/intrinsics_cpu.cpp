@@ -225,3 +225,295 @@ void cuda_cpu_wmma_mma(void* d, const void* a, const void* b, const void* c, int
         }
     memcpy(d, m.out.data(), nc);  // d may alias c
 }
+
+
+// ============================================================================================
+// PTX-level warp matrix primitives (kernels/mma.cuh): mma.sync m16n8k16, ldmatrix, cp.async.
+//
+// mma and ldmatrix are warp-collective. Each lane fills a record on its own stack (for ldmatrix it
+// reads the row it supplies first, so the checks see that lane read it), publishes it in a table of
+// the worker's OS thread, and meets the others at a warp operation (CUDA_CPU_WARP_MATRIX: all 32
+// lanes, no memory ordering). At the meeting every lane is suspended inside this code, so the first
+// lane to resume reads all 32 records, computes every lane's result with the PTX ISA's fragment
+// layout and marks them done; the others find theirs done. A lane that never arrives (exited, or at
+// another barrier) is the runtime's "a warp operation waits for lanes that will never reach it".
+// ============================================================================================
+namespace {
+
+enum { MX_MMA, MX_LDMATRIX };
+
+struct MatrixRec {
+    int kind;            // MX_MMA or MX_LDMATRIX
+    int type;            // mma: CUDA_CPU_F16 / CUDA_CPU_BF16; ldmatrix: num * 2 + trans
+    uint32_t in[10];     // mma: a0..a3 b0 b1 c0..c3 (c as float bits); ldmatrix: this lane's row (4 words)
+    uint32_t out[4];     // mma: d0..d3 (float bits); ldmatrix: r0..r(num-1)
+    bool done;
+};
+__thread MatrixRec* t_matrix[1024];  // by linear thread index: the records of the running block's lanes
+
+const char* matrix_name(int kind, int type) {
+    if (kind == MX_MMA)
+        return type == CUDA_CPU_F16 ? "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+                                    : "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
+    static const char* ld[8] = {"", "", "ldmatrix.sync.aligned.x1.shared.b16", "ldmatrix.sync.aligned.x1.trans.shared.b16",
+                                "ldmatrix.sync.aligned.x2.shared.b16", "ldmatrix.sync.aligned.x2.trans.shared.b16",
+                                "", ""};
+    if (type == 8) return "ldmatrix.sync.aligned.x4.shared.b16";
+    if (type == 9) return "ldmatrix.sync.aligned.x4.trans.shared.b16";
+    return ld[type & 7];
+}
+
+inline uint16_t lo16(uint32_t v) { return (uint16_t)(v & 0xffffu); }
+inline uint16_t hi16(uint32_t v) { return (uint16_t)(v >> 16); }
+inline uint32_t pack16(uint16_t lo, uint16_t hi) { return (uint32_t)lo | (uint32_t)hi << 16; }
+
+// The PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type": groupID = lane >> 2,
+// threadID_in_group = lane % 4.
+//   A (16x16, row): a0,a1: (g, 2t+0/1)   a2,a3: (g+8, 2t+0/1)   a4,a5: (g, 2t+8+0/1)   a6,a7: (g+8, 2t+8+0/1)
+//   B (16x8, col):  b0,b1: (k = 2t+0/1, n = g)   b2,b3: (k = 2t+8+0/1, n = g)
+//   C, D (16x8):    c0,c1: (g, 2t+0/1)   c2,c3: (g+8, 2t+0/1)
+// Register i holds elements 2i (low 16 bits) and 2i+1 (high).
+void mma_compute(MatrixRec** lanes, int type) {
+    float A[16][16], B[16][8], C[16][8];
+    for (int l = 0; l < 32; l++) {
+        const uint32_t* in = lanes[l]->in;
+        int g = l >> 2, t = l & 3;
+        for (int i = 0; i < 8; i++) {
+            uint16_t h = (i & 1) ? hi16(in[i >> 1]) : lo16(in[i >> 1]);
+            float v = type == CUDA_CPU_F16 ? half_to_float(h) : bf16_to_float(h);
+            int row = g + ((i >> 1) & 1) * 8, col = 2 * t + (i & 1) + (i >= 4 ? 8 : 0);
+            A[row][col] = v;
+        }
+        for (int i = 0; i < 4; i++) {
+            uint16_t h = (i & 1) ? hi16(in[4 + (i >> 1)]) : lo16(in[4 + (i >> 1)]);
+            float v = type == CUDA_CPU_F16 ? half_to_float(h) : bf16_to_float(h);
+            B[2 * t + (i & 1) + (i >= 2 ? 8 : 0)][g] = v;
+        }
+        for (int i = 0; i < 4; i++) C[g + (i >= 2 ? 8 : 0)][2 * t + (i & 1)] = float_of(in[6 + i]);
+    }
+    // fp32 accumulation from c, k in order; each product of two f16 or bf16 values is exact in fp32.
+    float D[16][8];
+    for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 8; n++) {
+            float acc = C[m][n];
+            for (int k = 0; k < 16; k++) acc += A[m][k] * B[k][n];
+            D[m][n] = acc;
+        }
+    for (int l = 0; l < 32; l++) {
+        int g = l >> 2, t = l & 3;
+        for (int i = 0; i < 4; i++) lanes[l]->out[i] = bits_of(D[g + (i >= 2 ? 8 : 0)][2 * t + (i & 1)]);
+    }
+}
+
+// ldmatrix: matrix j's row r is the 16 bytes at the address lane 8j + r supplied. Each lane receives,
+// for each matrix j, register j = (M_j[lane/4][2(lane%4)], M_j[lane/4][2(lane%4)+1]); with .trans the
+// matrix is transposed first: (M_j[2(lane%4)][lane/4], M_j[2(lane%4)+1][lane/4]).
+void ldmatrix_compute(MatrixRec** lanes, int num, int trans) {
+    for (int l = 0; l < 32; l++) {
+        int r = l >> 2, c = 2 * (l & 3);
+        for (int j = 0; j < num; j++) {
+            uint16_t e0, e1;
+            if (!trans) {
+                const uint32_t* row = lanes[8 * j + r]->in;  // 8 halves as 4 words
+                e0 = lo16(row[c >> 1]);
+                e1 = hi16(row[c >> 1]);
+            } else {
+                const uint32_t* r0 = lanes[8 * j + c]->in;
+                const uint32_t* r1 = lanes[8 * j + c + 1]->in;
+                e0 = (r & 1) ? hi16(r0[r >> 1]) : lo16(r0[r >> 1]);
+                e1 = (r & 1) ? hi16(r1[r >> 1]) : lo16(r1[r >> 1]);
+            }
+            lanes[l]->out[j] = pack16(e0, e1);
+        }
+    }
+}
+
+// This lane's part of a warp-collective matrix operation: publish the record, meet, and (first lane
+// to resume) compute for all.
+void matrix_meet(MatrixRec* rec) {
+    Worker* w = tw;
+    const char* name = matrix_name(rec->kind, rec->type);
+    if (!w || !w->cur) cuda_cpu_fail("%s called outside a kernel", name);
+    unsigned tid = cuda_cpu_linear_tid;
+    if (tid >= 1024) die_in_kernel("%s: thread index %u out of range", name, tid);
+    rec->done = false;
+    t_matrix[tid] = rec;
+    unsigned group = 0;
+    cuda_cpu_warp(CUDA_CPU_WARP_MATRIX, name, 0xffffffffu, 0, 0, &group);
+    if (group != 0xffffffffu)
+        die_in_kernel("%s needs all 32 lanes of the warp, but warp %u of this block has only %d threads (lanes 0x%08x)",
+                      name, tid / 32, __builtin_popcount(group), group);
+    if (rec->done) return;
+    RuntimeScope scope;
+    MatrixRec* lanes[32];
+    unsigned base = tid & ~31u;
+    for (int l = 0; l < 32; l++) {
+        lanes[l] = t_matrix[base + l];
+        if (lanes[l]->kind != rec->kind || lanes[l]->type != rec->type)
+            die_in_kernel("lanes of warp %u meet at different matrix operations: lane %u at %s, lane %d at %s", tid / 32,
+                          tid & 31u, name, l, matrix_name(lanes[l]->kind, lanes[l]->type));
+    }
+    if (rec->kind == MX_MMA) {
+        mma_compute(lanes, rec->type);
+        if (g_count_run) w->c_mma_flops += 2ull * 16 * 8 * 16;  // once a warp
+    } else {
+        ldmatrix_compute(lanes, rec->type >> 1, rec->type & 1);
+    }
+    for (int l = 0; l < 32; l++) lanes[l]->done = true;
+}
+
+inline bool in_shared(Worker* w, const void* p, size_t n) {
+    uintptr_t a = (uintptr_t)p, lo = (uintptr_t)w->arena;
+    return a >= lo && a + n <= lo + w->arena_size;
+}
+
+}  // namespace
+
+void cuda_cpu_mma_m16n8k16(float* d, const uint32_t* a, const uint32_t* b, const float* c, int type) {
+    MatrixRec rec;
+    rec.kind = MX_MMA;
+    rec.type = type;
+    for (int i = 0; i < 4; i++) rec.in[i] = a[i];
+    rec.in[4] = b[0];
+    rec.in[5] = b[1];
+    for (int i = 0; i < 4; i++) rec.in[6 + i] = bits_of(c[i]);
+    matrix_meet(&rec);
+    for (int i = 0; i < 4; i++) d[i] = float_of(rec.out[i]);  // d may alias c
+}
+
+void cuda_cpu_ldmatrix(uint32_t* r, int num, int trans, const void* row) {
+    uintptr_t pc = (uintptr_t)__builtin_return_address(0);
+    MatrixRec rec;
+    rec.kind = MX_LDMATRIX;
+    rec.type = num * 2 + (trans ? 1 : 0);
+    memset(rec.in, 0, sizeof(rec.in));
+    unsigned lane = cuda_cpu_linear_tid & 31u;
+    Worker* w = tw;
+    // Only lanes 0..8*num-1 supply row addresses; the hardware ignores the others'.
+    if (w && w->cur && lane < 8u * (unsigned)num) {
+        const char* name = matrix_name(MX_LDMATRIX, rec.type);
+        if ((uintptr_t)row % 16 != 0)
+            die_in_kernel("%s: lane %u supplies row address %p, not 16-byte aligned (each row is 8 16-bit elements, "
+                          "which the PTX ISA requires to be 16-byte aligned)", name, lane, row);
+        if (!in_shared(w, row, 16))
+            die_in_kernel("%s: lane %u supplies row address %p, which is not shared memory (ldmatrix reads only "
+                          "the .shared state space)", name, lane, row);
+        check_lane_range(row, 16, false, pc);
+        memcpy(rec.in, row, 16);
+    }
+    matrix_meet(&rec);
+    for (int j = 0; j < num; j++) r[j] = rec.out[j];
+}
+
+// ---- cp.async: per CUDA thread, the copies not yet committed and the committed groups not yet
+// waited for. A copy takes its source bytes at issue (checked then as this thread's read): the PTX ISA
+// leaves the moment the source is read anywhere between issue and completion, so its source must not
+// change in between; the runtime reads it again at completion and aborts if it did. Its 16 bytes land
+// in shared memory only when a cp.async.wait_group (or wait_all) covering its group runs, checked then
+// as this thread's write: code that reads the destination before its wait reads what was there. ----
+namespace {
+
+struct AsyncCopy {
+    char* dst;
+    const char* src;
+    int src_bytes;
+    unsigned char data[16];
+    uintptr_t pc;  // the cp.async's call site, for messages
+};
+struct AsyncThread {
+    uint32_t blk = 0;  // the block instance these belong to (stale ones are dropped)
+    std::vector<AsyncCopy> open;
+    std::vector<std::vector<AsyncCopy>> groups;  // oldest first
+};
+__thread std::vector<AsyncThread>* t_async;
+
+AsyncThread& async_thread(const char* name) {
+    Worker* w = tw;
+    if (!w || !w->cur) cuda_cpu_fail("%s called outside a kernel", name);
+    RuntimeScope scope;  // the containers' code may be a checked program's instrumented copy
+    if (!t_async) t_async = new std::vector<AsyncThread>(1024);
+    AsyncThread& a = (*t_async)[cuda_cpu_linear_tid & 1023u];
+    if (a.blk != w->blk) {
+        a.blk = w->blk;
+        a.open.clear();
+        a.groups.clear();
+    }
+    return a;
+}
+
+void async_complete(AsyncCopy& c) {
+    if (c.src_bytes > 0) {
+        unsigned char now[16];
+        memcpy(now, c.src, (size_t)c.src_bytes);
+        if (memcmp(now, c.data, (size_t)c.src_bytes) != 0) {
+            t_runtime++;
+            std::string at;
+            for (const std::string& s : source_chain(c.pc)) at += (at.empty() ? "" : " <- ") + s;
+            die_in_kernel("the global source %p of the cp.async issued at %s changed before the cp.async.wait_group "
+                          "that completes it: the copy may read it at any time until then", (const void*)c.src,
+                          at.empty() ? "?" : at.c_str());
+        }
+    }
+    check_lane_range(c.dst, 16, true, c.pc);
+    memcpy(c.dst, c.data, 16);
+}
+
+}  // namespace
+
+void cuda_cpu_cp_async(void* dst, const void* src, int src_bytes, int cg) {
+    uintptr_t pc = (uintptr_t)__builtin_return_address(0);
+    const char* name = cg ? "cp.async.cg.shared.global" : "cp.async.ca.shared.global";
+    AsyncThread& a = async_thread(name);
+    Worker* w = tw;
+    if (src_bytes < 0 || src_bytes > 16) die_in_kernel("%s: src-size %d outside 0..16", name, src_bytes);
+    if ((uintptr_t)dst % 16 != 0 || !in_shared(w, dst, 16))
+        die_in_kernel("%s: destination %p is %s (a 16-byte cp.async writes 16 aligned bytes of shared memory)", name, dst,
+                      (uintptr_t)dst % 16 ? "not 16-byte aligned" : "not shared memory");
+    AsyncCopy c;
+    c.dst = (char*)dst;
+    c.src = (const char*)src;
+    c.src_bytes = src_bytes;
+    c.pc = pc;
+    memset(c.data, 0, 16);
+    if (src_bytes > 0) {
+        if ((uintptr_t)src % 16 != 0)
+            die_in_kernel("%s: source %p is not 16-byte aligned (the PTX ISA requires the cp-size's alignment)", name, src);
+        bool symbol = g_symbols && (uintptr_t)src - g_symbols->start < g_symbols->size;  // __device__ variables
+        if (in_shared(w, src, 1) || !(in_device_region(src) || symbol))
+            die_in_kernel("%s: source %p is not global (device) memory", name, src);
+        check_lane_range(src, (size_t)src_bytes, false, pc);
+        memcpy(c.data, src, (size_t)src_bytes);
+    }
+    RuntimeScope scope;
+    a.open.push_back(c);
+}
+
+void cuda_cpu_cp_async_commit(void) {
+    AsyncThread& a = async_thread("cp.async.commit_group");
+    RuntimeScope scope;
+    a.groups.push_back(std::move(a.open));  // an empty group is allowed
+    a.open.clear();
+}
+
+void cuda_cpu_cp_async_wait(int n) {
+    const char* name = n < 0 ? "cp.async.wait_all" : "cp.async.wait_group";
+    AsyncThread& a = async_thread(name);
+    // Complete every group but the n most recent, oldest first (a later copy to the same bytes wins).
+    std::vector<AsyncCopy> finished;
+    {
+        RuntimeScope scope;
+        if (n < 0) {  // wait_all: commit_group then wait_group 0
+            a.groups.push_back(std::move(a.open));
+            a.open.clear();
+            n = 0;
+        }
+        size_t done = a.groups.size() > (size_t)n ? a.groups.size() - (size_t)n : 0;
+        for (size_t i = 0; i < done; i++) finished.insert(finished.end(), a.groups[i].begin(), a.groups[i].end());
+        a.groups.erase(a.groups.begin(), a.groups.begin() + done);
+    }
+    // Outside the scope: the checks must see these writes (async_complete touches no container).
+    for (size_t i = 0; i < finished.size(); i++) async_complete(finished[i]);
+    RuntimeScope scope;
+    finished.clear();
+    finished.shrink_to_fit();
+}
