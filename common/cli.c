@@ -97,10 +97,11 @@ static const Flag FLAGS[] = {
     {NULL, "--precision", FLAG_STRING, OPT(precision), "", "the GPU engine's precision: fp16, bf16 or fp32 (\"\" = this build's; --plan plans any)"},
     {NULL, "--offload", FLAG_STRING, OPT(offload), "none", "optimizer (alone: --offload): fp32 master weights, m and v in pinned host memory, AdamW on CPU threads; grads: the gradients too; none"},
     {NULL, "--max-memory", FLAG_STRING | NO_BYTES, OPT(max_memory), "", "keep the GPU engine within SIZE of device memory per rank (e.g. 48GiB): refuse a plan over it, stop if the device's use passes it"},
-    {NULL, "--plan", FLAG_SWITCH | NO_BYTES, OPT(plan), "0", "print the GPU engine's memory plan for these flags (any machine, no GPU needed) and exit"},
+    {NULL, "--plan", FLAG_SWITCH | NO_BYTES, OPT(plan), "0", "print the GPU engine's memory and communication plan for these flags (any machine, no GPU needed) and exit"},
     {NULL, "--json", FLAG_SWITCH | NO_BYTES, OPT(json), "0", "with --plan: as one JSON object"},
     {NULL, "--memory-budget", FLAG_STRING | NO_BYTES, OPT(memory_budget), "", "with --plan: SIZE per rank (e.g. 48GiB): does it fit, the largest -b that does, the cheapest change that makes it fit"},
     {NULL, "--ranks", FLAG_INT | NO_BYTES, OPT(plan_ranks), "0", "with --plan: the number of ranks to plan for (0 = the ranks running)"},
+    {NULL, "--link", FLAG_STRING | NO_BYTES, OPT(link), "nvlink", "the ranks' link for the planned communication time: nvlink (450 GB/s), pcie (25), ib (50) or GB/s per direction, e.g. 100 (assumed figures)"},
 };
 #define NUM_FLAGS ((int)(sizeof(FLAGS) / sizeof(FLAGS[0])))
 // TrainOptions.given has a bit per row.

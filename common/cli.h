@@ -64,6 +64,7 @@ typedef struct {
     int json;                  // --plan as JSON
     const char* memory_budget; // --plan: device bytes per rank to fit ("" = none), e.g. 48GiB
     int plan_ranks;            // --plan: ranks to plan for (0 = the ranks running)
+    const char* link;          // the ranks' link for the planned communication time (comm_plan.h)
     const char* precision;     // fp16 | bf16 | fp32; "" = the GPU build's
     const char* max_memory;    // the GPU engine's device bytes per rank at most ("" = no limit)
     const char* offload;       // none | optimizer | grads

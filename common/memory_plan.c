@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../kernels/sizes.h"
+#include "comm_plan.h"
 #include "util.h"
 
 const char* offload_name(int offload) {
@@ -182,7 +183,8 @@ int run_shape_check(long B, long T, long ranks, long total_batch, long* accum, c
     return 1;
 }
 
-void memory_plan_print_json(const MemoryPlan* p, size_t budget, int accum, int keep_step, FILE* f) {
+void memory_plan_print_json(const MemoryPlan* p, size_t budget, int accum, int keep_step, const CommPlan* comm,
+                            FILE* f) {
     const EngineOptions* o = &p->opts;
     fprintf(f, "{\"model\": {\"layers\": %d, \"channels\": %d, \"heads\": %d, \"vocab\": %d, \"padded_vocab\": %d, "
                "\"max_seq_len\": %d, \"parameters\": %zu},\n",
@@ -223,17 +225,20 @@ void memory_plan_print_json(const MemoryPlan* p, size_t budget, int accum, int k
         }
         fprintf(f, "}");
     }
+    if (comm) {
+        fprintf(f, ",\n \"communication\": ");
+        comm_plan_print_json(comm, p, f);
+    }
     fprintf(f, "}\n");
 }
 
 // ---- fitting a budget ----
 //
 // The cost of a change is estimated in seconds per optimizer step, against a step time from the
-// FLOP count at an assumed 40% of an H100-class GPU's dense peak (989 TFLOP/s in FP16/BF16, 67 in
-// FP32). The relative costs are measured ones where known and this project's goals otherwise:
-//   recompute 1: +1% of the compute (llm.c measured +0.7% for GELU recompute),
-//   recompute 2: +4% (LayerNorms are memory-bound and cheap to redo; the goal is under 5%),
-//   recompute 3: +33% (a second forward of every block; forward is a third of a step),
+// FLOP count at PLAN_MFU (40%) of PLAN_CARD's dense peak (an H100 SXM: 989.4 TFLOP/s in FP16/BF16,
+// 66.9 in FP32; comm_plan.h, gpu_peak.c's table). The relative costs are measured ones where known
+// and this project's goals otherwise:
+//   recompute: plan_recompute_fraction (1: +1%, 2: +4%, 3: +33%; comm_plan.c says why),
 //   a micro-batch under 8192 tokens: +5% per halving (matmuls too small to fill the GPU),
 //   ZeRO-2 over ZeRO-1: +2% (per-layer reductions instead of one),
 //   offload: its traffic: gradients down and weights up over PCIe at 25 GB/s, and AdamW on the
@@ -241,29 +246,29 @@ void memory_plan_print_json(const MemoryPlan* p, size_t budget, int accum, int k
 //   write master, m, v, weight), once per optimizer step, in the engine's pipeline of 8 pieces
 //   (the longer of the two, plus an eighth of the shorter to fill and drain it); offloaded
 //   gradients also go down and are summed on the host on every micro-step.
-#define FIT_MFU 0.40
 static double step_seconds(const GPT2Config* cfg, const EngineOptions* o, int accum) {
-    double peak = o->precision == PRECISION_FP32 ? 66.9e12 : 989.4e12;
+    double peak = plan_card_peak(o->precision);
     double tokens = (double)o->B * o->T * (accum > 0 ? accum : 1);
-    return gpt2_flops_per_token(cfg, o->T) * tokens / (peak * FIT_MFU);
+    return gpt2_flops_per_token(cfg, o->T) * tokens / (peak * PLAN_MFU);
 }
 
 static double change_seconds(const GPT2Config* cfg, const EngineOptions* o, int accum, const MemoryPlan* p) {
     double compute = step_seconds(cfg, o, accum);
-    static const double recompute_cost[4] = {0.0, 0.01, 0.04, 0.33};
-    double frac = recompute_cost[o->recompute < 0 ? 0 : o->recompute > 3 ? 3 : o->recompute];
+    double frac = plan_recompute_fraction(o->recompute);
     double tokens = (double)o->B * o->T;
     if (tokens < 8192) frac += 0.05 * log2(8192.0 / tokens);
     if (o->zero_stage == 2) frac += 0.02;
     double s = compute * (1.0 + frac);
     if (o->offload != OFFLOAD_NONE) {
-        double pcie = (double)p->opt_n * 2 * p->floatx_bytes / 25e9, host = (double)p->opt_n * 28 / 20e9;
+        double pcie = (double)p->opt_n * 2 * p->floatx_bytes / COMM_HOST_LINK.bytes_per_s;
+        double host = (double)p->opt_n * 28 / 20e9;
         s += pcie > host ? pcie + host / 8 : host + pcie / 8;
     }
     // Offloaded gradients go down on every micro-step and the host adds them (read floatX and the
     // fp32 sum, write the sum); overlapped with backward at best, counted in full here.
     if (o->offload == OFFLOAD_GRADS)
-        s += (accum > 0 ? accum : 1) * ((double)p->opt_n * p->floatx_bytes / 25e9 + (double)p->opt_n * (p->floatx_bytes + 8) / 20e9);
+        s += (accum > 0 ? accum : 1) * ((double)p->opt_n * p->floatx_bytes / COMM_HOST_LINK.bytes_per_s +
+                                        (double)p->opt_n * (p->floatx_bytes + 8) / 20e9);
     return s;
 }
 

@@ -99,8 +99,11 @@ void memory_plan_make(MemoryPlan* p, const GPT2Config* cfg, const EngineOptions*
 // table tensor by tensor (per layer and in all), under a heading naming the configuration.
 void memory_plan_print(const MemoryPlan* p, FILE* f);
 // The same as one JSON object (for scripts: --plan --json), with the budget's answer when
-// budget > 0 (memory_plan_fit_step, for a step of accum micro-steps, keep_step as there).
-void memory_plan_print_json(const MemoryPlan* p, size_t budget, int accum, int keep_step, FILE* f);
+// budget > 0 (memory_plan_fit_step, for a step of accum micro-steps, keep_step as there), and the
+// communication (comm_plan.h) under "communication" when comm is not NULL.
+struct CommPlan;
+void memory_plan_print_json(const MemoryPlan* p, size_t budget, int accum, int keep_step, const struct CommPlan* comm,
+                            FILE* f);
 
 // What fits in a budget of device bytes per rank.
 typedef struct {

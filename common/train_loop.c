@@ -22,6 +22,7 @@
 #include "hellaswag.h"
 #include "logger.h"
 #include "memory_plan.h"
+#include "comm_plan.h"
 #include "ranks.h"
 #include "rng.h"
 #include "sampler.h"
@@ -131,6 +132,9 @@ static void options_validate(const TrainOptions* o) {
     if (!o->plan && (o->json || o->memory_budget[0] || o->plan_ranks))
         fatal("flags --json, --memory-budget and --ranks go with --plan");
     if (o->max_memory[0]) memory_size_parse(o->max_memory, "--max-memory");
+    CommLink link;
+    char link_why[256];
+    if (!comm_link_parse(o->link, &link, link_why, sizeof(link_why))) fatal("%s", link_why);
     if (o->memory_budget[0]) memory_size_parse(o->memory_budget, "--memory-budget");
     // libgomp sizes per-thread arrays on its own stack: a huge count crashes inside it.
     if (omp_get_max_threads() > MAX_THREADS)
@@ -652,11 +656,17 @@ static void plan_and_exit(TrainSetup* s, Precision gpu_precision) {
     size_t budget = o->memory_budget[0] ? memory_size_parse(o->memory_budget, "--memory-budget") : 0;
     MemoryPlan p;
     memory_plan_make(&p, &s->config, &eo);
+    CommLink link;
+    char why_link[256];
+    if (!comm_link_parse(o->link, &link, why_link, sizeof(why_link))) fatal("%s", why_link);
+    CommPlan comm;
+    comm_plan_make(&comm, &p, (int)accum, &link, 0.0, NULL);
     if (s->rank == 0) {
         if (o->json) {
-            memory_plan_print_json(&p, budget, (int)accum, keep_step, stdout);
+            memory_plan_print_json(&p, budget, (int)accum, keep_step, &comm, stdout);
         } else {
             memory_plan_print(&p, stdout);
+            comm_plan_print(&comm, stdout);
             if (budget) {
                 MemoryFit fit = memory_plan_fit_step(&s->config, &eo, (int)accum, keep_step, budget);
                 memory_fit_print(&fit, &eo, budget, stdout);
@@ -856,7 +866,8 @@ static void sample_and_print(Engine* e, const TrainOptions* o, const Tokenizer* 
 
 // One summary line (device components), then, for an engine that measures (the GPU engine), each
 // component planned, allocated and as the device counted it, and the device's use before and after.
-static void memory_report_print(Engine* e) {
+// Returns 1 when the engine measures (the GPU engine).
+static int memory_report_print(Engine* e) {
     MemoryReport r;
     memset(&r, 0, sizeof(r));
     e->memory_report(e, &r);
@@ -876,7 +887,7 @@ static void memory_report_print(Engine* e) {
     printf(" total %.1f MiB", total / 1048576.0);
     if (host) printf(" (and %.1f MiB of host memory)", host / 1048576.0);
     printf("\n");
-    if (!measured) return;
+    if (!measured) return 0;
     printf("memory by component (bytes): planned | allocated | measured by the device\n");
     for (int i = 0; i < r.count; i++) {
         if (r.items[i].bytes == 0 && r.items[i].planned == 0) continue;
@@ -888,6 +899,7 @@ static void memory_report_print(Engine* e) {
     if (r.device_bytes)
         printf("device memory in use (every process): %.1f MiB before the engine allocated, %.1f MiB after, of %.1f MiB\n",
                r.used_before / 1048576.0, r.used_after / 1048576.0, r.device_bytes / 1048576.0);
+    return 1;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1155,7 +1167,18 @@ int train_run(TrainSetup* s, Engine* e) {
            cfg->channels, cfg->num_heads, cfg->max_seq_len, cfg->vocab_size, cfg->padded_vocab_size, n / 1e6);
     printf("engine: %s\n", e->name);
     if (e->peak_note[0]) printf("mfu: %s\n", e->peak_note);
-    memory_report_print(e);
+    if (memory_report_print(e) && (s->num_ranks > 1 || s->engine_options.offload != OFFLOAD_NONE)) {
+        // What the ranks will send each other (and offload's copies), planned as --plan plans it, at
+        // --link and this card's peak when the table knows it.
+        MemoryPlan mp;
+        memory_plan_make(&mp, cfg, &s->engine_options);
+        CommLink link;
+        char why_link[256];
+        if (!comm_link_parse(o->link, &link, why_link, sizeof(why_link))) fatal("%s", why_link);
+        CommPlan comm;
+        comm_plan_make(&comm, &mp, s->accum, &link, e->peak_flops, "running GPU");
+        comm_plan_print(&comm, stdout);
+    }
     printf("train: %s (%d shards, %lld batches of B=%d T=%d per epoch) | val: %s\n", s->train_pattern, s->train.nfiles,
            (long long)s->train.total_windows, o->B, o->T, s->have_val ? s->val_pattern : "none");
     LRSchedule schedule = (LRSchedule)lr_schedule_parse(o->lr_scheduler);

@@ -108,6 +108,13 @@ def main():
                 "measured_peak_bytes": int(float(peak) * 1048576) if peak else None,
                 "tokens_per_s_per_gpu": float(toks) / int(ranks) if toks else None,
             })
+            # The ZeRO rows' communication (the planner's, common/comm_plan.c): a rank's bytes sent a
+            # step and their time at the planner's link, beside the predicted compute.
+            c = plan.get("communication")
+            if c and int(ranks) > 1:
+                rows[-1].update({"comm_sent_per_step": c["sent_per_step"], "comm_link": c["link"]["name"],
+                                 "comm_seconds": c["comm_seconds"], "comm_exposed_seconds": c["exposed_seconds"],
+                                 "compute_seconds": c["compute_seconds"]})
     if not rows:
         sys.exit("ladder_report: no rows")
     first = json.load(open(os.path.join(out, "plans", "01.json")))
@@ -126,8 +133,10 @@ def main():
                  f"{'measured where a row says so, planned otherwise' if any_measured else 'planned (no GPU ran these rows)'}; "
                  "each row's micro-batch and tokens per optimizer step in its own columns.")
     lines.append("")
+    links = sorted({r["comm_link"] for r in rows if r.get("comm_link")}) or ["nvlink"]
     head = ["#", "step", "from", "flags", "ranks", "micro-batch", "tokens per step"] + COLUMNS + [
-        "total per rank", "host", f"fits {budget_label}", "measured peak", "tok/s per GPU"]
+        "total per rank", "host", f"fits {budget_label}", "comm GB a step per rank",
+        f"comm ms at {'/'.join(links)} (exposed) / compute ms", "measured peak", "tok/s per GPU"]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "|".join(["---"] * len(head)) + "|")
     for r in rows:
@@ -144,7 +153,13 @@ def main():
         cells = [str(r["row"]), r["step"], str(r["from"]) if r["from"] else "–", f"`{r['flags']}`", str(r["ranks"]),
                  str(r["micro_batch"]), f"{r['tokens_per_step']:,}{steps_note}"]
         cells += [gib(r["bytes"][c]) for c in COLUMNS]
-        cells += [f"**{gib(r['device_total'])}**", gib(r["host_bytes"]), "yes" if r["fits"] else "no", peak, toks]
+        cells += [f"**{gib(r['device_total'])}**", gib(r["host_bytes"]), "yes" if r["fits"] else "no"]
+        if r.get("comm_sent_per_step") is not None:
+            cells += [f"{r['comm_sent_per_step'] / 1e9:.3f}",
+                      f"{r['comm_seconds'] * 1e3:.2f} ({r['comm_exposed_seconds'] * 1e3:.2f}) / {r['compute_seconds'] * 1e3:.0f}"]
+        else:
+            cells += ["–", "–"]
+        cells += [peak, toks]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("Columns: *gradients* are every device gradient buffer (the full-size one, or ZeRO-2's and "
@@ -154,7 +169,11 @@ def main():
                  "*estimates* the CUDA context (512 MiB) and NCCL's buffers (384 MiB with ranks > 1), estimated; "
                  "*host* pinned host memory (offloaded optimizer state and buffers), not device memory but "
                  "memory all the same. *from*: the row this one changes (a branch where two rows change the same "
-                 "one). The ZeRO rows take the same micro-batch on each of their ranks, so a step holds more tokens.")
+                 "one). The ZeRO rows take the same micro-batch on each of their ranks, so a step holds more tokens. "
+                 "*comm*: the bytes a rank sends the others per optimizer step (ring collectives, in the precision "
+                 "sent; GB = 10^9 bytes), their time at the planner's link (an assumed bus bandwidth, "
+                 "`--plan --link`), the part this engine does not overlap with compute, and the predicted compute "
+                 "of the step (40% MFU of an H100 SXM; `--plan` says how): planned, never measured.")
     if base:
         lines.append(f"Tokens/s per GPU as % of row {base['row']} ({base['step']}); the measured peak is the "
                      "trainer's own (`device memory: at most`), beside its plan.")

@@ -3,6 +3,7 @@
 # baseline: FP16 mixed precision, activation recompute 1/2/3, ZeRO-1 at 2/4/8 ranks, ZeRO-2, a smaller
 # micro-batch with accumulation (same tokens per step), optimizer offload, gradient offload; for each
 # row the device memory a rank needs, per component (from the planner, `./train_gpt2 --plan --json`),
+# for the ZeRO rows the bytes a rank sends per step and their time at the planner's default link,
 # and where a GPU is present the measured peak and tokens/s (the trainer itself, a few steps a row).
 # Writes OUT/ladder.md (a Markdown table), OUT/ladder.png (stacked bars per component; matplotlib,
 # Debian's python3-matplotlib), OUT/ladder.json, and OUT/plans/NN.json, OUT/logs/NN.log per row.

@@ -6,7 +6,12 @@
 # reduce-scatter of P gradients and an all-gather of P parameters; -z 2 reduces of Ψ to the owners on
 # every micro-step and the all-gather; beside them one 16-byte all-reduce a step (loss, squared norm,
 # non-finite count), and a checkpoint's broadcast of the fp32 master weights. The three stages send
-# the same ring bytes a rank when R divides Ψ (the ZeRO paper's 2Ψ). Behaviour only: no timing.
+# the same ring bytes a rank when R divides Ψ (the ZeRO paper's 2Ψ).
+# And the planner's communication (`--plan --json`, common/comm_plan.c) equals the count: for stages
+# 0, 1, 2 at 2 and 3 ranks, with and without accumulation, and --offload grads, every rank's bytes
+# sent per kind, the calls and the data bytes, and what a rank receives (what the rank before it in
+# the ring sends); --link parsing and refusals; the time column is bytes over the link's bandwidth.
+# Behaviour only: no timing.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 build=${BUILD:-build}
@@ -105,6 +110,76 @@ if run z2acc $R -b 1 -d $((1 * T * R * 2)) -z 2; then
         "reduce_bytes=$((N * 2 * psi * X)) allgather_calls=$N allgather_bytes=$((N * P * X)) allreduce_calls=$N allreduce_bytes=$((N * 16))" 1
 fi
 
+# plan_matches NAME RANKS ARGS...: the planner's communication for the run's flags (--plan --json
+# --ranks RANKS) equals what the counter counted over the run's N steps (and its checkpoints).
+plan_matches() {
+    local name=$1 np=$2
+    shift 2
+    local ckpts=0
+    [ -f "$dir/$name.ckpts" ] && ckpts=$(cat "$dir/$name.ckpts")
+    $emu --plan --json "${common[@]}" "$@" --ranks "$np" > "$dir/$name.plan.json" 2> "$dir/$name.plan.err" \
+        || { fail "comm_volume $name plan" "--plan --json failed: $(cat "$dir/$name.plan.err")"; return; }
+    local r
+    r=$("$PY" - "$dir/$name.plan.json" "$dir/$name.traffic" "$N" "$ckpts" <<'PYEOF'
+import json, sys
+plan = json.load(open(sys.argv[1]))["communication"]
+steps, ckpts = int(sys.argv[3]), int(sys.argv[4])
+counted = {}
+for line in open(sys.argv[2]):
+    kv = dict(f.split("=") for f in line.split()[1:])
+    counted[int(kv["rank"])] = {k: int(v) for k, v in kv.items()}
+R = plan["ranks"]
+bad = []
+if sorted(counted) != list(range(R)): bad.append(f"ranks counted {sorted(counted)}, planned {R}")
+kinds = ["allreduce", "reducescatter", "allgather", "reduce", "broadcast"]
+def per_run(item, key):
+    times = {"step": steps, "micro_step": steps * plan["micro_steps"], "checkpoint": ckpts}[item["each"]]
+    return item[key] * times
+sent_total = {}
+for br in plan["by_rank"]:
+    r = br["rank"]
+    for k in kinds:
+        want = steps * br["sent_per_step_by_kind"].get(k, 0) + (ckpts * br["checkpoint_sent"] if k == "broadcast" else 0)
+        got = counted[r][k + "_sent"]
+        if got != want: bad.append(f"rank {r} {k} sent {got}, planned {want}")
+        # calls and data bytes are the same on every rank: the plan's items (rank 0's)
+        for key in ("calls", "bytes"):
+            want = sum(per_run(i, key) for i in plan["items"] if i["kind"] == k)
+            got = counted[r][f"{k}_{key}"]
+            if got != want: bad.append(f"rank {r} {k} {key} {got}, planned {want}")
+    sent_total[r] = steps * br["sent_per_step"] + ckpts * br["checkpoint_sent"]
+    if sent_total[r] != sum(counted[r][k + "_sent"] for k in kinds): bad.append(f"rank {r}: sent per step x steps differs from the count")
+for br in plan["by_rank"]:
+    r = br["rank"]
+    got = sum(counted[(r - 1) % R][k + "_sent"] for k in kinds)
+    want = steps * br["received_per_step"] + ckpts * br["checkpoint_received"]
+    if got != want: bad.append(f"rank {r} receives {want} planned, rank {(r - 1) % R} sent {got}")
+# the time column: a rank's bytes a step over the link's bandwidth
+if abs(plan["comm_seconds"] - plan["sent_per_step"] / plan["link"]["bytes_per_s"]) > 1e-12: bad.append("comm_seconds is not bytes / bandwidth")
+print("; ".join(bad) if bad else f"{plan['sent_per_step']} B sent a step by rank 0, {plan['micro_steps']} micro-step(s), " +
+      ", ".join(f"{k} {sum(i['calls'] for i in plan['items'] if i['kind'] == k)}" for k in kinds
+                if any(i['kind'] == k and i['each'] != 'checkpoint' for i in plan['items'])) + " calls a (micro-)step")
+sys.exit(1 if bad else 0)
+PYEOF
+) && pass "comm_volume $name: the planner's bytes equal the count, every rank and kind: $r" || fail "comm_volume $name planner" "$r"
+    # The start-up report prints the same plan: rank 0's bytes a step, in its table's total row.
+    local want got
+    want=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["communication"]["sent_per_step"])' "$dir/$name.plan.json")
+    got=$(grep '^| between ranks, per optimizer step' "$dir/$name.out" | awk -F'|' '{ print $8 + 0 }')
+    [ "$got" = "$want" ] || fail "comm_volume $name start-up report" "its communication table says $got bytes a step, the plan $want"
+}
+PY=${PYTHON:-/usr/bin/python3}
+[ -x "$PY" ] || PY=python3
+plan_matches z0 2 -b 2 -z 0
+plan_matches z1 2 -b 2 -z 1
+plan_matches z2 2 -b 2 -z 2
+plan_matches z2acc 2 -b 1 -d $((1 * T * 2 * 2)) -z 2
+for z in 0 1; do
+    run z${z}acc 2 -b 1 -d $((T * 2 * 2)) -z $z && plan_matches z${z}acc 2 -b 1 -d $((T * 2 * 2)) -z $z
+done
+# --offload grads at stage 0: the gradients all-reduced bucket by bucket on every micro-step.
+run z0offacc 2 -b 1 -d $((T * 2 * 2)) -z 0 --offload grads && plan_matches z0offacc 2 -b 1 -d $((T * 2 * 2)) -z 0 --offload grads
+
 # --- three ranks: 3 does not divide Ψ, the shards are padded; a checkpoint broadcasts the master ---------
 R=3
 S=$(( (psi + R - 1) / R )); P=$(( S * R ))
@@ -115,5 +190,40 @@ if run z1r3 $R -b 1 -z 1 -n $N -o "$dir/ck"; then
         "reducescatter_calls=$N reducescatter_bytes=$((N * P * X)) allgather_calls=$N allgather_bytes=$((N * P * X)) allreduce_calls=$N allreduce_bytes=$((N * 16)) broadcast_bytes=$((psi * 4))" 2
     expect z1r3 "R=3 ring bytes over the ranks: 2(R-1)·P·X a step, the statistics 2(R-1)·16, the broadcast (R-1)·Ψ·4" \
         "reducescatter_sent=$((N * R * (R - 1) * S * X)) allgather_sent=$((N * R * (R - 1) * S * X)) allreduce_sent=$((N * 2 * (R - 1) * 16)) broadcast_sent=$(((R - 1) * psi * 4))"
+    echo 1 > "$dir/z1r3.ckpts"
+    plan_matches z1r3 3 -b 1 -z 1 -n $N -o "$dir/ck"
 fi
+for z in 0 2; do
+    run z${z}r3 3 -b 1 -z $z && plan_matches z${z}r3 3 -b 1 -z $z
+done
+for z in 0 1 2; do
+    run z${z}r3acc 3 -b 1 -d $((T * 3 * 2)) -z $z && plan_matches z${z}r3acc 3 -b 1 -d $((T * 3 * 2)) -z $z
+done
+
+# --- --link: the names, a number of GB/s, refusals (one line naming --link, exit 1) ------------------
+plan_link() { $emu --plan --json "${common[@]}" -b 2 -z 1 --ranks 2 "$@" 2>&1; }
+for l in "nvlink 450000000000" "pcie 25000000000" "ib 50000000000" "100 100000000000" "12.5 12500000000"; do
+    set -- $l
+    got=$(plan_link --link "$1" | "$PY" -c 'import json,sys; print("%.0f" % json.load(sys.stdin)["communication"]["link"]["bytes_per_s"])' 2>&1)
+    [ "$got" = "$2" ] && pass "--link $1: $2 bytes/s" || fail "--link $1" "got '$got', expected $2"
+done
+got=$(plan_link | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["communication"]["link"]["name"])' 2>&1)
+[ "$got" = nvlink ] && pass "--link defaults to nvlink" || fail "--link default" "got '$got'"
+for l in "" fast 0 -5 1e400 nan 100GB 200000; do
+    out=$(plan_link --link "$l")
+    rc=$?
+    [ $rc = 1 ] && [ "$(printf '%s\n' "$out" | grep -c .)" = 1 ] && [[ $out == *--link* ]] \
+        && pass "--link '$l' refused: $out" || fail "--link '$l'" "exit $rc, expected 1 and one line naming --link: $out"
+done
+# The time column by arithmetic: -z 1 at 2 ranks sends (R-1)·S·X twice and 16 B of statistics a
+# step, here P=$psi even: S = Ψ/2; at 100 GB/s that is (Ψ·2 + 16) / 1e11 seconds.
+want=$(( psi * X + 16 ))
+plan_link --link 100 > "$dir/link100.json"
+got=$("$PY" -c 'import json,sys; c = json.load(open(sys.argv[1]))["communication"]; print(c["sent_per_step"], "%.6f" % (c["comm_seconds"] * 1e6))' "$dir/link100.json")
+wantus=$(awk -v b=$want 'BEGIN { printf "%.6f", b / 1e11 * 1e6 }')
+[ "$got" = "$want $wantus" ] && pass "time column: $want B at 100 GB/s = $wantus us" || fail "time column" "got '$got', want '$want $wantus'"
+$emu --plan "${common[@]}" -b 2 -z 1 --ranks 2 --link 100 > "$dir/link100.txt" 2>&1
+row=$(grep '^| between ranks, per optimizer step' "$dir/link100.txt" | awk -F'|' '{ gsub(/ /, "", $9); gsub(/ /, "", $10); print $8 + 0, $10 }')
+wantms=$(awk -v b=$want 'BEGIN { printf "%.3f", b / 1e11 * 1e3 }')
+[ "$row" = "$want $wantms" ] && pass "--plan's table: $want B sent a step, $wantms ms at 100 GB/s" || fail "--plan's table" "row '$row', want '$want $wantms'"
 exit $status

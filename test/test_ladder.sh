@@ -5,7 +5,8 @@
 #     totals falling where they must (FP16 < FP32, each recompute level <= the one before, ZeRO-1 at
 #     more ranks < fewer, ZeRO-2 < ZeRO-1, half the micro-batch < the full one, offload lowest of
 #     all); the model states of the closed forms (16Ψ, 12Ψ/N of optimizer state under ZeRO-1); FP16
-#     fitting 48 GiB at micro-batch 8 and FP32 not; ladder.json; the PNG (magic bytes) where
+#     fitting 48 GiB at micro-batch 8 and FP32 not; the ZeRO rows' communication (2(N-1)/N·2Ψ bytes
+#     a step per rank, its time at the default link's 450 GB/s); ladder.json; the PNG (magic bytes) where
 #     matplotlib is installed;
 #   - each recipe with --dry: it prints a command whose flags the trainer accepts (the same command
 #     with --plan) and that the planner says fits its budget; the 48 GB recipe within 48 GiB at
@@ -108,6 +109,19 @@ if sorted(colors) != sorted(parts) or close: bad.append(f"component colours too 
 # Host memory: the offload rows hold 20-26 GiB of it, in the table and ladder.json.
 for i in (10, 11):
     if float(rows[i]["host"]) < 15 or j["rows"][i]["host_bytes"] < 15 * GIB: bad.append(f"row {i + 1}: host memory {rows[i]['host']} GiB")
+# Communication, the ZeRO rows only: a rank sends 2(N-1)/N·Ψ·2 bytes a step (fp16 ring collectives;
+# ZeRO-1 and -2 alike, the 16-byte statistics and the shards' padding within 0.1%), and the time is
+# those bytes over the default link's 450 GB/s.
+mscol = next(c for c in cols if c.startswith("comm ms at nvlink"))
+for i, r in enumerate(rows):
+    n, c = int(r["ranks"]), r["comm GB a step per rank"]
+    if n == 1:
+        if c != "–" or r[mscol] != "–": bad.append(f"row {i + 1}: one rank, yet communication {c}, {r[mscol]}")
+        continue
+    want = 2 * (n - 1) / n * PSI * 2 / 1e9
+    if abs(float(c) - want) > 1e-3 * want: bad.append(f"row {i + 1}: {c} GB a step per rank, the ring's 2(N-1)/N·2Ψ is {want:.3f}")
+    ms = float(r[mscol].split()[0])
+    if abs(ms - float(c) * 1e9 / 450e9 * 1e3) > 0.01: bad.append(f"row {i + 1}: {ms} ms for {c} GB at 450 GB/s")
 if bad: print("; ".join(bad)); sys.exit(1)
 print(f"{len(rows)} rows, {total[0]:.2f} GiB (FP32) -> {total[1]:.2f} (FP16) -> {total[4]:.2f} (-r 3) -> "
       f"{total[8]:.2f} (ZeRO-2 at 8) | {total[11]:.2f} (offload)")

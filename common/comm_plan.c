@@ -1,0 +1,368 @@
+// comm_plan.c: the planner's communication (see comm_plan.h).
+#include "comm_plan.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_peak.h"
+
+const char* comm_kind_name(CommKind k) {
+    static const char* const names[COMM_KINDS] = {"allreduce", "reducescatter", "allgather", "reduce",
+                                                  "broadcast", "to_host", "to_device"};
+    return k >= 0 && k < COMM_KINDS ? names[k] : "?";
+}
+
+// The links --link names. Assumptions, not measurements (no GPU has run this code yet): what a
+// ring collective commonly reaches, per GPU and direction, as NCCL's tests report bus bandwidth.
+//   nvlink: H100 SXM's NVLink 4 is 900 GB/s bidirectional, 450 per direction; nccl-tests'
+//           all-reduce bus bandwidth on 8 H100 SXM reaches about 450 GB/s with NVLS (NVIDIA's
+//           NCCL 2.18+ release figures), about 370 without: 450 taken as the achievable peak.
+//   pcie:   PCIe 4.0 x16 is 32 GB/s per direction raw, about 25 achievable (a device-to-host copy of
+//           pinned memory measures 24-26 GB/s on such slots); also the host link of offload's copies.
+//   ib:     InfiniBand NDR 400 Gb/s per GPU (one ConnectX-7 each) is 50 GB/s per direction; across
+//           nodes a ring is bounded by it.
+static const CommLink LINKS[] = {
+    {"nvlink", 450e9, "H100 NVLink 4: 450 GB/s per direction, the bus bandwidth nccl-tests reach on 8 H100 SXM (assumed)"},
+    {"pcie", 25e9, "PCIe 4.0 x16: 32 GB/s raw per direction, about 25 achievable (assumed)"},
+    {"ib", 50e9, "InfiniBand NDR 400 Gb/s per GPU: 50 GB/s per direction (assumed)"},
+};
+const CommLink COMM_HOST_LINK = {"pcie", 25e9, "PCIe 4.0 x16: 32 GB/s raw per direction, about 25 achievable (assumed)"};
+
+int comm_link_parse(const char* text, CommLink* link, char* why, size_t cap) {
+    for (size_t i = 0; i < sizeof(LINKS) / sizeof(LINKS[0]); i++)
+        if (strcmp(text, LINKS[i].name) == 0) {
+            *link = LINKS[i];
+            return 1;
+        }
+    char* end = NULL;
+    double gbps = strtod(text, &end);
+    // A number of GB/s: positive, finite, and at most 100 TB/s (nothing near it exists; a larger
+    // figure is a unit mistake).
+    if (end == text || *end != '\0' || !(gbps > 0) || !isfinite(gbps) || gbps > 1e5) {
+        snprintf(why, cap, "flag --link expects nvlink, pcie, ib or a bandwidth in GB/s (a number above 0, at most "
+                 "100000), got '%s'", text);
+        return 0;
+    }
+    memset(link, 0, sizeof(*link));
+    snprintf(link->name, sizeof(link->name), "%g GB/s", gbps);
+    link->bytes_per_s = gbps * 1e9;
+    link->source = "given with --link";
+    return 1;
+}
+
+double plan_card_peak(Precision precision) {
+    for (int i = 0; i < gpu_peak_count(); i++) {
+        const GpuPeak* r = gpu_peak_row(i);
+        if (strcmp(r->card, PLAN_CARD) == 0)
+            return (precision == PRECISION_FP32 ? r->fp32_tflops : r->tensor_tflops) * 1e12;
+    }
+    return 0.0;  // not reached: the table holds PLAN_CARD (test/test_memory_plan.sh prints it)
+}
+
+double plan_recompute_fraction(int level) {
+    // 1: GELU again (llm.c measured +0.7%); 2: the LayerNorms too, memory-bound and cheap (this
+    // project's goal: under 5%); 3: every block's forward again, a third of a step.
+    static const double cost[4] = {0.0, 0.01, 0.04, 0.33};
+    return cost[level < 0 ? 0 : level > 3 ? 3 : level];
+}
+
+// ---- the collectives, as the engine issues them ----
+
+static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+// A ring all-reduce of n elements: the rank's chunk is n / R, the first n % R ranks one more; it
+// sends every other chunk twice (reducing, then gathering).
+static size_t allreduce_sent(size_t n, size_t R, size_t rank) {
+    size_t own = n / R + (rank < n % R ? 1 : 0);
+    return 2 * (n - own);
+}
+
+static CommItem* add(CommPlan* c, const char* what, CommKind kind, CommWhen when, int overlapped, size_t elem) {
+    CommItem* it = &c->items[c->count++];
+    memset(it, 0, sizeof(*it));
+    it->what = what;
+    it->kind = kind;
+    it->when = when;
+    it->overlapped = overlapped;
+    it->elem_bytes = elem;
+    return it;
+}
+
+// Entries [a, a + count) reduced to the ranks owning them (shards of p->shard): one call per owner
+// the range touches (train_gpt2.cu's reduce_to_owners and offload_reduce_piece).
+static void reduce_piece(CommItem* it, const MemoryPlan* p, size_t a, size_t count, size_t R, size_t rank) {
+    for (size_t owner = a / p->shard; owner < R && owner * p->shard < a + count; owner++) {
+        size_t lo = max_sz(a, owner * p->shard), hi = min_sz(a + count, (owner + 1) * p->shard);
+        if (lo >= hi) continue;
+        size_t b = (hi - lo) * it->elem_bytes;
+        it->calls++;
+        it->bytes += b;
+        if (rank != owner) it->sent += b;                  // every rank but the owner sends
+        if (rank != (owner + 1) % R) it->received += b;    // the chain starts after the owner
+    }
+}
+
+static void allreduce_piece(CommItem* it, size_t count, size_t R, size_t rank) {
+    it->calls++;
+    it->bytes += count * it->elem_bytes;
+    it->sent += allreduce_sent(count, R, rank) * it->elem_bytes;
+    it->received += allreduce_sent(count, R, (rank + R - 1) % R) * it->elem_bytes;
+}
+
+// fn(first entry, count) for each gradient bucket piece of one micro-step, in the engine's order:
+// every layer's 12 tensors from the last layer down, then the embeddings (wte + wpe) and the final
+// LayerNorm.
+typedef void (*PieceFn)(CommItem* it, const MemoryPlan* p, size_t a, size_t count, size_t R, size_t rank);
+static void for_each_bucket_piece(CommItem* it, const MemoryPlan* p, size_t R, size_t rank, PieceFn fn) {
+    ParamLayout lay = gpt2_param_layout(&p->cfg);
+    size_t L = (size_t)p->cfg.num_layers;
+    for (size_t l = L; l-- > 0;)
+        for (int k = PT_LN1W; k <= PT_FCPROJB; k++) {
+            size_t per_layer = lay.tensors[k].numel / L;
+            fn(it, p, lay.tensors[k].offset + l * per_layer, per_layer, R, rank);
+        }
+    fn(it, p, 0, p->embed_n, R, rank);
+    fn(it, p, lay.tensors[PT_LNFW].offset, p->lnf_n, R, rank);
+}
+
+static void allreduce_bucket(CommItem* it, const MemoryPlan* p, size_t a, size_t count, size_t R, size_t rank) {
+    (void)p;
+    (void)a;
+    allreduce_piece(it, count, R, rank);
+}
+
+static double card_peak_or_plan(double peak, Precision precision) { return peak > 0 ? peak : plan_card_peak(precision); }
+
+void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink* link, double peak_flops,
+                    const char* card) {
+    memset(c, 0, sizeof(*c));
+    const EngineOptions* o = &p->opts;
+    size_t R = o->num_ranks > 0 ? (size_t)o->num_ranks : 1, rank = o->rank > 0 ? (size_t)o->rank : 0;
+    size_t X = p->floatx_bytes;
+    c->rank = (int)rank;
+    c->ranks = (int)R;
+    c->stage = o->zero_stage;
+    c->offload = o->offload;
+    c->precision = (Precision)o->precision;
+    c->accum = accum > 0 ? accum : 1;
+    c->link = *link;
+    int grads_down = o->offload == OFFLOAD_GRADS;
+
+    if (R > 1) {
+        // Gradients: with --offload grads every stage reduces bucket by bucket as backward makes
+        // them (stage 0 all-reduces each), as does stage 2; stages 0 and 1 otherwise once a step.
+        if (grads_down && c->stage == 0) {
+            CommItem* it = add(c, "gradients, all-reduced by bucket", COMM_ALLREDUCE, COMM_PER_MICRO_STEP, 1, X);
+            for_each_bucket_piece(it, p, R, rank, allreduce_bucket);
+        } else if (grads_down || c->stage == 2) {
+            CommItem* it = add(c, "gradients, reduced to their owners by bucket", COMM_REDUCE, COMM_PER_MICRO_STEP,
+                               1, X);
+            for_each_bucket_piece(it, p, R, rank, reduce_piece);
+        } else if (c->stage == 0) {
+            CommItem* it = add(c, "gradients, all-reduced", COMM_ALLREDUCE, COMM_PER_STEP, 0, X);
+            allreduce_piece(it, p->n, R, rank);
+        } else {
+            CommItem* it = add(c, "gradients, reduce-scattered", COMM_REDUCESCATTER, COMM_PER_STEP, 0, X);
+            it->calls = 1;
+            it->bytes = p->padded * X;
+            it->sent = it->received = (R - 1) * p->shard * X;
+        }
+        // The loss, squared norm and non-finite count (4 fp32), summed over the ranks.
+        CommItem* st = add(c, "step statistics, all-reduced", COMM_ALLREDUCE, COMM_PER_STEP, 0, 4);
+        allreduce_piece(st, 4, R, rank);
+        if (c->stage >= 1) {
+            CommItem* it = add(c, "parameters, all-gathered after the update", COMM_ALLGATHER, COMM_PER_STEP, 0, X);
+            it->calls = 1;
+            it->bytes = p->padded * X;
+            it->sent = it->received = (R - 1) * p->shard * X;
+        }
+        // A checkpoint of sharded fp32 master weights: each shard broadcast from its owner in pieces
+        // of the device staging buffer (write_model_file).
+        if (c->stage >= 1 && X != 4) {
+            CommItem* it = add(c, "master weights to rank 0 for a checkpoint", COMM_BROADCAST, COMM_PER_CHECKPOINT, 0, 4);
+            for (size_t owner = 0; owner < R; owner++) {
+                size_t first = owner * p->shard, count = first >= p->n ? 0 : min_sz(p->n - first, p->shard);
+                for (size_t i = 0; i < count; i += MEM_STAGE_FLOATS) {
+                    size_t b = min_sz(count - i, MEM_STAGE_FLOATS) * 4;
+                    it->calls++;
+                    it->bytes += b;
+                    if (rank != (owner + R - 1) % R) it->sent += b;  // the ring's last rank passes nothing on
+                    if (rank != owner) it->received += b;
+                }
+            }
+        }
+    }
+    // Offload: this rank's optimizer range down (gradients) and up (updated weights) over the host
+    // link. With --offload grads the gradients go down bucket by bucket on every micro-step.
+    if (o->offload != OFFLOAD_NONE) {
+        CommItem* down = add(c, grads_down ? "gradients to the host by bucket" : "gradients to the host",
+                             COMM_TO_HOST, grads_down ? COMM_PER_MICRO_STEP : COMM_PER_STEP, grads_down, X);
+        down->bytes = down->sent = p->opt_n * X;
+        CommItem* up = add(c, "updated weights to the device", COMM_TO_DEVICE, COMM_PER_STEP, 0, X);
+        up->bytes = up->received = p->opt_n * X;
+    }
+
+    // Totals and times per optimizer step.
+    double over_link = 0, over_host = 0;  // seconds per micro-step of what overlaps backward
+    for (int i = 0; i < c->count; i++) {
+        const CommItem* it = &c->items[i];
+        if (it->when == COMM_PER_CHECKPOINT) {
+            c->checkpoint_sent += it->sent;
+            c->checkpoint_received += it->received;
+            continue;
+        }
+        size_t times = it->when == COMM_PER_MICRO_STEP ? (size_t)c->accum : 1;
+        if (it->kind == COMM_TO_HOST) c->host_down_step += it->sent * times;
+        else if (it->kind == COMM_TO_DEVICE) c->host_up_step += it->received * times;
+        else {
+            c->sent_step += it->sent * times;
+            c->received_step += it->received * times;
+        }
+        int host = it->kind == COMM_TO_HOST || it->kind == COMM_TO_DEVICE;
+        if (it->overlapped) {
+            if (host) over_host += it->sent / COMM_HOST_LINK.bytes_per_s;
+            else over_link += it->sent / link->bytes_per_s;
+        }
+    }
+    c->comm_seconds = c->sent_step / link->bytes_per_s;
+    // Down and up at different times (down after or beside backward, up after the update).
+    c->host_seconds = (c->host_down_step + c->host_up_step) / COMM_HOST_LINK.bytes_per_s;
+    c->overlapped_seconds = (over_link + over_host) * c->accum;
+
+    // Compute (predicted): 6 FLOPs a parameter a token plus attention's, and recompute's extra.
+    double frac = plan_recompute_fraction(o->recompute);
+    c->peak_flops = card_peak_or_plan(peak_flops, o->precision);
+    snprintf(c->card, sizeof(c->card), "%s", peak_flops > 0 && card && *card ? card : PLAN_CARD);
+    double tokens = (double)o->B * o->T * c->accum;
+    c->flops_step = gpt2_flops_per_token(&p->cfg, o->T) * tokens * (1.0 + frac);
+    c->compute_seconds = c->peak_flops > 0 ? c->flops_step / (c->peak_flops * PLAN_MFU) : 0.0;
+    // Backward is two thirds of the plain step (4 of its 6 FLOPs a parameter), and runs recompute's
+    // extra forward too.
+    c->backward_seconds = c->compute_seconds * (2.0 / 3.0 + frac) / (1.0 + frac);
+    // As this engine runs it: what overlaps backward hides up to backward's time on each micro-step;
+    // the rest (stages 0 and 1's reductions after backward, the all-gather after the update, the
+    // statistics, offload's step copies) adds to the step.
+    double per_micro_backward = c->backward_seconds / c->accum;
+    double over_micro = over_link + over_host;
+    double exposed = (c->comm_seconds - over_link * c->accum) +
+                     (c->host_down_step + c->host_up_step) / COMM_HOST_LINK.bytes_per_s - over_host * c->accum;
+    if (over_micro > per_micro_backward) exposed += (over_micro - per_micro_backward) * c->accum;
+    c->exposed_seconds = exposed > 0 ? exposed : 0.0;
+    c->step_seconds = c->compute_seconds + c->exposed_seconds;
+    c->hides_if_overlapped = c->comm_seconds + c->host_seconds <= c->compute_seconds;
+}
+
+static const char* when_name(CommWhen w) {
+    return w == COMM_PER_MICRO_STEP ? "micro-step" : w == COMM_PER_CHECKPOINT ? "checkpoint" : "step";
+}
+
+static const char* elem_name(size_t elem, Precision precision) {
+    return elem == 4 ? "fp32" : precision == PRECISION_BF16 ? "bf16" : "fp16";
+}
+
+static double ms(double s) { return s * 1e3; }
+
+void comm_plan_print(const CommPlan* c, FILE* f) {
+    if (c->count == 0) {
+        fprintf(f, "communication: none (one rank, no offload)\n");
+        return;
+    }
+    // The precision each item travels in is in its row; the plan is one rank's.
+    fprintf(f, "communication of rank %d of %d (ZeRO stage %d%s%s), %d micro-step%s a step; ring algorithm: all-reduce "
+               "sends 2(N-1)/N·S a rank, reduce-scatter and all-gather (N-1)/N·S, a reduce to an owner S from each rank "
+               "but the owner; a rank receives what the one before it sends:\n",
+            c->rank, c->ranks, c->stage, c->offload ? ", offload " : "", c->offload ? offload_name(c->offload) : "",
+            c->accum, c->accum == 1 ? "" : "s");
+    fprintf(f, "| %-48s | %-10s | %-4s | %-8s | %6s | %15s | %15s | %15s | %10s |\n", "collective", "each", "as",
+            "overlaps", "calls", "bytes moved", "sent", "received", "ms at link");
+    fprintf(f, "|--------------------------------------------------|------------|------|----------|--------|-----------------|"
+               "-----------------|-----------------|------------|\n");
+    for (int i = 0; i < c->count; i++) {
+        const CommItem* it = &c->items[i];
+        int host = it->kind == COMM_TO_HOST || it->kind == COMM_TO_DEVICE;
+        double bw = host ? COMM_HOST_LINK.bytes_per_s : c->link.bytes_per_s;
+        size_t moved = host ? it->bytes : it->sent;
+        char calls[24];
+        if (host) snprintf(calls, sizeof(calls), "-");
+        else snprintf(calls, sizeof(calls), "%zu", it->calls);
+        fprintf(f, "| %-48s | %-10s | %-4s | %-8s | %6s | %15zu | %15zu | %15zu | %10.3f |\n", it->what, when_name(it->when),
+                elem_name(it->elem_bytes, c->precision), it->overlapped ? "backward" : "-", calls, it->bytes, it->sent,
+                it->received, ms(moved / bw));
+    }
+    fprintf(f, "| %-48s | %-10s | %-4s | %-8s | %6s | %15s | %15zu | %15zu | %10.3f |\n",
+            "between ranks, per optimizer step", "step", "", "", "", "", c->sent_step, c->received_step,
+            ms(c->comm_seconds));
+    if (c->host_down_step || c->host_up_step)
+        fprintf(f, "| %-48s | %-10s | %-4s | %-8s | %6s | %15s | %15zu | %15zu | %10.3f |\n",
+                "host link (down, up), per optimizer step", "step", "", "", "", "", c->host_down_step, c->host_up_step,
+                ms(c->host_seconds));
+    fprintf(f, "link between ranks: %s, %.0f GB/s per direction (%s)", c->link.name, c->link.bytes_per_s / 1e9,
+            c->link.source);
+    if (c->host_down_step || c->host_up_step)
+        fprintf(f, "; host link: %.0f GB/s (%s)", COMM_HOST_LINK.bytes_per_s / 1e9, COMM_HOST_LINK.source);
+    fprintf(f, "\n");
+    fprintf(f, "compute (predicted): %.4g TFLOP a step per rank (6 per parameter per token + attention, recompute's "
+               "extra forward) at %.0f%% MFU of the %s's %.1f TFLOP/s = %.3f ms, backward %.3f ms of it\n",
+            c->flops_step / 1e12, PLAN_MFU * 100, c->card, c->peak_flops / 1e12, ms(c->compute_seconds),
+            ms(c->backward_seconds));
+    fprintf(f, "communication: %.3f ms a step between ranks", ms(c->comm_seconds));
+    if (c->host_down_step || c->host_up_step) fprintf(f, " + %.3f ms on the host link", ms(c->host_seconds));
+    fprintf(f, "; exposed as this engine runs it %.3f ms (%s), step %.3f ms (predicted); under compute it %s\n",
+            ms(c->exposed_seconds),
+            c->overlapped_seconds > 0 ? "bucket reductions beside backward, the rest after it"
+                                      : "every collective runs after backward or the update",
+            ms(c->step_seconds),
+            c->hides_if_overlapped ? "could hide if every collective overlapped it"
+                                   : "cannot hide: it takes longer than the compute");
+}
+
+void comm_plan_print_json(const CommPlan* c, const MemoryPlan* p, FILE* f) {
+    fprintf(f, "{\"algorithm\": \"ring\", \"rank\": %d, \"ranks\": %d, \"micro_steps\": %d, "
+               "\"link\": {\"name\": \"%s\", \"bytes_per_s\": %.0f}, \"host_link_bytes_per_s\": %.0f,\n  \"items\": [",
+            c->rank, c->ranks, c->accum, c->link.name, c->link.bytes_per_s, COMM_HOST_LINK.bytes_per_s);
+    for (int i = 0; i < c->count; i++) {
+        const CommItem* it = &c->items[i];
+        fprintf(f, "%s\n   {\"what\": \"%s\", \"kind\": \"%s\", \"each\": \"%s\", \"overlapped\": %s, \"element_bytes\": %zu, "
+                   "\"calls\": %zu, \"bytes\": %zu, \"sent\": %zu, \"received\": %zu}",
+                i ? "," : "", it->what, comm_kind_name(it->kind),
+                it->when == COMM_PER_MICRO_STEP ? "micro_step" : it->when == COMM_PER_CHECKPOINT ? "checkpoint" : "step",
+                it->overlapped ? "true" : "false", it->elem_bytes, it->calls, it->bytes, it->sent, it->received);
+    }
+    fprintf(f, "],\n  \"sent_per_step\": %zu, \"received_per_step\": %zu, \"host_down_per_step\": %zu, "
+               "\"host_up_per_step\": %zu, \"checkpoint_sent\": %zu, \"checkpoint_received\": %zu,\n"
+               "  \"comm_seconds\": %.9g, \"host_seconds\": %.9g, \"overlapped_seconds\": %.9g, \"card\": \"%s\", "
+               "\"peak_flops\": %.6g, \"mfu\": %.2f, \"flops_per_step\": %.9g, \"compute_seconds\": %.9g, "
+               "\"backward_seconds\": %.9g, \"exposed_seconds\": %.9g, \"step_seconds\": %.9g, \"hides_if_overlapped\": %s",
+            c->sent_step, c->received_step, c->host_down_step, c->host_up_step, c->checkpoint_sent, c->checkpoint_received,
+            c->comm_seconds, c->host_seconds, c->overlapped_seconds, c->card, c->peak_flops, PLAN_MFU, c->flops_step,
+            c->compute_seconds, c->backward_seconds, c->exposed_seconds, c->step_seconds,
+            c->hides_if_overlapped ? "true" : "false");
+    // Every rank's totals: ranks differ when R does not divide the counts.
+    if (c->ranks > 1 && c->ranks <= 16) {
+        fprintf(f, ",\n  \"by_rank\": [");
+        for (int r = 0; r < c->ranks; r++) {
+            EngineOptions o = p->opts;
+            o.rank = r;
+            MemoryPlan pr;
+            memory_plan_make(&pr, &p->cfg, &o);
+            CommPlan cr;
+            comm_plan_make(&cr, &pr, c->accum, &c->link, c->peak_flops, c->card);
+            fprintf(f, "%s\n   {\"rank\": %d, \"sent_per_step\": %zu, \"received_per_step\": %zu, \"checkpoint_sent\": %zu, "
+                       "\"checkpoint_received\": %zu, \"sent_per_step_by_kind\": {", r ? "," : "", r, cr.sent_step,
+                    cr.received_step, cr.checkpoint_sent, cr.checkpoint_received);
+            // Micro-step items times the micro-steps: what a counter sees over one optimizer step.
+            for (int k = 0; k < COMM_BROADCAST; k++) {
+                size_t sent = 0;
+                for (int i = 0; i < cr.count; i++)
+                    if (cr.items[i].kind == (CommKind)k && cr.items[i].when != COMM_PER_CHECKPOINT)
+                        sent += cr.items[i].sent * (cr.items[i].when == COMM_PER_MICRO_STEP ? (size_t)cr.accum : 1);
+                fprintf(f, "%s\"%s\": %zu", k ? ", " : "", comm_kind_name((CommKind)k), sent);
+            }
+            fprintf(f, "}}");
+        }
+        fprintf(f, "]");
+    }
+    fprintf(f, "}");
+}
