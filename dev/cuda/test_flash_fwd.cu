@@ -14,6 +14,11 @@
 //   lse: no rounding to T (l sums the unrounded p): ln2 ds + (T + 16) 2^-23 + 2^-22 |lse|.
 // ds is taken as the row's largest over its keys. A wrong fragment index, mask or rescale gives errors
 // of the order of A itself, hundreds of times these bounds.
+//
+// Built once per precision (ENABLE_FP16, ENABLE_BF16: test_flash_fwd_fp16, _bf16), the cases of type
+// floatX also run kernels/attention.cuh's attention_forward on the same qkv: it must meet the same
+// bounds (its P and out are rounded the same way), and the two kernels' out and lse must differ by at
+// most the sum of their bounds, so flash_forward is a drop-in for that forward's outputs.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -23,9 +28,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <type_traits>
 #include <vector>
 
 #include "flash_fwd.cuh"
+#include "attention.cuh"
 #include "test.h"
 
 #define CK(call)                                                                                      \
@@ -70,9 +77,28 @@ static void run(const char* name, int B, int seq, int NH) {
     std::vector<float> lse(n_lse);
     CK(cudaMemcpy(out.data(), d_out, n_out * sizeof(T), cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(lse.data(), d_lse, n_lse * sizeof(float), cudaMemcpyDeviceToHost));
+    // kernels/attention.cuh's forward on the same input, where it is built for T
+    const bool with_att = std::is_same<T, floatX>::value;
+    std::vector<T> out_att(with_att ? n_out : 0);
+    std::vector<float> lse_att(with_att ? n_lse : 0);
+    if constexpr (std::is_same<T, floatX>::value) {
+        T* d_out2;
+        float* d_lse2;
+        CK(cudaMalloc(&d_out2, n_out * sizeof(T)));
+        CK(cudaMalloc(&d_lse2, n_lse * sizeof(float)));
+        CK(cudaMemset(d_out2, 0xff, n_out * sizeof(T)));
+        CK(cudaMemset(d_lse2, 0xff, n_lse * sizeof(float)));
+        attention_forward(d_out2, d_lse2, d_qkv, B, seq, NH, HS, 0);
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(out_att.data(), d_out2, n_out * sizeof(T), cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(lse_att.data(), d_lse2, n_lse * sizeof(float), cudaMemcpyDeviceToHost));
+        CK(cudaFree(d_out2));
+        CK(cudaFree(d_lse2));
+    }
 
     const double u = unit_roundoff<T>(), scale = 1.0 / sqrt((double)HS), sl2 = scale / log(2.0);
-    double worst_out = 0.0, worst_lse = 0.0;
+    double worst_out = 0.0, worst_lse = 0.0, worst_att = 0.0, worst_pair = 0.0;
+    auto keep = [](double& worst, double e) { if (!(e <= worst)) worst = isnan(e) ? INFINITY : e; };
     std::vector<double> sc(seq), mag(seq);
     auto at = [&](int b, int t, int col) { return (double)to_f(qkv[((size_t)b * seq + t) * 3 * C + col]); };
     for (int b = 0; b < B; b++)
@@ -96,8 +122,12 @@ static void run(const char* name, int B, int seq, int NH) {
                 const double fp32 = (seq + 16) * ldexp(1.0, -23);
                 const double got_lse = lse[((size_t)b * NH + h) * seq + t];
                 const double tol_lse = log(2.0) * ds + fp32 + ldexp(fabs(ref_lse), -22);
-                double e_lse = fabs(got_lse - ref_lse) / tol_lse;
-                if (!(e_lse <= worst_lse)) worst_lse = isnan(e_lse) ? INFINITY : e_lse;
+                keep(worst_lse, fabs(got_lse - ref_lse) / tol_lse);
+                if (with_att) {
+                    const double att_lse = lse_att[((size_t)b * NH + h) * seq + t];
+                    keep(worst_att, fabs(att_lse - ref_lse) / tol_lse);
+                    keep(worst_pair, fabs(att_lse - got_lse) / (2 * tol_lse));
+                }
                 for (int d = 0; d < HS; d++) {
                     double ref = 0.0, A = 0.0;
                     for (int j = 0; j <= t; j++) {
@@ -107,8 +137,12 @@ static void run(const char* name, int B, int seq, int NH) {
                     }
                     const double got = to_f(out[((size_t)b * seq + t) * C + h * HS + d]);
                     const double tol = (2 * u + 2 * log(2.0) * ds + fp32) * A + 1e-30;
-                    const double e = fabs(got - ref) / tol;
-                    if (!(e <= worst_out)) worst_out = isnan(e) ? INFINITY : e;
+                    keep(worst_out, fabs(got - ref) / tol);
+                    if (with_att) {
+                        const double att = to_f(out_att[((size_t)b * seq + t) * C + h * HS + d]);
+                        keep(worst_att, fabs(att - ref) / tol);
+                        keep(worst_pair, fabs(att - got) / (2 * tol));
+                    }
                 }
             }
     char n1[96], n2[96], why[96];
@@ -119,6 +153,17 @@ static void run(const char* name, int B, int seq, int NH) {
     snprintf(why, sizeof(why), "worst error %.3g times the bound", worst_lse);
     test_report(worst_lse <= 1.0, n2, why);
     printf("  %s: worst out error %.3f, lse error %.3f of their bounds\n", name, worst_out, worst_lse);
+    if (with_att) {
+        char n3[96], n4[96];
+        snprintf(n3, sizeof(n3), "%s_attention_cuh", name);
+        snprintf(why, sizeof(why), "kernels/attention.cuh's forward: worst error %.3g times the bound", worst_att);
+        test_report(worst_att <= 1.0, n3, why);
+        snprintf(n4, sizeof(n4), "%s_vs_attention_cuh", name);
+        snprintf(why, sizeof(why), "flash vs attention.cuh: worst difference %.3g times their bounds' sum", worst_pair);
+        test_report(worst_pair <= 1.0, n4, why);
+        printf("  %s: attention.cuh %.3f of the bound, flash vs attention.cuh %.3f of the bounds' sum\n", name,
+               worst_att, worst_pair);
+    }
     CK(cudaFree(d_qkv));
     CK(cudaFree(d_out));
     CK(cudaFree(d_lse));
