@@ -21,6 +21,11 @@ endif
 ifneq ($(CUDA_CPU_HAVE_CUDA),)
 $(eval $(call cuda_cpu_program,$(BUILD)/dev/test_qk_tile,dev/cuda/test_qk_tile.cu,kernels dev/cuda test,,$(CUDA_CPU_CHECK_FLAGS)))
 TESTS += $(BUILD)/dev/test_qk_tile
+# The FlashAttention-2-style causal forward (scores, softmax and P V in registers), checked.
+# Built per precision: the cases of floatX's type compare with kernels/attention.cuh's forward too.
+$(foreach p,fp16 bf16,$(eval $(call cuda_cpu_program,$(BUILD)/dev/test_flash_fwd_$(p),dev/cuda/test_flash_fwd.cu,\
+	kernels dev/cuda test common,$(HOST_LIB),$(call precision_define,$(p)) $(CUDA_CPU_CHECK_FLAGS))))
+TESTS += $(BUILD)/dev/test_flash_fwd_fp16 $(BUILD)/dev/test_flash_fwd_bf16
 endif
 
 # The offloaded optimizer's host AdamW per precision, with the trainer's host flags (no GPU needed).
