@@ -533,6 +533,19 @@ static void ranks_from_launcher(const RanksLaunch* how) {
 
 void ranks_init(Ranks* r) { ranks_init_launch(r, NULL); }
 
+void ranks_name_errors_early(void) {
+    static const char* const vars[][2] = {{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"}, {"PMI_SIZE", "PMI_RANK"},
+                                          {"SLURM_NTASKS", "SLURM_PROCID"}};
+    for (int i = 0; i < 3; i++) {
+        const char *n = getenv(vars[i][0]), *r = getenv(vars[i][1]);
+        if (!n || !r) continue;
+        char *end1, *end2;
+        long size = strtol(n, &end1, 10), rank = strtol(r, &end2, 10);
+        if (!*end1 && !*end2 && size > 1 && rank >= 0 && rank < size) fatal_set_prefix_rank((int)rank);
+        return;  // a malformed variable is ranks_init's to name
+    }
+}
+
 void ranks_init_launch(Ranks* r, const RanksLaunch* how) {
     const char* method = how ? how->method : "mpi";
     int tcp = strcmp(method, "tcp") == 0, fs = strcmp(method, "fs") == 0;

@@ -40,6 +40,9 @@ typedef struct {
 // how == NULL: -pi mpi with no flags (programs that are not the trainer).
 void ranks_init_launch(Ranks* r, const RanksLaunch* how);
 void ranks_init(Ranks* r);       // ranks_init_launch(r, NULL)
+// Before ranks_init (while the flags are read): when a launcher's variables say this process is one
+// of several ranks, error lines name its rank from now on.
+void ranks_name_errors_early(void);
 const Ranks* ranks_self(void);   // what ranks_init filled (one rank before it is called)
 void ranks_barrier(void);
 void ranks_sum(double* values, int n);          // every rank gets the sums, in place (rank order: deterministic)

@@ -673,6 +673,7 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     // each), then the ranks (-pi): from then on an error on any rank names it and ends every rank.
     // Rank 0 alone prints; the others' stdout goes nowhere (their errors still reach stderr).
     TrainOptions* o = &s->opts;
+    ranks_name_errors_early();
     cli_parse(o, argc, argv);
     // -K's default, or the tokenizer file's name before it had its own (tokenizer_default_path).
     if (!cli_given(o, "--tokenizer")) o->tokenizer = tokenizer_default_path();
