@@ -341,6 +341,10 @@ static void transport_join(const RanksLaunch* how, int fs, double timeout) {
             }
             if (host[0]) fds[ch] = connect_once(host, port, where);
             if (fds[ch] >= 0) break;
+            if (ch == 1) {  // rank 0 took this rank's first connection: has it ended since?
+                struct pollfd p = {fds[0], POLLIN, 0};
+                if (poll(&p, 1, 0) > 0) fatal("rank 0 (%s) closed the connection (its error line says why)", where);
+            }
             if (now_s() > deadline)
                 fatal("no connection to rank 0 within %.0f s (%s%s%s); is rank 0 running? (RANKS_TIMEOUT sets the wait)",
                       timeout, where, fs && !host[0] ? ": rank 0's address file has not appeared" : "",
@@ -701,6 +705,10 @@ int ranks_find_difference(const char* text, char** rank0_text) {
         if (all[r] != all[0]) first = r;
     free(all);
     if (first < 0) return -1;
+    // The rank that differs reports and ends; the others wait for that (ranks_await_abort): over the
+    // host transport they are quiet about its end from now on (its line is the one to read), even
+    // if it comes before they reach ranks_await_abort.
+    if (g_ranks.rank != first) atomic_store(&g_quiet, 1);
     // They differ: rank 0's text to every rank, so the first rank that differs can say how.
     long long len = (long long)strlen(text);
     ranks_broadcast(&len, sizeof(len), 0);

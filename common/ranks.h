@@ -50,7 +50,8 @@ void ranks_max(int* values, int n);             // every rank gets the maxima, i
 void ranks_broadcast(void* data, size_t bytes, int root);
 // Compares a text across the ranks: -1 when every rank's is the same (one collective: each rank's
 // 64-bit digest to every rank); else the lowest rank whose text differs from rank 0's, with rank
-// 0's text in *rank0_text (malloc'd) on every rank, so that rank can name the difference.
+// 0's text in *rank0_text (malloc'd) on every rank, so that rank can name the difference (and end);
+// the others are then to call ranks_await_abort.
 int ranks_find_difference(const char* text, char** rank0_text);
 // For the ranks that are not reporting an error another rank reports: wait to be ended by its exit
 // (which aborts every rank), and end quietly if that has not come within 2 s.
