@@ -19,6 +19,8 @@ typedef enum { FLAG_INT, FLAG_LONG, FLAG_FLOAT, FLAG_STRING, FLAG_SWITCH } FlagT
 // written, evaluation, printing, choices that are bit-identical by design, paths whose contents
 // the driver fingerprints itself), so the run id leaves it out (cli_record_all).
 #define NO_BYTES 0x200
+// PER_RANK: a flag each rank is given its own value of (-pr): left out of every record the ranks compare.
+#define PER_RANK 0x400
 #define FLAG_TYPE(f) ((FlagType)((f)->type & 0xff))
 
 typedef struct {
@@ -73,15 +75,15 @@ static const Flag FLAGS[] = {
     {"-lg", "--log-memory-every", FLAG_INT | NO_BYTES, OPT(log_memory_every), "0", "print and log the device memory in use every N steps (0 = never; llm.c's -lg)"},
     {"-f", "--tf32", FLAG_INT | NO_BYTES, OPT(tf32), "0", "1 = TF32 matmuls in the FP32 GPU build on sm_80+ (llm.c's -f; default 1 there, 0 here: the FP32 build is the exact reference; no effect elsewhere)"},
     {"-w", "--master-weights", FLAG_INT | NO_BYTES, OPT(master_weights), "1", "1 = AdamW updates fp32 master weights (llm.c's -w; always so here: 0 is refused)"},
-    // llm.c's multi-node flags. Its NCCL init method (-pi, default mpi) takes the ranks from MPI, as
-    // this trainer does (mpirun, or srun --mpi=pmix); tcp and fs (ranks from -pn/-pr/-pg) are not
-    // built here. Under mpi llm.c ignores -pn -pr -pg -pf -ps, and so does this trainer.
-    {"-pi", "--nccl-init", FLAG_STRING | NO_BYTES, OPT(nccl_init), "mpi", "NCCL init method: mpi (ranks from mpirun or srun; llm.c's -pi; tcp and fs are not built)"},
-    {"-pn", "--num-processes", FLAG_INT | NO_BYTES, OPT(num_processes), "1", "with -pi tcp|fs: the number of processes (llm.c's -pn; ignored under mpi)"},
-    {"-pr", "--process-rank", FLAG_INT | NO_BYTES, OPT(process_rank), "0", "with -pi tcp|fs: this process's rank (llm.c's -pr; ignored under mpi)"},
-    {"-pg", "--gpus-per-node", FLAG_INT | NO_BYTES, OPT(gpus_per_node), "8", "with -pi tcp|fs: GPUs per node (llm.c's -pg; ignored under mpi)"},
-    {"-pf", "--nccl-fs-path", FLAG_STRING | NO_BYTES, OPT(nccl_fs_path), "", "with -pi fs: the shared directory (llm.c's -pf; ignored under mpi)"},
-    {"-ps", "--nccl-server", FLAG_STRING | NO_BYTES, OPT(nccl_server), "", "with -pi tcp: rank 0's address (llm.c's -ps; ignored under mpi)"},
+    // llm.c's multi-node flags. -pi mpi (llm.c's default) takes the ranks from MPI (mpirun, or srun
+    // --mpi=pmix) and ignores the others, as llm.c does; -pi tcp|fs takes them from the launcher's
+    // variables (mpirun's, Slurm's) or -pn/-pr/-pg, and the ranks meet at rank 0 (common/ranks.c).
+    {"-pi", "--nccl-init", FLAG_STRING | NO_BYTES, OPT(nccl_init), "mpi", "how the ranks meet: mpi (ranks from mpirun or srun --mpi=pmix), tcp (at -ps) or fs (through -pf) (llm.c's -pi, -pm)"},
+    {"-pn", "--num-processes", FLAG_INT | NO_BYTES, OPT(num_processes), "1", "with -pi tcp|fs: the number of processes, when no launcher (mpirun, Slurm) says (llm.c's -pn)"},
+    {"-pr", "--process-rank", FLAG_INT | NO_BYTES | PER_RANK, OPT(process_rank), "0", "with -pi tcp|fs: this process's rank, 0 to -pn - 1, when no launcher says (llm.c's -pr)"},
+    {"-pg", "--gpus-per-node", FLAG_INT | NO_BYTES, OPT(gpus_per_node), "8", "with -pi tcp|fs: GPUs per node; a rank binds GPU rank % -pg when no launcher says its local rank (llm.c's -pg)"},
+    {"-pf", "--nccl-fs-path", FLAG_STRING | NO_BYTES, OPT(nccl_fs_path), "", "with -pi fs: a directory every rank sees; rank 0 writes its address there (llm.c's -pf)"},
+    {"-ps", "--nccl-server", FLAG_STRING | NO_BYTES, OPT(nccl_server), "", "with -pi tcp: rank 0's address, host or host:port (port 12345 by default; llm.c's -ps)"},
     {"-p", "--print-every", FLAG_INT | NO_BYTES, OPT(log_every), "1", "print a step line every N steps"},
     {"-K", "--tokenizer", FLAG_STRING | NO_BYTES, OPT(tokenizer), "data/vocab/gpt2_bpe.bin", "tokenizer file for decoding samples, ours or llm.c's gpt2_tokenizer.bin (byte-level if absent)"},
     {NULL, "--engine", FLAG_STRING | NO_BYTES, OPT(engine), "auto", "auto (the GPU if one can be used, else the C engine), gpu or cpu"},
@@ -241,7 +243,7 @@ char* cli_record_all(const TrainOptions* opts, int for_run_id) {
     out[0] = '\0';
     for (int i = 0; i < NUM_FLAGS; i++) {
         const Flag* f = &FLAGS[i];
-        if (for_run_id && (f->type & NO_BYTES)) continue;
+        if ((for_run_id && (f->type & NO_BYTES)) || (f->type & PER_RANK)) continue;
         char v[64];
         const char* text = v;
         if (FLAG_TYPE(f) == FLAG_STRING) text = *(const char* const*)((const char*)opts + f->offset);

@@ -55,8 +55,8 @@ typedef struct {
     int log_memory_every;      // llm.c's -lg: device memory in use every N steps (0 = never)
     int master_weights;        // llm.c's -w: 1 (fp32 master weights) is the only choice here
     int tf32;                  // llm.c's -f: TF32 in the FP32 GPU build (not built: 1 is refused there)
-    const char* nccl_init;     // llm.c's -pi: mpi (the only method here)
-    int num_processes, process_rank, gpus_per_node;  // llm.c's -pn -pr -pg (for tcp/fs; ignored)
+    const char* nccl_init;     // llm.c's -pi: mpi, tcp or fs (common/ranks.h)
+    int num_processes, process_rank, gpus_per_node;  // llm.c's -pn -pr -pg (for tcp/fs; ignored under mpi)
     const char* nccl_fs_path;  // llm.c's -pf
     const char* nccl_server;   // llm.c's -ps
     int overwrite;             // a fresh run may replace another run's checkpoints in the output dir

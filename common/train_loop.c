@@ -106,12 +106,8 @@ static void options_validate(const TrainOptions* o) {
     if (o->skip_outliers < 0) fatal("flag --skip-outliers must be 0 (off) or a positive z-score, got %g", o->skip_outliers);
     if (o->skip_loss_z < 0) fatal("flag -sl (--skip-loss-z) must be 0 (off) or a positive z-score, got %g", o->skip_loss_z);
     if (o->skip_grad_z < 0) fatal("flag -sg (--skip-grad-z) must be 0 (off) or a positive z-score, got %g", o->skip_grad_z);
-    if (strcmp(o->nccl_init, "mpi") != 0) {
-        if (strcmp(o->nccl_init, "tcp") == 0 || strcmp(o->nccl_init, "fs") == 0)
-            fatal("flag -pi (--nccl-init) %s: llm.c's %s rendezvous is not built here; launch the ranks with mpirun (or "
-                  "srun --mpi=pmix) and leave -pi at mpi", o->nccl_init, o->nccl_init);
-        fatal("flag -pi (--nccl-init) expects mpi (llm.c's tcp and fs are not built here), got '%s'", o->nccl_init);
-    }
+    if (strcmp(o->nccl_init, "mpi") != 0 && strcmp(o->nccl_init, "tcp") != 0 && strcmp(o->nccl_init, "fs") != 0)
+        fatal("flag -pi (--nccl-init) expects mpi, tcp or fs, got '%s'", o->nccl_init);
     if (o->num_processes < 1 || o->process_rank < 0 || o->gpus_per_node < 1)
         fatal("flags -pn, -pr, -pg must be positive (-pr non-negative), got %d, %d, %d", o->num_processes,
               o->process_rank, o->gpus_per_node);
@@ -683,23 +679,29 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     // signal or an error, shows every step it made.
     setvbuf(stdout, NULL, _IOLBF, 0);
     memset(s, 0, sizeof(*s));
-    // The ranks first: under mpirun an error on any rank then names it and ends every rank. Rank 0
-    // alone prints; the others' stdout goes nowhere (their errors still reach stderr).
-    Ranks ranks;
-    ranks_init(&ranks);
-    s->rank = ranks.rank;
-    s->num_ranks = ranks.num_ranks;
-    s->local_rank = ranks.local_rank;
-    if (s->rank != 0 && !freopen("/dev/null", "w", stdout)) fatal("cannot silence the output of rank %d", s->rank);
+    // The flags first (every rank is given the same ones, so an error in them is the same line on
+    // each), then the ranks (-pi): from then on an error on any rank names it and ends every rank.
+    // Rank 0 alone prints; the others' stdout goes nowhere (their errors still reach stderr).
     TrainOptions* o = &s->opts;
+    ranks_name_errors_early();
     cli_parse(o, argc, argv);
     // -K's default, or the tokenizer file's name before it had its own (tokenizer_default_path).
     if (!cli_given(o, "--tokenizer")) o->tokenizer = tokenizer_default_path();
     options_validate(o);
+    Ranks ranks;
+    RanksLaunch how = {o->nccl_init, o->num_processes, o->process_rank, o->gpus_per_node,
+                       cli_given(o, "--num-processes"), cli_given(o, "--process-rank"), cli_given(o, "--gpus-per-node"),
+                       o->nccl_server, o->nccl_fs_path};
+    ranks_init_launch(&ranks, &how);
+    s->rank = ranks.rank;
+    s->num_ranks = ranks.num_ranks;
+    s->local_rank = ranks.local_rank;
+    if (s->rank != 0 && !freopen("/dev/null", "w", stdout)) fatal("cannot silence the output of rank %d", s->rank);
     s->resume_step = -1;
 
-    if (cli_given(o, "--num-processes") || cli_given(o, "--process-rank") || cli_given(o, "--gpus-per-node") ||
-        cli_given(o, "--nccl-fs-path") || cli_given(o, "--nccl-server"))
+    if (strcmp(o->nccl_init, "mpi") == 0 &&
+        (cli_given(o, "--num-processes") || cli_given(o, "--process-rank") || cli_given(o, "--gpus-per-node") ||
+         cli_given(o, "--nccl-fs-path") || cli_given(o, "--nccl-server")))
         printf("ranks: -pi mpi takes the ranks from the launcher (%d rank%s here); -pn -pr -pg -pf -ps are ignored, as "
                "in llm.c\n", s->num_ranks, s->num_ranks == 1 ? "" : "s");
     s->model_sum = model_config_from_flag(o->model, &s->config, &s->model_from_file);

@@ -39,6 +39,8 @@ static void temp_unregister(const char* tmp) {
 
 static int g_fatal_rank = -1;  // in a run of several ranks, errors name the rank
 void fatal_set_prefix_rank(int rank) { g_fatal_rank = rank; }
+static void (*g_fatal_before_exit)(void);
+void fatal_set_before_exit(void (*fn)(void)) { g_fatal_before_exit = fn; }
 
 void fatal(const char* fmt, ...) {
     va_list ap;
@@ -57,6 +59,7 @@ void fatal(const char* fmt, ...) {
     line[len++] = '\n';
     fwrite(line, 1, len, stderr);
     fflush(stderr);
+    if (g_fatal_before_exit) g_fatal_before_exit();
     exit(1);
 }
 

@@ -19,6 +19,9 @@ extern "C" {
 void fatal(const char* fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 // In a run of several ranks every error line starts "error: rank R: ..." (common/ranks.c sets it).
 void fatal_set_prefix_rank(int rank);
+// A function fatal() calls after its line, before exit(): the ranks' host transport closes its
+// connections there, so the other ranks end at once instead of waiting on exit handlers.
+void fatal_set_before_exit(void (*fn)(void));
 
 void* malloc_check(size_t size, const char* what);
 void* calloc_check(size_t count, size_t size, const char* what);

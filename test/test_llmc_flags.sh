@@ -243,10 +243,13 @@ expect_error "-lg -1" "flag -lg .*non-negative" "${base[@]}" -lg -1
     ./train_gpt2 "${base[@]}" -x 1 -pm mpi -o "" > /dev/null 2>&1 &&
     pass "-pi mpi -pn 8 -pr 0 -pg 8 runs (ranks from the launcher, the rest ignored as in llm.c); -pm is -pi" ||
     fail "-pi mpi" "$(tail -2 "$dir/pn.out")"
-expect_error "-pi tcp (not built here)" "flag -pi \(--nccl-init\) tcp: llm.c's tcp rendezvous is not built here; launch the ranks with mpirun" \
-    "${base[@]}" -pi tcp -ps 10.0.0.1
-expect_error "-pm fs" "flag -pi \(--nccl-init\) fs: llm.c's fs rendezvous is not built here" "${base[@]}" -pm fs -pf /tmp
-expect_error "-pi nonsense" "flag -pi \(--nccl-init\) expects mpi" "${base[@]}" -pi udp
+# -pi tcp|fs (several processes without mpirun): test/test_launch.sh; here the one-process case and
+# the flags' own checks.
+./train_gpt2 "${base[@]}" -x 1 -pi tcp -ps 127.0.0.1 -o "" > "$dir/tcp1.out" 2>&1 && ! grep -q "^ranks:" "$dir/tcp1.out" \
+    && pass "-pi tcp -pn 1 (the default): one process, nothing to meet" || fail "-pi tcp -pn 1" "$(tail -2 "$dir/tcp1.out")"
+expect_error "-pi tcp without -ps" "flag -pi tcp needs -ps \(--nccl-server\)" "${base[@]}" -pi tcp -pn 2
+expect_error "-pm fs without -pf" "flag -pi fs needs -pf \(--nccl-fs-path\)" "${base[@]}" -pm fs -pn 2
+expect_error "-pi nonsense" "flag -pi \(--nccl-init\) expects mpi, tcp or fs" "${base[@]}" -pi udp
 expect_error "-pn 0" "flags -pn, -pr, -pg must be positive" "${base[@]}" -pn 0
 
 # --- -f (TF32): TF32 matmuls on the FP32 GPU build, nothing elsewhere, as llm.c's -f ----------

@@ -16,7 +16,17 @@
 //   nccl_traffic rank=0 ranks=2 allreduce_calls=.. allreduce_bytes=.. allreduce_sent=.. reducescatter_...
 //   allgather_... reduce_... broadcast_...
 // What the emulation itself sends over MPI is not what is counted: the ring is what a GPU would move.
+//
+// Without MPI: when the program's ranks talk over common/ranks.c's host transport (-pi tcp|fs: no
+// mpirun, MPI never initialised), the communicator runs over that instead (ranks_raw_gather and
+// ranks_raw_broadcast): every collective is a gather to rank 0, which reduces in rank order in the
+// wide type, and a broadcast back, so every rank gets the same bits, run after run (at 2 ranks the
+// same bits as over MPI: a sum of two does not depend on its order). The host's ranks_* collectives
+// run the queued device work first (ranks_set_before_collective), as the MPI wrappers below do.
+// The ranks_* symbols are weak: the runtime's own test programs, built without common/ranks.c, have
+// no host transport and use MPI.
 #include "cuda_cpu_internal.h"
+#include "../../common/ranks.h"
 
 #include <mpi.h>
 #include <stdint.h>
@@ -31,6 +41,11 @@
 #include <unistd.h>
 #include <vector>
 
+#pragma weak ranks_self
+#pragma weak ranks_raw_gather
+#pragma weak ranks_raw_broadcast
+#pragma weak ranks_set_before_collective
+
 enum TrafficKind { kAllReduce, kReduceScatter, kAllGather, kReduce, kBroadcast, kTrafficKinds };
 
 struct Traffic {
@@ -39,7 +54,8 @@ struct Traffic {
 
 struct ncclComm {
     uint32_t magic;
-    MPI_Comm comm;
+    MPI_Comm comm;   // over MPI
+    bool host;       // over the ranks' host transport instead (no MPI)
     int rank, nranks;
     Traffic traffic[kTrafficKinds];
 };
@@ -203,6 +219,57 @@ void ensure_mpi() {
     });
 }
 
+// The ranks' host transport is how this process's ranks talk (no MPI initialised).
+bool host_transport() {
+    if (!ranks_self) return false;
+    const Ranks* r = ranks_self();
+    return r->host_transport && r->num_ranks > 1 && !r->mpi;
+}
+
+template <typename T>
+void reduce_into(T* acc, const T* x, size_t n, ncclRedOp_t op) {
+    switch (op) {
+    case ncclSum: case ncclAvg: for (size_t i = 0; i < n; i++) acc[i] += x[i]; break;
+    case ncclProd: for (size_t i = 0; i < n; i++) acc[i] *= x[i]; break;
+    case ncclMax: for (size_t i = 0; i < n; i++) acc[i] = x[i] > acc[i] ? x[i] : acc[i]; break;
+    case ncclMin: for (size_t i = 0; i < n; i++) acc[i] = x[i] < acc[i] ? x[i] : acc[i]; break;
+    default: cuda_cpu_fail("nccl: reduction %s is not emulated", op_name(op));
+    }
+}
+
+// acc op= x, n elements of t's wide type (what widen made).
+void reduce_wide(unsigned char* acc, const unsigned char* x, size_t n, ncclDataType_t t, ncclRedOp_t op) {
+    switch (t) {
+    case ncclFloat16: case ncclBfloat16: case ncclFloat32: reduce_into((float*)acc, (const float*)x, n, op); break;
+    case ncclFloat64: reduce_into((double*)acc, (const double*)x, n, op); break;
+    case ncclInt8: reduce_into((int8_t*)acc, (const int8_t*)x, n, op); break;
+    case ncclUint8: reduce_into((uint8_t*)acc, (const uint8_t*)x, n, op); break;
+    case ncclInt32: reduce_into((int32_t*)acc, (const int32_t*)x, n, op); break;
+    case ncclUint32: reduce_into((uint32_t*)acc, (const uint32_t*)x, n, op); break;
+    case ncclInt64: reduce_into((int64_t*)acc, (const int64_t*)x, n, op); break;
+    case ncclUint64: reduce_into((uint64_t*)acc, (const uint64_t*)x, n, op); break;
+    default: cuda_cpu_fail("nccl: data type %d is not emulated (fp8 is not)", (int)t);
+    }
+}
+
+// Over the host transport: every rank's wide buffer reduced into every rank's, in rank order on
+// rank 0 (deterministic), in chunks that bound rank 0's gather buffer.
+void host_allreduce(const ncclComm* c, unsigned char* wide, size_t n, ncclDataType_t t, ncclRedOp_t op) {
+    size_t ws = wide_of(t, "nccl").size, chunk = (size_t)1 << 24;
+    std::vector<unsigned char> all(c->rank == 0 ? (n < chunk ? n : chunk) * ws * (size_t)c->nranks : 0);
+    for (size_t at = 0; at < n || at == 0; at += chunk) {
+        size_t k = n - at < chunk ? n - at : chunk, bytes = k * ws;
+        unsigned char* p = wide + at * ws;
+        ranks_raw_gather(p, all.data(), bytes);
+        if (c->rank == 0) {
+            for (int r = 1; r < c->nranks; r++) reduce_wide(all.data(), all.data() + (size_t)r * bytes, k, t, op);
+            if (bytes) memcpy(p, all.data(), bytes);
+        }
+        ranks_raw_broadcast(p, bytes, 0);
+        if (n == 0) break;
+    }
+}
+
 }  // namespace
 
 extern "C" {
@@ -239,6 +306,29 @@ ncclResult_t ncclCommInitRank(ncclComm_t* out, int nranks, ncclUniqueId id, int 
     if (!out) return ncclInvalidArgument;
     if (memcmp(id.internal, kIdTag, sizeof(kIdTag)) != 0)
         cuda_cpu_fail("%s: the ncclUniqueId did not come from ncclGetUniqueId (broadcast rank 0's id to every rank)", api);
+    uint64_t salt;
+    memcpy(&salt, id.internal + sizeof(kIdTag), sizeof(salt));
+    if (host_transport()) {
+        const Ranks* rs = ranks_self();
+        if (nranks != rs->num_ranks || rank != rs->rank)
+            cuda_cpu_fail("%s(nranks=%d, rank=%d): the emulation needs one communicator over all %d ranks, with the NCCL "
+                          "rank equal to the process's rank (%d)", api, nranks, rank, rs->num_ranks, rs->rank);
+        // Every rank must have been handed the same id, as with NCCL.
+        std::vector<uint64_t> all(rank == 0 ? (size_t)nranks : 0);
+        ranks_raw_gather(&salt, all.data(), sizeof(salt));
+        uint8_t same = 1;
+        for (size_t r = 1; r < all.size(); r++) same &= all[r] == all[0];
+        ranks_raw_broadcast(&same, 1, 0);
+        if (!same) cuda_cpu_fail("%s: the ranks were given different ncclUniqueIds", api);
+        ranks_set_before_collective([] { drain_all_pending(); });
+        ncclComm* c = new ncclComm();
+        c->magic = kCommMagic;
+        c->host = true;
+        c->rank = rank;
+        c->nranks = nranks;
+        *out = c;
+        return ncclSuccess;
+    }
     ensure_mpi();
     int wrank, wsize;
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
@@ -247,8 +337,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t* out, int nranks, ncclUniqueId id, int 
         cuda_cpu_fail("%s(nranks=%d, rank=%d): the emulation needs one communicator over all %d MPI ranks, "
                       "with the NCCL rank equal to the MPI rank (%d)", api, nranks, rank, wsize, wrank);
     // Every rank must have been handed the same id, as with NCCL.
-    uint64_t salt, lo, hi;
-    memcpy(&salt, id.internal + sizeof(kIdTag), sizeof(salt));
+    uint64_t lo, hi;
     check_mpi(PMPI_Allreduce(&salt, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
     check_mpi(PMPI_Allreduce(&salt, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
     if (lo != hi) cuda_cpu_fail("%s: the ranks were given different ncclUniqueIds", api);
@@ -273,7 +362,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t c) {
     write_traffic(c);
     int fin = 0;
     MPI_Finalized(&fin);
-    if (!fin) MPI_Comm_free(&c->comm);
+    if (!fin && !c->host) MPI_Comm_free(&c->comm);
     c->magic = 0;
     delete c;
     return ncclSuccess;
@@ -373,7 +462,8 @@ ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType
     int n = mpi_count(count, api);
     queue_collective(api, c, stream, send, bytes, is_root ? recv : nullptr, is_root ? bytes : 0, [=] {
         std::vector<unsigned char> tmp = widen(send, count, type);
-        check_mpi(PMPI_Reduce(is_root ? MPI_IN_PLACE : tmp.data(), tmp.data(), n, w.mpi, mop, root, c->comm), "MPI_Reduce");
+        if (c->host) host_allreduce(c, tmp.data(), count, type, op);  // every rank gets it; the root keeps it
+        else check_mpi(PMPI_Reduce(is_root ? MPI_IN_PLACE : tmp.data(), tmp.data(), n, w.mpi, mop, root, c->comm), "MPI_Reduce");
         if (is_root) narrow(recv, tmp.data(), count, type, op, c->nranks);
     }, kReduce, bytes, is_root ? 0 : bytes);
     return ncclSuccess;
@@ -391,7 +481,8 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
     queue_collective(api, c, stream, send, bytes, recv, bytes, [=] {
         std::vector<unsigned char> tmp = widen(send, count, type);
         const size_t chunk = (size_t)1 << 28;
-        for (size_t at = 0; at < count; at += chunk) {
+        if (c->host) host_allreduce(c, tmp.data(), count, type, op);
+        else for (size_t at = 0; at < count; at += chunk) {
             int n = (int)(count - at < chunk ? count - at : chunk);
             void* p = tmp.data() + at * w.size;
             check_mpi(PMPI_Reduce(c->rank == 0 ? MPI_IN_PLACE : p, p, n, w.mpi, mop, 0, c->comm), "MPI_Reduce");
@@ -414,6 +505,11 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, n
     int n = mpi_count(recvcount, api);
     queue_collective(api, c, stream, send, sbytes, recv, rbytes, [=] {
         std::vector<unsigned char> in = widen(send, recvcount * c->nranks, type);
+        if (c->host) {  // the whole reduced, this rank's slice kept
+            host_allreduce(c, in.data(), recvcount * c->nranks, type, op);
+            narrow(recv, in.data() + (size_t)c->rank * recvcount * w.size, recvcount, type, op, c->nranks);
+            return;
+        }
         std::vector<unsigned char> out(recvcount * w.size);
         check_mpi(PMPI_Reduce_scatter_block(in.data(), out.data(), n, w.mpi, mop, c->comm), "MPI_Reduce_scatter_block");
         narrow(recv, out.data(), recvcount, type, op, c->nranks);
@@ -434,6 +530,11 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclD
         // A copy first: send may be recv's own slice (the in-place form).
         std::vector<unsigned char> tmp(bytes);
         if (bytes) memcpy(tmp.data(), send, bytes);
+        if (c->host) {  // to rank 0 (straight into its receive buffer), then from it to every rank
+            ranks_raw_gather(tmp.data(), c->rank == 0 ? recv : nullptr, bytes);
+            ranks_raw_broadcast(recv, bytes * (size_t)c->nranks, 0);
+            return;
+        }
         check_mpi(PMPI_Allgather(tmp.data(), n, MPI_BYTE, recv, n, MPI_BYTE, c->comm), "MPI_Allgather");
     }, kAllGather, (uint64_t)bytes * c->nranks, (uint64_t)bytes * (c->nranks - 1));
     return ncclSuccess;
@@ -451,7 +552,8 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
     // The ring from the root: every rank passes the data on but the one before the root.
     queue_collective(api, c, stream, is_root ? send : nullptr, is_root ? bytes : 0, recv, bytes, [=] {
         if (is_root && send != recv && bytes) memcpy(recv, send, bytes);
-        check_mpi(PMPI_Bcast(recv, n, MPI_BYTE, root, c->comm), "MPI_Bcast");
+        if (c->host) ranks_raw_broadcast(recv, bytes, root);
+        else check_mpi(PMPI_Bcast(recv, n, MPI_BYTE, root, c->comm), "MPI_Bcast");
     }, kBroadcast, bytes, c->rank == (root + c->nranks - 1) % c->nranks ? 0 : bytes);
     return ncclSuccess;
 }
