@@ -138,6 +138,19 @@ fi
     fail "part-trained" "$(tail -2 "$dir/p.out")"
 check "HellaSwag of a part-trained model (step 6)" "$dir/p/model_00000006.bin" "$dir/p.out"
 check "HellaSwag of the trained model (step 120)" "$dir/t/model_00000120.bin" "$dir/t.out"
+# Over ranks (llm.c's split: ceil(37/3) = 13, 13 and 11 examples, each rank's last batch partial; the
+# counts summed over ranks): the emulated GPU engine under mpirun, the trained model, against the same
+# independent count.
+if [ -x "$emu" ] && command -v mpirun > /dev/null 2>&1 && [ -n "$(command -v mpicc)" ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+    for np in 2 3; do
+        timeout 300 mpirun --oversubscribe -np $np $emu -e "$dir/t/model_00000120.bin" "${base[@]}" -x 0 -h 1 -o "" \
+            > "$dir/mr$np.out" 2>&1 || fail "HellaSwag over $np ranks" "$(tail -2 "$dir/mr$np.out")"
+        check "HellaSwag over $np ranks (GPU engine, FP32, emulated, mpirun)" "$dir/t/model_00000120.bin" "$dir/mr$np.out"
+    done
+else
+    echo "SKIP HellaSwag over ranks: needs $emu and OpenMPI (mpirun, mpicc)"
+fi
 acc=$(grep "^HellaSwag: [0-9]*/[0-9]* = " "$dir/t.out" | tail -1 | sed 's/.* = //')
 "$PY" -c "import sys; sys.exit(0 if $acc >= 0.6 else 1)" && pass "HellaSwag: the trained model picks the continuation far above chance ($acc; chance 0.25)" ||
     fail "trained accuracy" "$acc"
