@@ -56,11 +56,14 @@ $(TEST_BIN)/gen_data: $(BUILD)/test/gen_data.o $(HOST_LIB)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 TEST_DEPS += $(TEST_BIN)/gen_data
 
-# The GPU engine through the contract and end to end, on the CPU runtime, in each precision.
+# The GPU engine through the contract and end to end, on the CPU runtime, in each precision: FP16 in
+# make test, FP32 and BF16 in make test-long (the emulated trainers of all three run in make test's
+# scripts).
 ifneq ($(CUDA_CPU_HAVE_CUDA),)
 $(foreach p,$(EMU_PRECISIONS),$(eval $(call cuda_cpu_program,$(TEST_BIN)/test_gpu_engine_$(p),test/test_gpu_engine.cu,\
 	. kernels common reference test,$(HOST_LIB),$(call precision_define,$(p)) $(EMU_NCCL))))
-TESTS += $(foreach p,$(EMU_PRECISIONS),$(TEST_BIN)/test_gpu_engine_$(p)) test/test_emu.sh
+TESTS += $(TEST_BIN)/test_gpu_engine_fp16 test/test_emu.sh
+TESTS_LONG += $(TEST_BIN)/test_gpu_engine_fp32 $(TEST_BIN)/test_gpu_engine_bf16
 TEST_DEPS += $(EMU_BINS)
 # The memory planner against the engine's allocations, --max-memory, out of memory, --offload
 # (about 2 minutes of CPU: make test-long).

@@ -11,7 +11,9 @@
 
 CUDA_HOME ?= /usr/local/cuda
 CUDA_CPU_CXX ?= g++
-CUDA_CPU_OPT ?= -O2 -g
+# -g1: line tables and inlined calls, all the runtime's reports need (addr2line -i names a race's or a
+# fault's source line); full -g cost a quarter more compile time and was never read.
+CUDA_CPU_OPT ?= -O2 -g1
 # CUDA_CPU_SAN="-fsanitize=address" builds the runtime and programs under ASan (use another BUILD).
 CUDA_CPU_SAN ?=
 CUDA_CPU_OUT := $(BUILD)/cuda_cpu
@@ -42,11 +44,20 @@ CUDA_CPU_DEPS := $(CUDA_CPU_HEADERS) test/cuda_cpu/cu2cpu.pl test/cuda_cpu/modul
 CUDA_CPU_REGISTERS_DB := $(CUDA_CPU_OUT)/nvcc/registers.db
 CUDA_CPU_NVCC_INPUTS := $(wildcard train_gpt2.cu kernels/*.cu kernels/*.cuh kernels/*.h common/*.h reference/*.h test/*.h \
 	test/*.cuh test/*.cu test/cuda_cpu/*.cu test/cuda_cpu/*.h dev/cuda/*.cu dev/cuda/*.cuh)
+# make test's programs run their kernels in FP16 (the other precisions' kernel tests are make
+# test-long's), so make test compiles FP16 alone (nvcc was half of its build time); make test-long adds
+# FP32 and BF16 to the same table (the FP16 compiles are cached) before its tests run.
 $(CUDA_CPU_REGISTERS_DB): $(CUDA_CPU_NVCC_INPUTS) test/cuda_cpu/test_nvcc_compile.sh
 	@mkdir -p $(dir $@)
-	@echo "nvcc: compiling the .cu files the CPU runtime runs, for sm_90 (cached per file), for the kernels' registers"
-	@CUDA_CPU_OUT=$(CUDA_CPU_OUT) bash test/cuda_cpu/test_nvcc_compile.sh --build
+	@echo "nvcc: compiling the .cu files the CPU runtime runs, for sm_90 in FP16 (cached per file), for the kernels' registers"
+	@CUDA_CPU_OUT=$(CUDA_CPU_OUT) bash test/cuda_cpu/test_nvcc_compile.sh --build FP16
+CUDA_CPU_REGISTERS_ALL := $(CUDA_CPU_OUT)/nvcc/registers-all.stamp
+$(CUDA_CPU_REGISTERS_ALL): $(CUDA_CPU_REGISTERS_DB)
+	@echo "nvcc: compiling the .cu files the CPU runtime runs, for sm_90 in FP32, FP16 and BF16, for the kernels' registers"
+	@CUDA_CPU_OUT=$(CUDA_CPU_OUT) bash test/cuda_cpu/test_nvcc_compile.sh --build FP32 FP16 BF16
+	@touch $@
 TEST_DEPS += $(CUDA_CPU_REGISTERS_DB)
+TEST_LONG_DEPS += $(CUDA_CPU_REGISTERS_ALL)
 
 $(CUDA_CPU_OUT)/obj/%.o: test/cuda_cpu/%.cpp test/cuda_cpu/cuda_cpu.h test/cuda_cpu/cuda_cpu_internal.h test/cuda_cpu/module.mk
 	@mkdir -p $(dir $@)

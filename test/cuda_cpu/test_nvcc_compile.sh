@@ -11,16 +11,26 @@
 # goes to $out/registers.txt (registers, spill stores and loads in bytes, stack frame), and the FP16
 # lines are printed.
 #
-# --build (make runs it so before the tests): compile what changed, for sm_90 alone and only the files
-# whose kernels the CPU runtime launches (its tests, the kernel tests, the engine's tests, the trainer;
-# not dev/cuda nor the header units), in $out/sm90 (a cache of its own), and write $out/registers.db,
-# every kernel's mangled name with its sm_90 registers and stack frame, which the CPU runtime reads to
-# refuse a launch whose block a GPU could not give registers (test/cuda_cpu/README.md: "Launch
-# resources"); no test lines. About half the compile time of the whole check, which make test-long runs.
+# --build [PRECISION...] (make runs it so before the tests): compile what changed, for sm_90 alone and
+# only the files whose kernels the CPU runtime launches (its tests, the kernel tests, the engine's tests,
+# the trainer; not dev/cuda nor the header units), in the precisions given (default all three: FP32
+# FP16 BF16), in $out/sm90 (a cache of its own), and write $out/registers.db, every kernel's mangled
+# name with its sm_90 registers and stack frame over every compile in that cache, which the CPU runtime
+# reads to refuse a launch whose block a GPU could not give registers (test/cuda_cpu/README.md: "Launch
+# resources"); no test lines. make test asks for FP16 (the precision of its kernel tests: nvcc was
+# half of its build time), make test-long for all three.
 set -u
 cd "$(dirname "$0")/../.."
 build_only=0
-[ "${1:-}" = --build ] && build_only=1
+precisions="FP32 FP16 BF16"
+if [ "${1:-}" = --build ]; then
+    build_only=1
+    shift
+    [ $# -gt 0 ] && precisions="$*"
+    for p in $precisions; do
+        case $p in FP32|FP16|BF16) ;; *) echo "test_nvcc_compile.sh: --build takes FP32, FP16 or BF16, got '$p'"; exit 2 ;; esac
+    done
+fi
 out=${CUDA_CPU_OUT:-build/cuda_cpu}/nvcc
 mkdir -p "$out/headers"
 nvcc=$(command -v nvcc || echo "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc")
@@ -55,9 +65,9 @@ header_unit() {  # header path -> unit path
 jobs=()  # "name|source|defines"
 for src in test/cuda_cpu/*.cu; do jobs+=("$(basename "$src" .cu)|$src|"); done
 for src in kernels/test_*.cu test/test_gpu_engine.cu; do
-    for p in FP32 FP16 BF16; do jobs+=("$(basename "$src" .cu)_$p|$src|-DENABLE_$p"); done
+    for p in $precisions; do jobs+=("$(basename "$src" .cu)_$p|$src|-DENABLE_$p"); done
 done
-for p in FP32 FP16 BF16; do jobs+=("train_gpt2_$p|train_gpt2.cu|-DENABLE_$p"); done
+for p in $precisions; do jobs+=("train_gpt2_$p|train_gpt2.cu|-DENABLE_$p"); done
 [ $build_only = 1 ] || for src in dev/cuda/*.cu; do
     for p in FP16 BF16; do jobs+=("$(basename "$src" .cu)_$p|$src|-DENABLE_$p"); done
 done
@@ -86,6 +96,16 @@ for job in "${jobs[@]}"; do
 done
 wait
 if [ $build_only = 1 ]; then
+    # A precision not asked for this time keeps its compiles only where they are still current: the
+    # table never holds a kernel's registers from sources that have changed since.
+    for p in FP32 FP16 BF16; do
+        case " $precisions " in *" $p "*) continue ;; esac
+        for src in kernels/test_*.cu test/test_gpu_engine.cu train_gpt2.cu; do
+            name="$(basename "$src" .cu)_$p"
+            key=$( (echo "$tree_key -DENABLE_$p"; cat "$src") | sha1sum | cut -c1-16)
+            [ -f "$out/$name.$key.ok" ] || rm -f "$out/$name".*.ok "$out/$name.log" "$out/$name.o"
+        done
+    done
     # The runtime's table: sm_90 entries of every compile (the last one seen of a name in one file wins;
     # the runtime keeps the smallest and largest count of a name over files).
     {

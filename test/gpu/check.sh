@@ -43,7 +43,7 @@ if [ $DRY = 1 ]; then
     kdir=build/kernels
     edir=build/test
     bench=build/dev/bench_kernels_emu
-    for f in $trainer $bench $edir/test_gpu_engine_fp32 build/test/gen_data ./train_gpt2; do
+    for f in $trainer $bench $edir/test_gpu_engine_fp16 build/test/gen_data ./train_gpt2; do
         [ -x "$f" ] || { fail "dry run" "$f is missing: run make test (or make emu kernel-tests) first"; exit 1; }
     done
     gpu="CPU runtime (dry run)"
@@ -88,9 +88,9 @@ run_tests() {  # label, programs...: counts PASS and FAIL lines; a crash counts 
     row "$label" "$p passed, $f failed${bad:+ (in$bad)}"
     [ $f -eq 0 ] && pass "$label" || fail "$label" "$f failed in$bad"
 }
-if [ $DRY = 1 ]; then  # make test has just run them all; two show the parsing works
-    run_tests "kernel tests" $kdir/test_gelu_fp16 $kdir/test_global_norm_bf16
-    run_tests "engine contract tests" $edir/test_gpu_engine_fp32
+if [ $DRY = 1 ]; then  # make test has just run the FP16 ones; two show the parsing works
+    run_tests "kernel tests" $kdir/test_gelu_fp16 $kdir/test_global_norm_fp16
+    run_tests "engine contract tests" $edir/test_gpu_engine_fp16
 else
     run_tests "kernel tests ($(ls $kdir/test_*_fp?? $kdir/test_*_bf16 | grep -vc engine) programs)" \
         $(ls $kdir/test_*_{fp32,fp16,bf16} | grep -v gpu_engine)
