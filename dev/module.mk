@@ -21,8 +21,10 @@ endif
 ifneq ($(CUDA_CPU_HAVE_CUDA),)
 $(eval $(call cuda_cpu_program,$(BUILD)/dev/test_qk_tile,dev/cuda/test_qk_tile.cu,kernels dev/cuda test,,$(CUDA_CPU_CHECK_FLAGS)))
 TESTS += $(BUILD)/dev/test_qk_tile
-# The FlashAttention-2-style causal forward (scores, softmax and P V in registers), checked.
-# Built per precision: the cases of floatX's type compare with kernels/attention.cuh's forward too.
+# kernels/flash_fwd.cuh, the FlashAttention-2-style causal forward (scores, softmax and P V in registers;
+# the trainer's forward in FP16/BF16 at head sizes 32 and 64), checked against a double-precision
+# reference with derived bounds. Built per precision: the cases of floatX's type compare with
+# kernels/attention.cuh's tiled forward too.
 $(foreach p,fp16 bf16,$(eval $(call cuda_cpu_program,$(BUILD)/dev/test_flash_fwd_$(p),dev/cuda/test_flash_fwd.cu,\
 	kernels dev/cuda test common,$(HOST_LIB),$(call precision_define,$(p)) $(CUDA_CPU_CHECK_FLAGS))))
 TESTS += $(BUILD)/dev/test_flash_fwd_fp16 $(BUILD)/dev/test_flash_fwd_bf16

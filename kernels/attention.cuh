@@ -27,7 +27,16 @@
 //   (O *= exp(m_old - m_new) per row) stays in registers: a 16x16 tile whose row r is all
 //   alpha_r loads into an accumulator fragment, and same-type fragments share their element
 //   mapping, so an element-wise product of the two scales the rows.
-// - Forward (attention_forward_kernel): block = 64 query rows of one (b, h), grid (T/64, NH, B),
+// - Which forward runs: attention_forward launches kernels/flash_fwd.cuh's FlashAttention-2-style
+//   forward (mma.sync with the PTX fragment layouts: S, P and the softmax in registers, K/V tiles
+//   double-buffered by cp.async, the mask on diagonal tiles only) in the FP16 and BF16 builds at head
+//   sizes 32 and 64 (every GPT-2 size has 64), and the tiled WMMA forward below (attention_forward_tiled)
+//   everywhere else: the FP32 build, since mma.sync has no fp32 inputs (the FP32 build is held to 1e-5
+//   of the C engine, which TF32 products would not meet); other head sizes, since flash_fwd.cuh's Q and
+//   double-buffered K/V tiles fit the 48 KiB of static shared memory only up to HS = 64, and 32 and 64
+//   are the sizes its tests cover. Both forwards write the same out and lse up to rounding (the same
+//   rounding points, the same natural-log lse), which the one backward reads.
+// - Tiled forward (attention_forward_kernel): block = 64 query rows of one (b, h), grid (T/64, NH, B),
 //   last query tiles first (they have the most keys). Q stays in fragments; per key tile
 //   S = Q K^T, online softmax in fp32 (base 2: exp2 of s*scale*log2 e), O = O*alpha + P V with P
 //   rounded to floatX; at the end out = O / l and lse = (m + log2 l) ln 2.
@@ -65,6 +74,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "flash_fwd.cuh"
 #include "sizes.h"
 #if !defined(ENABLE_FP32)
 #include <mma.h>
@@ -669,10 +679,11 @@ static inline void attention_backward_hs(floatX* dqkv, float* Dsum, const floatX
 //      columns h*HS .. h*HS+HS-1 within each third (the layout of GPT-2's fused qkv matmul output).
 // out: (B, T, C) floatX, head h at columns h*HS.. ; lse: (B, NH, T) fp32 = logsumexp over j <= t of
 //      scale * q_t . k_j (natural log), scale = 1/sqrt(HS). Causal. Both OVERWRITTEN.
-// Launch: attention_forward_kernel<HS>, grid (ceil(T/64), NH, B), 128 threads,
-//         AttGeom<HS>::fwd_smem bytes of dynamic shared memory (53 KiB at HS = 64, fp16).
-static inline void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, int HS,
-                                     cudaStream_t stream) {
+// attention_forward_tiled: the WMMA forward, every head size and precision. Launch:
+// attention_forward_kernel<HS>, grid (ceil(T/64), NH, B), 128 threads, AttGeom<HS>::fwd_smem bytes of
+// dynamic shared memory (53 KiB at HS = 64, fp16).
+static inline void attention_forward_tiled(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, int HS,
+                                           cudaStream_t stream) {
     attention_check_shape("attention_forward", HS);
     if (B <= 0 || T <= 0 || NH <= 0) return;
     switch (HS) {
@@ -681,6 +692,24 @@ static inline void attention_forward(floatX* out, float* lse, const floatX* qkv,
         ATT_FOR_EACH_HS(ATT_CASE)
 #undef ATT_CASE
     }
+}
+
+// attention_forward: the forward the trainer calls. FP16/BF16 at HS = 32 or 64: flash_forward
+// (kernels/flash_fwd.cuh): attention_forward_flash_kernel, grid (ceil(T/64), NH, B), 128 threads,
+// 5 x 64 x (HS + 8) elements of static shared memory (45 KiB at HS = 64: under the 48 KiB default,
+// no cudaFuncSetAttribute); otherwise attention_forward_tiled (why: the header's "Which forward runs").
+static inline void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, int HS,
+                                     cudaStream_t stream) {
+    attention_check_shape("attention_forward", HS);
+#if !defined(ENABLE_FP32)
+    if (HS == 64 || HS == 32) {
+        if (HS == 64) flash_forward<floatX, 64>(out, lse, qkv, B, T, NH, stream);
+        else flash_forward<floatX, 32>(out, lse, qkv, B, T, NH, stream);
+        cudaCheckLaunch("attention_forward_flash_kernel");
+        return;
+    }
+#endif
+    attention_forward_tiled(out, lse, qkv, B, T, NH, HS, stream);
 }
 
 // fp32 floats of scratch attention_backward needs: attention_backward_scratch_floats(B, T, NH)

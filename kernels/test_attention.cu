@@ -3,12 +3,17 @@
 // lse, dq, dk, dv at head sizes 16..128, T at, below and past the 64-row tile (T = 1, 7, 17, 33,
 // 64, 100, 130, 200), B and NH > 1; two runs bit-identical; dev/cuda/attention_naive.cuh at one
 // shape. Every output buffer starts as NaN (fresh cudaMalloc), so a missed element fails.
+// Which forward: in FP16 and BF16 at head sizes 32 and 64, attention_forward is kernels/flash_fwd.cuh's
+// (mma.sync, softmax in registers), elsewhere the tiled WMMA forward; the backward then reads that
+// forward's out and lse, so dq, dk, dv check the pair the trainer runs. At HS 64 the tiled forward
+// (attention_forward_tiled) is checked too, in every precision, against the same bounds.
 //
 // Tolerances (test/kernel_check.cuh: inputs rounded to floatX, the reference on the same values,
 // k roundings of floatX; FP32 is held to 1e-5). Scores, softmax statistics, lse and D are fp32
 // in the kernels, so only these roundings count:
 //   out: P rounded to floatX before P V (1) + the output (1)                             k = 2
 //   lse: fp32 only (no floatX rounding on its path)                                      1e-5
+//        (the flash forward's ex2.approx, 2 ulp, and its fp32 sums stay far inside 1e-5)
 //   dv:  P rounded before P^T dO (1) + the output (1)                                    k = 2
 //   dk, dq: dS rounded before dS^T Q / dS K (1) + the output (1) + D = rowsum(dout*out)
 //        taken from the forward's floatX out, whose ~2 roundings reach dS damped by P (1) k = 3
@@ -138,6 +143,19 @@ static void test_shape(int B, int T, int NH, int HS, bool determinism, TestRng& 
         else check_tensor(name, third(dqkv, B * T, C, part), third(ref_dqkv, B * T, C, part), floatx_tol(ks[part]));
     }
 
+    if (HS == 64) {  // the other forward at the GPT-2 head size (the trainer's in FP32, a fallback elsewhere)
+        floatX* d_out_t = device_alloc<floatX>(n_out);
+        float* d_lse_t = device_alloc<float>(n_lse);
+        attention_forward_tiled(d_out_t, d_lse_t, d_qkv, B, T, NH, HS, 0);
+        cudaCheck(cudaDeviceSynchronize());
+        snprintf(name, sizeof(name), "attention_forward_tiled out %s", shape);
+        check_tensor(name, device_download_float(d_out_t, n_out), ref_out, floatx_tol(2));
+        snprintf(name, sizeof(name), "attention_forward_tiled lse %s", shape);
+        check_tensor(name, device_download_float(d_lse_t, n_lse), ref_lse, 1e-5);
+        cudaCheck(cudaFree(d_out_t));
+        cudaCheck(cudaFree(d_lse_t));
+    }
+
     if (determinism) {
         floatX* d_out2 = device_alloc<floatX>(n_out);
         float* d_lse2 = device_alloc<float>(n_lse);
@@ -196,6 +214,7 @@ int main() {
     // other head sizes
     test_shape(1, 33, 3, 16, false, rng);
     test_shape(2, 7, 1, 32, false, rng);
+    test_shape(2, 130, 2, 32, true, rng);  // HS 32 over three tiles (the flash forward in FP16/BF16)
     test_shape(1, 40, 1, 48, false, rng);
     test_shape(1, 50, 1, 80, false, rng);
     test_shape(1, 24, 2, 96, false, rng);

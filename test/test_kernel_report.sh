@@ -14,8 +14,9 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 status=0
 $gen shard "$dir/train.bin" 20000 512 2 > /dev/null || { echo "FAIL kernel_report: gen_data"; exit 1; }
-count() {  # L B: one counted step of a 96-channel model (T = 64; no model dimension equals B*T) into $dir/tiny_L$1_B$2.count
-    $gen model "$dir/m$1.bin" "$1" 96 2 512 64 1 > /dev/null &&
+count() {  # L B: one counted step of a 96-channel, 3-head model (head size 32: the flash forward; T = 64; no
+           # model dimension equals B*T) into $dir/tiny_L$1_B$2.count
+    $gen model "$dir/m$1.bin" "$1" 96 3 512 64 1 > /dev/null &&
     CUDA_CPU_CHECK=0 CUDA_CPU_SCHEDULES=forward CUDA_CPU_STREAM_ORDERS=forward CUDA_CPU_BLAS=skip \
         CUDA_CPU_COUNT="$dir/tiny_L$1_B$2.count" $bin -e "$dir/m$1.bin" -i "$dir/train.bin" -b "$2" -t 64 -x 1 -v 0 -s 0 \
         -o "" > "$dir/run.out" 2>&1 || { echo "FAIL kernel_report: counting run L=$1 B=$2: $(tail -n 2 "$dir/run.out")"; exit 1; }
@@ -40,8 +41,14 @@ else
     echo "FAIL kernel_report: GELU forward's counts: $line"
     status=1
 fi
-grep -q '^kernel name=attention_forward_kernel<HS> symbol=_Z.* mma_flops=[1-9]' "$dir/tiny_L3_B3.count" \
-    && pass_flops=1 || pass_flops=0
-[ $pass_flops = 1 ] && echo "PASS kernel_report: attention's tensor-core FLOPs counted, its symbol named for ptxas's registers" \
-    || { echo "FAIL kernel_report: no attention line with its symbol and FLOPs"; status=1; }
+# Attention at head size 32 in FP16: the flash forward (mma.sync through kernels/mma.cuh) and the WMMA
+# backward, each with its tensor-core FLOPs and its mangled symbol (how the report finds ptxas's lines).
+pass_flops=1
+for k in 'attention_forward_flash_kernel<T,HS>' 'attention_backward_dkdv_kernel<HS>'; do
+    grep -qF "kernel name=$k symbol=_Z" "$dir/tiny_L3_B3.count" &&
+        grep -F "kernel name=$k symbol=_Z" "$dir/tiny_L3_B3.count" | grep -q ' mma_flops=[1-9]' || pass_flops=0
+done
+grep -q '^kernel name=attention_forward_kernel<HS>' "$dir/tiny_L3_B3.count" && pass_flops=0  # the tiled forward must not run
+[ $pass_flops = 1 ] && echo "PASS kernel_report: attention's tensor-core FLOPs counted (the flash forward, the backward), symbols named for ptxas's registers" \
+    || { echo "FAIL kernel_report: no flash forward and backward lines with symbols and FLOPs (or the tiled forward ran): $(grep -o 'name=attention[^ ]*' "$dir/tiny_L3_B3.count" | sort -u | tr '\n' ' ')"; status=1; }
 exit $status

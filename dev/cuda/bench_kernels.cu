@@ -216,6 +216,9 @@ int main(int argc, char** argv) {
     double att_flops = 4.0 * B * NH * (double)T * T * HS / 2;  // QK^T and PV, causal half
     double f_ms = time_ms([&] { attention_forward(b, lse, qkv, B, T, NH, HS, 0); });
     row_flops("attention_forward (flash)", f_ms, att_flops);
+    // the WMMA forward attention_forward replaced in FP16/BF16 at head sizes 32 and 64 (still FP32's)
+    row_flops("attention_forward_tiled (WMMA)", time_ms([&] { attention_forward_tiled(b, lse, qkv, B, T, NH, HS, 0); }),
+              att_flops);
     float* att_scratch = dalloc<float>(attention_backward_scratch_floats(B, T, NH));
     double b_ms = time_ms([&] { attention_backward(dqkv, att_scratch, a, qkv, b, lse, B, T, NH, HS, 0); });
     row_flops("attention_backward (flash)", b_ms, 2.5 * att_flops);

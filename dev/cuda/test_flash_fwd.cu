@@ -1,4 +1,4 @@
-// test_flash_fwd.cu: dev/cuda/flash_fwd.cuh (FlashAttention-2-style causal forward) against a
+// test_flash_fwd.cu: kernels/flash_fwd.cuh (FlashAttention-2-style causal forward) against a
 // double-precision reference computed from the same rounded inputs, in f16 and bf16, head sizes 64
 // and 32, for sequence lengths that fill the 64-row tiles exactly or leave the last one partly empty
 // (37, 64, 100, 200) and several batch x head counts. Run through the CPU runtime (checked) by make
@@ -16,9 +16,10 @@
 // of the order of A itself, hundreds of times these bounds.
 //
 // Built once per precision (ENABLE_FP16, ENABLE_BF16: test_flash_fwd_fp16, _bf16), the cases of type
-// floatX also run kernels/attention.cuh's attention_forward on the same qkv: it must meet the same
-// bounds (its P and out are rounded the same way), and the two kernels' out and lse must differ by at
-// most the sum of their bounds, so flash_forward is a drop-in for that forward's outputs.
+// floatX also run kernels/attention.cuh's tiled forward (attention_forward_tiled, the forward of the
+// FP32 build and of the head sizes flash_forward lacks) on the same qkv: it must meet the same bounds
+// (its P and out are rounded the same way), and the two kernels' out and lse must differ by at most the
+// sum of their bounds, so the backward may read either forward's outputs.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -77,7 +78,7 @@ static void run(const char* name, int B, int seq, int NH) {
     std::vector<float> lse(n_lse);
     CK(cudaMemcpy(out.data(), d_out, n_out * sizeof(T), cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(lse.data(), d_lse, n_lse * sizeof(float), cudaMemcpyDeviceToHost));
-    // kernels/attention.cuh's forward on the same input, where it is built for T
+    // kernels/attention.cuh's tiled forward on the same input, where it is built for T
     const bool with_att = std::is_same<T, floatX>::value;
     std::vector<T> out_att(with_att ? n_out : 0);
     std::vector<float> lse_att(with_att ? n_lse : 0);
@@ -88,7 +89,7 @@ static void run(const char* name, int B, int seq, int NH) {
         CK(cudaMalloc(&d_lse2, n_lse * sizeof(float)));
         CK(cudaMemset(d_out2, 0xff, n_out * sizeof(T)));
         CK(cudaMemset(d_lse2, 0xff, n_lse * sizeof(float)));
-        attention_forward(d_out2, d_lse2, d_qkv, B, seq, NH, HS, 0);
+        attention_forward_tiled(d_out2, d_lse2, d_qkv, B, seq, NH, HS, 0);
         CK(cudaDeviceSynchronize());
         CK(cudaMemcpy(out_att.data(), d_out2, n_out * sizeof(T), cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(lse_att.data(), d_lse2, n_lse * sizeof(float), cudaMemcpyDeviceToHost));

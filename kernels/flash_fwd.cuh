@@ -1,8 +1,11 @@
-// flash_fwd.cuh: a FlashAttention-2-style causal attention forward through kernels/mma.cuh, FP16 and
-// BF16: the scores, the softmax and P V all stay in registers (no shared-memory round trip for S or
-// P as kernels/attention.cuh's forward makes). Same arguments, layout and lse convention as
-// kernels/attention.cuh's attention_forward, so it could replace that forward (issue 17);
-// dev/cuda/test_flash_fwd.cu checks it against a double-precision reference through the CPU runtime.
+// kernels/flash_fwd.cuh: the FlashAttention-2-style causal attention forward (FP16 and BF16, head sizes
+// 32 and 64) through kernels/mma.cuh: the scores, the softmax and P V all stay in registers (no
+// shared-memory round trip for S or P as attention.cuh's tiled forward makes). Same arguments, layout
+// and lse convention as attention.cuh's forward: attention.cuh includes this file and its
+// attention_forward launches attention_forward_flash_kernel wherever it applies (issue 17);
+// kernels/test_attention.cu checks it against the C engine's forward (and the backward on its out and
+// lse), dev/cuda/test_flash_fwd.cu against a double-precision reference with bounds derived from
+// where it rounds, and against the tiled forward.
 //
 // A block of 4 warps owns a 64-row query tile of one (batch, head), each warp 16 of its rows, the Q
 // fragments loaded once into registers. Key/value tiles of 64 stream through two shared buffers: every
@@ -64,7 +67,7 @@ template <> __device__ __forceinline__ void flash_store2<__nv_bfloat16>(__nv_bfl
 // out (B,T,C) and lse (B,NH,T fp32) from qkv (B,T,3C), C = NH*HS; grid (ceil(T/64), NH, B).
 template <class T, int HS>
 __global__ void __launch_bounds__(FLASH_THREADS)
-    flash_fwd_kernel(T* out, float* lse, const T* qkv, int seq, int NH) {
+    attention_forward_flash_kernel(T* out, float* lse, const T* qkv, int seq, int NH) {
     typedef FlashGeom<HS> G;
     __shared__ __align__(16) T sQ[FLASH_ROWS * G::LD];
     __shared__ __align__(16) T sK[2][FLASH_COLS * G::LD];
@@ -218,5 +221,5 @@ template <class T, int HS>
 void flash_forward(T* out, float* lse, const T* qkv, int B, int seq, int NH, cudaStream_t stream) {
     if (B <= 0 || seq <= 0 || NH <= 0) return;
     dim3 grid((seq + FLASH_ROWS - 1) / FLASH_ROWS, NH, B);
-    flash_fwd_kernel<T, HS><<<grid, FLASH_THREADS, 0, stream>>>(out, lse, qkv, seq, NH);
+    attention_forward_flash_kernel<T, HS><<<grid, FLASH_THREADS, 0, stream>>>(out, lse, qkv, seq, NH);
 }
