@@ -91,7 +91,7 @@ static CommItem* add(CommPlan* c, const char* what, CommKind kind, CommWhen when
 }
 
 // Entries [a, a + count) reduced to the ranks owning them (shards of p->shard): one call per owner
-// the range touches (train_gpt2.cu's reduce_to_owners and offload_reduce_piece).
+// the range touches (train_gpt2_zero.cuh's reduce_to_owners and offload_reduce_piece).
 static void reduce_piece(CommItem* it, const MemoryPlan* p, size_t a, size_t count, size_t R, size_t rank) {
     for (size_t owner = a / p->shard; owner < R && owner * p->shard < a + count; owner++) {
         size_t lo = max_sz(a, owner * p->shard), hi = min_sz(a + count, (owner + 1) * p->shard);
