@@ -78,6 +78,10 @@ typedef struct {
 #endif
     cudaStream_t comm_stream;     // stage 2: gradient reductions, overlapped with backward
     cudaEvent_t bucket_ready[2], bucket_free[2], edge_ready, edge_free, comm_done;
+    int overlap;            // stages 0, 1 over ranks: gradients reduced as the last micro-step's backward
+                            // finishes them, on comm_stream (0 with --overlap 0: after backward)
+    int grads_reduced;      // the step's gradients were reduced that way (reduce_step_gradients waits)
+    cudaEvent_t overlap_ready;
 
     // One allocation each.
     floatX* params;         // padded, in gpt2_param_layout() order, every rank the whole model
@@ -316,15 +320,18 @@ static void gpu_forward_pass(GPUEngine* g, int B, int T) {
 //   stage 1: the full gradients are reduce-scattered: each rank gets the sum of its shard,
 //            updates it (its master weights, m and v are only the shard), and the parameters are
 //            all-gathered.
+//   Both reduce layer by layer on a second stream as the step's last backward finishes each
+//   layer's gradients (--overlap 0: all at once after backward; the same bits).
 //   stage 2: no full gradient buffer: backward writes each layer's gradients into a bucket that is
 //            reduced straight to the ranks owning its entries (on a second stream, while backward
 //            goes on), and each rank adds its share into an fp32 shard accumulator.
-// The story calls into it from three places: backward opens and reduces the buckets (bucket_begin_edges,
-// bucket_begin_layer, bucket_reduce_layer, bucket_reduce_edges); the optimizer step gets its
-// shard's gradient (reduce_step_gradients), sums the step's statistics (reduce_step_stats) and,
-// after updating its shard, gathers the whole model (gather_parameters); the engine opens and
-// closes the communicator (zero_comm_init, zero_comm_destroy). The collectives, what each waits
-// for and on which stream it runs are in train_gpt2_zero.cuh, whose first screen is the contract.
+// The story calls into it from three places: backward opens and reduces the buckets
+// (bucket_begin_edges, bucket_begin_layer, bucket_reduce_layer, bucket_reduce_edges; stages 0, 1:
+// overlap_reduce_layer, overlap_reduce_edges); the optimizer step gets its shard's gradient
+// (reduce_step_gradients), sums the step's statistics (reduce_step_stats) and, after updating its
+// shard, gathers the whole model (gather_parameters); the engine opens and closes the communicator
+// (zero_comm_init, zero_comm_destroy). The collectives, what each waits for and on which stream it
+// runs are in train_gpt2_zero.cuh, whose first screen is the contract.
 #include "train_gpt2_zero.cuh"
 
 // ============================================================================================
@@ -342,7 +349,9 @@ static void recompute_segment(GPUEngine* g, int last, int B, int T) {
 }
 
 // Gradients of the last forward's loss, times dloss_scale and the loss scale, ADDED to grads.
-static void gpu_backward_pass(GPUEngine* g, int B, int T, float dloss_scale, int plan_blocks) {
+// reduce: the step's last micro-step with g->overlap: each layer's gradients are reduced over the
+// ranks as soon as they are final (section 3).
+static void gpu_backward_pass(GPUEngine* g, int B, int T, float dloss_scale, int plan_blocks, int reduce) {
     const GPT2Config* c = &g->cfg;
     int L = c->num_layers, C = c->channels, NH = c->num_heads, HS = C / NH, V = c->vocab_size,
         Vp = c->padded_vocab_size;
@@ -398,10 +407,12 @@ static void gpu_backward_pass(GPUEngine* g, int B, int T, float dloss_scale, int
         layernorm_backward(dresidual, grad_ptr(g, PT_LN1W, l), grad_ptr(g, PT_LN1B, l), ln_scratch, dln, a.residual,
                            param_ptr(g, PT_LN1W, l), a.ln1_mean, a.ln1_rstd, BT, C, st);
         if (g->bucketed) bucket_reduce_layer(g, l);
+        else if (reduce) overlap_reduce_layer(g, l);
     }
     encoder_backward(grad_ptr(g, PT_WTE), grad_ptr(g, PT_WPE), dresidual, scratch_ptr<int>(g, SCR_PLAN), plan_blocks, B,
                      T, C, st);
     if (g->bucketed) bucket_reduce_edges(g);
+    else if (reduce) overlap_reduce_edges(g);
 }
 
 // ============================================================================================
@@ -745,7 +756,7 @@ static void gpu_micro_step(Engine* e, const int* inputs, const int* targets, int
     int plan_blocks = encoder_backward_plan(g->h_plan, g->h_keys, inputs, BT);
     cudaCheck(cudaMemcpyAsync(scratch_ptr<int>(g, SCR_PLAN), g->h_plan,
                               encoder_plan_used_ints(BT, plan_blocks) * sizeof(int), cudaMemcpyHostToDevice, g->stream));
-    gpu_backward_pass(g, B, T, dloss_scale, plan_blocks);
+    gpu_backward_pass(g, B, T, dloss_scale, plan_blocks, g->overlap && is_last);
     g->cur_B = B;
     g->cur_T = T;
     g->logits_valid = 0;
@@ -834,7 +845,7 @@ static void gpu_destroy(Engine* e) {
     }
     cudaEvent_t events[] = {g->bucket_ready[0], g->bucket_ready[1], g->bucket_free[0], g->bucket_free[1], g->edge_ready,
                             g->edge_free, g->comm_done, g->landed[0], g->landed[1], g->edge_landed,
-                            g->offload_up};
+                            g->offload_up, g->overlap_ready};
     for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++) cudaCheck(cudaEventDestroy(events[i]));
     for (int k = 0; k < OFFLOAD_PIECES; k++) cudaCheck(cudaEventDestroy(g->offload_down[k]));
     cudaCheck(cudaStreamDestroy(g->comm_stream));
@@ -918,7 +929,7 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     cudaCheck(cudaStreamCreate(&g->comm_stream));
     cudaEvent_t* events[] = {&g->bucket_ready[0], &g->bucket_ready[1], &g->bucket_free[0], &g->bucket_free[1],
                              &g->edge_ready, &g->edge_free, &g->comm_done, &g->landed[0], &g->landed[1],
-                             &g->edge_landed, &g->offload_up};
+                             &g->edge_landed, &g->offload_up, &g->overlap_ready};
     for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++)
         cudaCheck(cudaEventCreateWithFlags(events[i], cudaEventDisableTiming));
     for (int k = 0; k < OFFLOAD_PIECES; k++)
@@ -936,6 +947,7 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     g->offload = opts->offload != OFFLOAD_NONE;
     g->offload_grads = opts->offload == OFFLOAD_GRADS;
     g->bucketed = g->stage == 2 || g->offload_grads;
+    g->overlap = !g->bucketed && g->num_ranks > 1 && !opts->no_overlap;
     g->landing_layer[0] = g->landing_layer[1] = -1;
     g->shard = g->plan.shard;
     g->padded = g->plan.padded;

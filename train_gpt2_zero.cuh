@@ -12,14 +12,20 @@
 //             bucket_offset[]), embed_bucket (wte, wpe), lnf_bucket; shard_grads, grad_acc (fp32);
 //             offload grads: h_landing, h_grad_acc on the host, landing_layer[2]
 //   streams   stream (compute), comm_stream; events bucket_ready/bucket_free[2], edge_ready,
-//             edge_free, comm_done, landed[2], edge_landed (created and destroyed by the engine)
+//             edge_free, comm_done, landed[2], edge_landed, overlap_ready (the engine makes them)
+//   switches  overlap (stages 0, 1 over ranks, unless --overlap 0); backward's `reduce` argument:
+//             the step's last micro-step
 //   tables    layout.tensors (offsets, sizes), cfg.num_layers; kernels shard_accumulate/shard_round
 //
 // What it does, per stage (gradients carry 1/num_ranks, so sums over ranks are the global mean):
-//   stage 0  reduce_step_gradients: ncclAllReduce of all of grads, in place, on the compute stream,
-//            after the step's last micro-step; every rank updates everything (gather: nothing)
-//   stage 1  reduce_step_gradients: ncclReduceScatter in place (rank r's sum lands in its own
-//            slice of grads), compute stream; gather_parameters: ncclAllGather after the update
+//   stage 0  on the step's last micro-step backward calls overlap_reduce_layer(l) as each layer's
+//            gradients are final, then overlap_reduce_edges: ncclAllReduce of each tensor's slice
+//            in place on comm_stream (one NCCL group a layer) while backward goes on; every rank
+//            updates everything (gather: nothing). --overlap 0: reduce_step_gradients all-reduces
+//            all of grads on the compute stream after backward
+//   stage 1  the same calls, each slice ncclReduce'd to its owners in place, into the owner's own
+//            slice of grads; --overlap 0: one ncclReduceScatter in place (rank r's sum lands in
+//            its own slice), compute stream; gather_parameters: ncclAllGather after the update
 //   stage 2  backward calls bucket_begin_edges, then per layer bucket_begin_layer(l) and
 //            bucket_reduce_layer(l), then bucket_reduce_edges: each bucket is ncclReduce'd piece by
 //            piece to the rank owning it (one NCCL group a bucket) on comm_stream while backward
@@ -32,13 +38,20 @@
 // When it synchronizes: a bucket's reduction waits (comm_stream on bucket_ready / edge_ready) for
 // backward to have filled it; backward waits (stream on bucket_free / edge_free) before zeroing a
 // bucket for reuse, two layers later; the optimizer waits (stream on comm_done) for the step's last
-// accumulation. The host waits only with offload grads: on landed[b] before reusing landing bucket
-// b, and on edge_landed at the end of each micro-step. Stages 0 and 1 add no synchronization: their
-// collectives run in order on the compute stream. test/test_stream_sync.sh removes each of these
-// calls in turn and expects the CPU runtime to name the race.
+// accumulation. Stages 0, 1: each layer's (and the edges') reduction waits (comm_stream on
+// overlap_ready) for backward to have finished it; nothing waits before backward goes on (the
+// next writes to those gradients come after the update); the optimizer waits (stream on
+// comm_done, overlap_step_gradients) before reading them. With --overlap 0 they add no
+// synchronization: their collectives run in order on the compute stream. The host waits only with
+// offload grads: on landed[b] before reusing landing bucket b, and on edge_landed at the end of each
+// micro-step. test/test_stream_sync.sh removes each of these calls in turn and expects the CPU
+// runtime to name the race.
 //
 // What it guarantees: no float atomics and a fixed order of every sum, so a run is bit-identical
-// run to run and on resume at the same rank count; each stage equals one process taking the same
+// run to run and on resume at the same rank count; stages 0 and 1 give the same bits reduced beside
+// backward or after it (test/test_zero_overlap.sh: 2 ranks, where a sum of two is one rounding
+// whatever the order; at 3 or more ranks real NCCL's ring may add a piece's ranks in another order
+// than the whole buffer's, within rounding); each stage equals one process taking the same
 // global batch by accumulation within rounding (test/test_zero.sh, test/test_zero.cu); the bytes
 // each stage sends equal the planner's closed form (test/test_comm_volume.sh). With one rank the
 // collectives are copies or nothing, so every stage runs without NCCL too.
@@ -215,6 +228,66 @@ static void bucket_reduce_edges(GPUEngine* g) {
     cudaCheck(cudaEventRecord(g->comm_done, g->comm_stream));
 }
 
+// Stages 0, 1 over ranks (g->overlap), on the step's last micro-step: once backward has finished a
+// layer's gradients (or, at its end, the embeddings' and the final LayerNorm's), they are final for
+// the step, and their reduction runs on the comm stream while backward goes on. Each tensor's
+// slice is one call, in place in grads: stage 0 all-reduces it; stage 1 reduces each piece to the
+// rank owning it, into that rank's own slice of grads (where stage 1's reduce-scatter puts it).
+// Every entry is summed over the same ranks as by the one call after backward: bit-identical.
+static void overlap_reduce_piece(GPUEngine* g, size_t global, size_t count) {
+#if defined(USE_NCCL)
+    floatX* p = g->grads + global;
+    if (g->stage == 0) ncclCheck(ncclAllReduce(p, p, count, nccl_floatx(), ncclSum, g->comm, g->comm_stream));
+    else reduce_to_owners(g, g->grads, 0, global, count, g->comm_stream);
+#else
+    (void)global;
+    (void)count;
+    collectives_missing(g);
+#endif
+}
+
+static void overlap_reduce_layer(GPUEngine* g, int l) {
+    cudaCheck(cudaEventRecord(g->overlap_ready, g->stream));
+    cudaCheck(cudaStreamWaitEvent(g->comm_stream, g->overlap_ready, 0));
+#if defined(USE_NCCL)
+    ncclCheck(ncclGroupStart());
+#endif
+    for (int k = PT_LN1W; k <= PT_FCPROJB; k++) {
+        const ParamTensor* t = &g->layout.tensors[k];
+        size_t per_layer = t->numel / g->cfg.num_layers;
+        overlap_reduce_piece(g, t->offset + (size_t)l * per_layer, per_layer);
+    }
+#if defined(USE_NCCL)
+    ncclCheck(ncclGroupEnd());
+#endif
+}
+
+// The embeddings (wte, wpe: contiguous from entry 0; wte has gradients from both ends of backward)
+// and the final LayerNorm, after the encoder's backward; comm_done then marks every reduction queued.
+static void overlap_reduce_edges(GPUEngine* g) {
+    const ParamTensor* wpe = &g->layout.tensors[PT_WPE];
+    const ParamTensor* lnf = &g->layout.tensors[PT_LNFW];
+    cudaCheck(cudaEventRecord(g->overlap_ready, g->stream));
+    cudaCheck(cudaStreamWaitEvent(g->comm_stream, g->overlap_ready, 0));
+#if defined(USE_NCCL)
+    ncclCheck(ncclGroupStart());
+#endif
+    overlap_reduce_piece(g, 0, wpe->offset + wpe->numel);
+    overlap_reduce_piece(g, lnf->offset, 2 * lnf->numel);
+#if defined(USE_NCCL)
+    ncclCheck(ncclGroupEnd());
+#endif
+    cudaCheck(cudaEventRecord(g->comm_done, g->comm_stream));
+    g->grads_reduced = 1;
+}
+
+// The optimizer's wait for them: the compute stream reads the summed gradients only after the comm
+// stream has written them.
+static void overlap_step_gradients(GPUEngine* g) {
+    cudaCheck(cudaStreamWaitEvent(g->stream, g->comm_done, 0));
+    g->grads_reduced = 0;
+}
+
 // Stages 0, 1, before the update: the step's gradient of this rank's shard. Returns where it is.
 static const floatX* reduce_step_gradients(GPUEngine* g) {
     if (g->stage == 2) {
@@ -222,7 +295,9 @@ static const floatX* reduce_step_gradients(GPUEngine* g) {
         shard_round(g->shard_grads, g->grad_acc, g->shard_n, g->stream);
         return g->shard_grads;
     }
-    if (g->num_ranks > 1) {
+    if (g->grads_reduced) {  // overlapped with the last micro-step's backward
+        overlap_step_gradients(g);
+    } else if (g->num_ranks > 1) {
 #if defined(USE_NCCL)
         // Stage 1 in place: rank r's sum lands in its own slice of the gradients (NCCL's in-place
         // form, recvbuff = sendbuff + r * recvcount), so the shard needs no buffer of its own.

@@ -27,7 +27,17 @@ declare -A config=(
     [z2]="-z 2"
     [grads]="-z 2 --offload grads"
     [optimizer]="--offload optimizer"
+    [z0ov]="-z 0 -b 1"
+    [z1ov]="-z 1 -b 1"
 )
+# Stages 0 and 1 reduce beside backward only over ranks: these run under mpirun, 2 ranks of one
+# sequence each, so that a step is 2 micro-steps and only the last one reduces.
+launch() {  # launch CONFIG: the command before the trainer's (CUDA_CPU_DROP passed on to the ranks)
+    case $1 in
+        *ov) echo "mpirun -np 2 -x CUDA_CPU_DROP" ;;
+        *) echo "" ;;
+    esac
+}
 
 # The calls to remove: every cudaEventRecord, cudaStreamWaitEvent, cudaEventSynchronize and
 # cudaStreamSynchronize inside the functions of the ZeRO and offload paths, with the configuration
@@ -36,6 +46,7 @@ declare -A fn_config=(
     [offload_settle_layer]=grads [bucket_reduce_layer]=z2 [bucket_begin_layer]=z2 [bucket_begin_edges]=z2
     [bucket_reduce_edges]=z2 [reduce_step_gradients]=z2 [offload_adamw]=optimizer
     [offload_step_gradients]=grads [gpu_optimizer_step]=z2
+    [overlap_reduce_layer]="z0ov z1ov" [overlap_reduce_edges]="z0ov z1ov" [overlap_step_gradients]="z0ov z1ov"
 )
 # Calls that order nothing CUDA leaves unordered (the test checks that the run is unchanged without
 # them): the step's statistics come down into pageable memory, which CUDA's copy returns complete.
@@ -47,10 +58,13 @@ mapfile -t sites < <(awk '
     /^(static |StepResult |void )[^(]*\(/ { fn = $0; sub(/\(.*/, "", fn); sub(/.* \**/, "", fn) }
     /cudaEventRecord|cudaStreamWaitEvent|cudaEventSynchronize|cudaStreamSynchronize/ { print FILENAME ":" fn ":" FNR }' "${sources[@]}")
 
+mpi_configs="z0ov z1ov"
+command -v mpirun > /dev/null 2>&1 || mpi_configs=""
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # Everything in place: each configuration runs to the end.
-for c in z2 grads optimizer; do
+for c in z2 grads optimizer $mpi_configs; do
     # shellcheck disable=SC2086
-    if $emu "${common[@]}" ${config[$c]} > "$dir/ok_$c.out" 2>&1; then
+    if CUDA_CPU_DROP="" $(launch $c) $emu "${common[@]}" ${config[$c]} > "$dir/ok_$c.out" 2>&1; then
         pass "all synchronization in place: ${config[$c]} runs without a finding"
     else
         fail "all synchronization in place: ${config[$c]}" "$(grep -m1 'cuda_cpu:' "$dir/ok_$c.out" | cut -c1-400)"
@@ -63,15 +77,17 @@ for site in "${sites[@]}"; do
     fn=${site#*:}
     fn=${fn%:*}
     line=${site##*:}
-    c=${fn_config[$fn]:-}
-    [ -n "$c" ] || continue
+    cs=${fn_config[$fn]:-}
+    [ -n "$cs" ] || continue
     # The copies to the host that --offload grads adds in the bucket code.
-    sed -n "${line}p" "$src" | grep -q 'landed' && c=grads
+    sed -n "${line}p" "$src" | grep -q 'landed' && cs=grads
+    for c in $cs; do
+    [[ $c != *ov || -n $mpi_configs ]] || continue
     n=$((n + 1))
     call=$(sed -n "${line}p" "$src" | grep -o 'cuda\(EventRecord\|StreamWaitEvent\|EventSynchronize\|StreamSynchronize\)' | head -n 1)
-    out="$dir/drop_$line.out"
+    out="$dir/drop_${line}_$c.out"
     # shellcheck disable=SC2086
-    { (CUDA_CPU_DROP="$src:$line" exec timeout 600 $emu "${common[@]}" ${config[$c]} > "$out" 2>&1); } 2> /dev/null
+    { (export CUDA_CPU_DROP="$src:$line"; exec timeout 600 $(launch $c) $emu "${common[@]}" ${config[$c]} > "$out" 2>&1); } 2> /dev/null
     rc=$?
     finding=$(grep -m1 -E '^cuda_cpu: (the result depends on the order|.*not yet synchronized|.*nothing orders the two|.*has not synchronized)' "$out")
     redundant=0
@@ -88,6 +104,7 @@ for site in "${sites[@]}"; do
     else
         fail "without $call at $src:$line ($fn, ${config[$c]})" "exit $rc, no finding: $(tail -n 2 "$out" | tr '\n' ' ' | cut -c1-300)"
     fi
+    done
 done
 [ $n -ge 10 ] && pass "$n calls removed one at a time" || fail "the calls to remove" "found only $n in ${sources[*]}"
 
