@@ -12,6 +12,7 @@
 //      LayerNorm), final LayerNorm, logits
 //   3. ranks and ZeRO: gradients all-reduced (stage 0), reduce-scattered (1) or reduced to their
 //      owner as backward produces them (2); each rank updates its shard; parameters all-gathered
+//      (the collectives themselves, and their contract, in train_gpt2_zero.cuh)
 //   4. backward: the fused classifier, then the blocks in reverse; parameter gradients accumulate
 //   5. the optimizer step: one sync for the loss and the gradient norm, loss-scale decision, AdamW
 //   6. weights in and out: start-up weights and checkpoints, streamed through a host buffer
@@ -65,7 +66,7 @@ typedef struct {
     cudaStream_t stream;
     MatmulContext mm;
 
-    // Ranks and ZeRO (section 4). The parameters are split into num_ranks contiguous shards of
+    // Ranks and ZeRO (section 3: train_gpt2_zero.cuh). The parameters are split into num_ranks contiguous shards of
     // `shard` entries (the last ones padded: any count works); rank r owns [r*shard, +shard).
     int rank, num_ranks, stage;
     size_t shard;           // entries per shard: n rounded up to a multiple of num_ranks, divided
@@ -77,6 +78,10 @@ typedef struct {
 #endif
     cudaStream_t comm_stream;     // stage 2: gradient reductions, overlapped with backward
     cudaEvent_t bucket_ready[2], bucket_free[2], edge_ready, edge_free, comm_done;
+    int overlap;            // stages 0, 1 over ranks: gradients reduced as the last micro-step's backward
+                            // finishes them, on comm_stream (0 with --overlap 0: after backward)
+    int grads_reduced;      // the step's gradients were reduced that way (reduce_step_gradients waits)
+    cudaEvent_t overlap_ready;
 
     // One allocation each.
     floatX* params;         // padded, in gpt2_param_layout() order, every rank the whole model
@@ -315,223 +320,19 @@ static void gpu_forward_pass(GPUEngine* g, int B, int T) {
 //   stage 1: the full gradients are reduce-scattered: each rank gets the sum of its shard,
 //            updates it (its master weights, m and v are only the shard), and the parameters are
 //            all-gathered.
+//   Both reduce layer by layer on a second stream as the step's last backward finishes each
+//   layer's gradients (--overlap 0: all at once after backward; the same bits).
 //   stage 2: no full gradient buffer: backward writes each layer's gradients into a bucket that is
 //            reduced straight to the ranks owning its entries (on a second stream, while backward
 //            goes on), and each rank adds its share into an fp32 shard accumulator.
-// With one rank the collectives are copies or nothing, so every stage runs without NCCL too.
-
-#if !defined(USE_NCCL)
-static void collectives_missing(GPUEngine* g) {
-    fatal("%d ranks need NCCL, and this trainer was built without it (nccl.h not found at make time)", g->num_ranks);
-}
-#endif
-
-#if defined(USE_NCCL)
-static void nccl_check(ncclResult_t r, const char* call, const char* file, int line) {
-    if (r != ncclSuccess) fail_at("NCCL", call, file, line, ncclGetErrorString(r));
-}
-#define ncclCheck(call) nccl_check((call), #call, __FILE__, __LINE__)
-static ncclDataType_t nccl_floatx(void) {
-    return sizeof(floatX) == 4 ? ncclFloat32 : CUDA_R_FLOATX == CUDA_R_16F ? ncclFloat16 : ncclBfloat16;
-}
-#endif
-
-// Sums the entries [begin, begin + count) of bucket (whose first entry is parameter `base`) over
-// all ranks, each piece of it into the shard_grads of the rank that owns it.
-static void reduce_to_owners(GPUEngine* g, const floatX* bucket, size_t base, size_t begin, size_t count,
-                             cudaStream_t st) {
-    for (int owner = 0; owner < g->num_ranks; owner++) {
-        size_t lo = owner * g->shard, hi = lo + g->shard;
-        size_t a = begin > lo ? begin : lo, b = begin + count < hi ? begin + count : hi;
-        if (a >= b) continue;
-        const floatX* src = bucket + (a - base);
-        floatX* dst = g->shard_grads + (a - lo);
-        if (g->num_ranks == 1) {
-            cudaCheck(cudaMemcpyAsync(dst, src, (b - a) * sizeof(floatX), cudaMemcpyDeviceToDevice, st));
-            continue;
-        }
-#if defined(USE_NCCL)
-        ncclCheck(ncclReduce(src, dst, b - a, nccl_floatx(), ncclSum, owner, g->comm, st));
-#else
-        collectives_missing(g);
-#endif
-    }
-}
-
-// --offload grads: the gradients of count parameters from `global` on, held in the bucket at src,
-// summed over ranks in place (every rank's copy at stage 0, each owner's piece at stages 1, 2),
-// then the part in this rank's optimizer range copied down to the same place in the landing area.
-static void offload_reduce_piece(GPUEngine* g, floatX* src, size_t global, size_t count, cudaStream_t st) {
-    if (g->num_ranks > 1) {
-#if defined(USE_NCCL)
-        if (g->stage == 0) {
-            ncclCheck(ncclAllReduce(src, src, count, nccl_floatx(), ncclSum, g->comm, st));
-        } else {
-            for (int owner = 0; owner < g->num_ranks; owner++) {
-                size_t lo = owner * g->shard, hi = lo + g->shard;
-                size_t a = global > lo ? global : lo, b = global + count < hi ? global + count : hi;
-                if (a < b) ncclCheck(ncclReduce(src + (a - global), src + (a - global), b - a, nccl_floatx(), ncclSum,
-                                                owner, g->comm, st));
-            }
-        }
-#else
-        collectives_missing(g);
-#endif
-    }
-    size_t lo = g->opt_begin, hi = g->opt_begin + g->opt_n;
-    size_t a = global > lo ? global : lo, b = global + count < hi ? global + count : hi;
-    if (a < b)
-        cudaCheck(cudaMemcpyAsync(g->h_landing + (src - g->grads) + (a - global), src + (a - global),
-                                  (b - a) * sizeof(floatX), cudaMemcpyDeviceToHost, st));
-}
-
-// The landed part of that piece added to the host's fp32 sums (on CPU threads).
-static void offload_accumulate_piece(GPUEngine* g, const floatX* src, size_t global, size_t count) {
-    size_t lo = g->opt_begin, hi = g->opt_begin + g->opt_n;
-    size_t a = global > lo ? global : lo, b = global + count < hi ? global + count : hi;
-    if (a >= b) return;
-    const floatX* land = g->h_landing + (src - g->grads) + (a - global);
-    float* acc = g->h_grad_acc + (a - lo);
-    size_t n = b - a;
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) acc[i] += (float)land[i];
-}
-
-// The pieces of layer l's bucket b, one per layer tensor: fn(g, bucket slice, first parameter, count).
-template <class Fn>
-static void for_each_layer_piece(GPUEngine* g, int l, Fn fn) {
-    for (int k = PT_LN1W; k <= PT_FCPROJB; k++) {
-        const ParamTensor* t = &g->layout.tensors[k];
-        size_t per_layer = t->numel / g->cfg.num_layers;
-        fn(g->layer_bucket[l % 2] + g->bucket_offset[k], t->offset + (size_t)l * per_layer, per_layer);
-    }
-}
-
-// offload_grads: the host waits for the copy into landing bucket b (a layer two steps later in
-// backward, long since enqueued) and adds it to its sums, before that landing space is reused.
-static void offload_settle_layer(GPUEngine* g, int b) {
-    int l = g->landing_layer[b];
-    if (l < 0) return;
-    cudaCheck(cudaEventSynchronize(g->landed[b]));
-    for_each_layer_piece(g, l, [&](floatX* src, size_t global, size_t count) { offload_accumulate_piece(g, src, global, count); });
-    g->landing_layer[b] = -1;
-}
-
-// Stage 2: after backward filled a bucket on the compute stream, its reduction runs on the comm
-// stream; the compute stream waits for it only before it writes that bucket again. With offload
-// grads the reduction ends in a copy to the host instead of the device's shard.
-static void bucket_reduce_layer(GPUEngine* g, int l) {
-    int b = l % 2;
-    if (g->offload_grads) offload_settle_layer(g, b);
-    cudaCheck(cudaEventRecord(g->bucket_ready[b], g->stream));
-    cudaCheck(cudaStreamWaitEvent(g->comm_stream, g->bucket_ready[b], 0));
-#if defined(USE_NCCL)
-    if (g->num_ranks > 1) ncclCheck(ncclGroupStart());
-#endif
-    for_each_layer_piece(g, l, [&](floatX* src, size_t global, size_t count) {
-        if (g->offload_grads) offload_reduce_piece(g, src, global, count, g->comm_stream);
-        else reduce_to_owners(g, src, global, global, count, g->comm_stream);
-    });
-#if defined(USE_NCCL)
-    if (g->num_ranks > 1) ncclCheck(ncclGroupEnd());
-#endif
-    cudaCheck(cudaEventRecord(g->bucket_free[b], g->comm_stream));
-    if (g->offload_grads) {
-        cudaCheck(cudaEventRecord(g->landed[b], g->comm_stream));
-        g->landing_layer[b] = l;
-    }
-}
-
-static void bucket_begin_layer(GPUEngine* g, int l) {
-    int b = l % 2;
-    cudaCheck(cudaStreamWaitEvent(g->stream, g->bucket_free[b], 0));
-    cudaCheck(cudaMemsetAsync(g->layer_bucket[b], 0, g->layer_bucket_n * sizeof(floatX), g->stream));
-}
-
-// The embeddings' and the final LayerNorm's buckets: zeroed as backward starts, reduced as it ends
-// (wte gets gradients at both ends: the logits' and the token embedding's).
-static void bucket_begin_edges(GPUEngine* g) {
-    const ParamTensor* lnf = &g->layout.tensors[PT_LNFW];
-    cudaCheck(cudaStreamWaitEvent(g->stream, g->edge_free, 0));
-    cudaCheck(cudaMemsetAsync(g->embed_bucket, 0, g->layout.tensors[PT_WPE].offset * sizeof(floatX) +
-                              g->layout.tensors[PT_WPE].numel * sizeof(floatX), g->stream));
-    cudaCheck(cudaMemsetAsync(g->lnf_bucket, 0, 2 * lnf->numel * sizeof(floatX), g->stream));
-}
-
-static void bucket_reduce_edges(GPUEngine* g) {
-    const ParamTensor* wpe = &g->layout.tensors[PT_WPE];
-    const ParamTensor* lnf = &g->layout.tensors[PT_LNFW];
-    cudaCheck(cudaEventRecord(g->edge_ready, g->stream));
-    cudaCheck(cudaStreamWaitEvent(g->comm_stream, g->edge_ready, 0));
-#if defined(USE_NCCL)
-    if (g->num_ranks > 1) ncclCheck(ncclGroupStart());
-#endif
-    if (g->offload_grads) {
-        offload_reduce_piece(g, g->embed_bucket, 0, wpe->offset + wpe->numel, g->comm_stream);
-        offload_reduce_piece(g, g->lnf_bucket, lnf->offset, 2 * lnf->numel, g->comm_stream);
-    } else {
-        reduce_to_owners(g, g->embed_bucket, 0, 0, wpe->offset + wpe->numel, g->comm_stream);
-        reduce_to_owners(g, g->lnf_bucket, lnf->offset, lnf->offset, 2 * lnf->numel, g->comm_stream);
-    }
-#if defined(USE_NCCL)
-    if (g->num_ranks > 1) ncclCheck(ncclGroupEnd());
-#endif
-    cudaCheck(cudaEventRecord(g->edge_free, g->comm_stream));
-    if (g->offload_grads) {  // the micro-step's last copies: every landed gradient into the host's sums
-        cudaCheck(cudaEventRecord(g->edge_landed, g->comm_stream));
-        offload_settle_layer(g, 0);
-        offload_settle_layer(g, 1);
-        cudaCheck(cudaEventSynchronize(g->edge_landed));
-        offload_accumulate_piece(g, g->embed_bucket, 0, wpe->offset + wpe->numel);
-        offload_accumulate_piece(g, g->lnf_bucket, lnf->offset, 2 * lnf->numel);
-        return;
-    }
-    // Every entry of the shard was received once this micro-step: add them to the step's sum.
-    shard_accumulate(g->grad_acc, g->shard_grads, g->shard_n, g->comm_stream);
-    cudaCheck(cudaEventRecord(g->comm_done, g->comm_stream));
-}
-
-// Stages 0, 1, before the update: the step's gradient of this rank's shard. Returns where it is.
-static const floatX* reduce_step_gradients(GPUEngine* g) {
-    if (g->stage == 2) {
-        cudaCheck(cudaStreamWaitEvent(g->stream, g->comm_done, 0));
-        shard_round(g->shard_grads, g->grad_acc, g->shard_n, g->stream);
-        return g->shard_grads;
-    }
-    if (g->num_ranks > 1) {
-#if defined(USE_NCCL)
-        // Stage 1 in place: rank r's sum lands in its own slice of the gradients (NCCL's in-place
-        // form, recvbuff = sendbuff + r * recvcount), so the shard needs no buffer of its own.
-        if (g->stage == 0)
-            ncclCheck(ncclAllReduce(g->grads, g->grads, g->n, nccl_floatx(), ncclSum, g->comm, g->stream));
-        else
-            ncclCheck(ncclReduceScatter(g->grads, g->shard_grads, g->shard, nccl_floatx(), ncclSum, g->comm, g->stream));
-#else
-        collectives_missing(g);
-#endif
-    }
-    return g->grads + g->shard_begin;
-}
-
-// The loss, squared norm and non-finite count summed over ranks (each rank measured its shard).
-static void reduce_step_stats(GPUEngine* g, float* stats) {
-    if (g->num_ranks == 1) return;
-#if defined(USE_NCCL)
-    ncclCheck(ncclAllReduce(stats, stats, 4, ncclFloat32, ncclSum, g->comm, g->stream));
-#else
-    collectives_missing(g);
-#endif
-}
-
-// Stages 1, 2, after the update of each rank's shard: every rank gets the whole model back.
-static void gather_parameters(GPUEngine* g) {
-    if (g->stage == 0 || g->num_ranks == 1) return;
-#if defined(USE_NCCL)
-    ncclCheck(ncclAllGather(g->params + g->shard_begin, g->params, g->shard, nccl_floatx(), g->comm, g->stream));
-#else
-    collectives_missing(g);
-#endif
-}
+// The story calls into it from three places: backward opens and reduces the buckets
+// (bucket_begin_edges, bucket_begin_layer, bucket_reduce_layer, bucket_reduce_edges; stages 0, 1:
+// overlap_reduce_layer, overlap_reduce_edges); the optimizer step gets its shard's gradient
+// (reduce_step_gradients), sums the step's statistics (reduce_step_stats) and, after updating its
+// shard, gathers the whole model (gather_parameters); the engine opens and closes the communicator
+// (zero_comm_init, zero_comm_destroy). The collectives, what each waits for and on which stream it
+// runs are in train_gpt2_zero.cuh, whose first screen is the contract.
+#include "train_gpt2_zero.cuh"
 
 // ============================================================================================
 // 4. Backward
@@ -548,7 +349,9 @@ static void recompute_segment(GPUEngine* g, int last, int B, int T) {
 }
 
 // Gradients of the last forward's loss, times dloss_scale and the loss scale, ADDED to grads.
-static void gpu_backward_pass(GPUEngine* g, int B, int T, float dloss_scale, int plan_blocks) {
+// reduce: the step's last micro-step with g->overlap: each layer's gradients are reduced over the
+// ranks as soon as they are final (section 3).
+static void gpu_backward_pass(GPUEngine* g, int B, int T, float dloss_scale, int plan_blocks, int reduce) {
     const GPT2Config* c = &g->cfg;
     int L = c->num_layers, C = c->channels, NH = c->num_heads, HS = C / NH, V = c->vocab_size,
         Vp = c->padded_vocab_size;
@@ -604,10 +407,12 @@ static void gpu_backward_pass(GPUEngine* g, int B, int T, float dloss_scale, int
         layernorm_backward(dresidual, grad_ptr(g, PT_LN1W, l), grad_ptr(g, PT_LN1B, l), ln_scratch, dln, a.residual,
                            param_ptr(g, PT_LN1W, l), a.ln1_mean, a.ln1_rstd, BT, C, st);
         if (g->bucketed) bucket_reduce_layer(g, l);
+        else if (reduce) overlap_reduce_layer(g, l);
     }
     encoder_backward(grad_ptr(g, PT_WTE), grad_ptr(g, PT_WPE), dresidual, scratch_ptr<int>(g, SCR_PLAN), plan_blocks, B,
                      T, C, st);
     if (g->bucketed) bucket_reduce_edges(g);
+    else if (reduce) overlap_reduce_edges(g);
 }
 
 // ============================================================================================
@@ -951,7 +756,7 @@ static void gpu_micro_step(Engine* e, const int* inputs, const int* targets, int
     int plan_blocks = encoder_backward_plan(g->h_plan, g->h_keys, inputs, BT);
     cudaCheck(cudaMemcpyAsync(scratch_ptr<int>(g, SCR_PLAN), g->h_plan,
                               encoder_plan_used_ints(BT, plan_blocks) * sizeof(int), cudaMemcpyHostToDevice, g->stream));
-    gpu_backward_pass(g, B, T, dloss_scale, plan_blocks);
+    gpu_backward_pass(g, B, T, dloss_scale, plan_blocks, g->overlap && is_last);
     g->cur_B = B;
     g->cur_T = T;
     g->logits_valid = 0;
@@ -1018,9 +823,7 @@ static void gpu_destroy(Engine* e) {
     cudaCheck(cudaStreamSynchronize(g->stream));
     cudaCheck(cudaStreamSynchronize(g->comm_stream));
     matmul_context_destroy(&g->mm);
-#if defined(USE_NCCL)
-    if (g->comm) ncclCheck(ncclCommDestroy(g->comm));
-#endif
+    zero_comm_destroy(g);
     void* parts[MEM_COUNT] = {0};
     parts[MEM_PARAMS] = g->params;
     parts[MEM_GRADS] = g->grads;
@@ -1042,7 +845,7 @@ static void gpu_destroy(Engine* e) {
     }
     cudaEvent_t events[] = {g->bucket_ready[0], g->bucket_ready[1], g->bucket_free[0], g->bucket_free[1], g->edge_ready,
                             g->edge_free, g->comm_done, g->landed[0], g->landed[1], g->edge_landed,
-                            g->offload_up};
+                            g->offload_up, g->overlap_ready};
     for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++) cudaCheck(cudaEventDestroy(events[i]));
     for (int k = 0; k < OFFLOAD_PIECES; k++) cudaCheck(cudaEventDestroy(g->offload_down[k]));
     cudaCheck(cudaStreamDestroy(g->comm_stream));
@@ -1126,7 +929,7 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     cudaCheck(cudaStreamCreate(&g->comm_stream));
     cudaEvent_t* events[] = {&g->bucket_ready[0], &g->bucket_ready[1], &g->bucket_free[0], &g->bucket_free[1],
                              &g->edge_ready, &g->edge_free, &g->comm_done, &g->landed[0], &g->landed[1],
-                             &g->edge_landed, &g->offload_up};
+                             &g->edge_landed, &g->offload_up, &g->overlap_ready};
     for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++)
         cudaCheck(cudaEventCreateWithFlags(events[i], cudaEventDisableTiming));
     for (int k = 0; k < OFFLOAD_PIECES; k++)
@@ -1144,6 +947,7 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     g->offload = opts->offload != OFFLOAD_NONE;
     g->offload_grads = opts->offload == OFFLOAD_GRADS;
     g->bucketed = g->stage == 2 || g->offload_grads;
+    g->overlap = !g->bucketed && g->num_ranks > 1 && !opts->no_overlap;
     g->landing_layer[0] = g->landing_layer[1] = -1;
     g->shard = g->plan.shard;
     g->padded = g->plan.padded;
@@ -1166,14 +970,7 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
         fatal("flag --max-memory is %.2f GiB per rank; the plan above needs %.2f GiB (with estimates)",
               opts->memory_budget / 1073741824.0, g->plan.device_total / 1073741824.0);
     }
-#if defined(USE_NCCL)
-    if (R > 1) {  // one communicator over every rank; rank 0 makes its id, MPI carries it to the others
-        ncclUniqueId id;
-        if (g->rank == 0) ncclCheck(ncclGetUniqueId(&id));
-        ranks_broadcast(&id, sizeof(id), 0);
-        ncclCheck(ncclCommInitRank(&g->comm, (int)R, id, g->rank));
-    }
-#endif
+    zero_comm_init(g);  // one communicator over every rank (section 3)
 
     // The tensor groups, each one allocation of the plan's size, measured as the device counts it.
     size_t X = sizeof(floatX);

@@ -68,6 +68,7 @@ typedef struct {
     const char* precision;     // fp16 | bf16 | fp32; "" = the GPU build's
     const char* max_memory;    // the GPU engine's device bytes per rank at most ("" = no limit)
     const char* offload;       // none | optimizer | grads
+    int overlap;               // ZeRO stages 0, 1: gradients reduced beside backward (1) or after it (0)
     unsigned long long given;  // a bit per flag given on the command line (cli_given)
 } TrainOptions;
 

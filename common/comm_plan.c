@@ -91,7 +91,7 @@ static CommItem* add(CommPlan* c, const char* what, CommKind kind, CommWhen when
 }
 
 // Entries [a, a + count) reduced to the ranks owning them (shards of p->shard): one call per owner
-// the range touches (train_gpt2.cu's reduce_to_owners and offload_reduce_piece).
+// the range touches (train_gpt2_zero.cuh's reduce_to_owners and offload_reduce_piece).
 static void reduce_piece(CommItem* it, const MemoryPlan* p, size_t a, size_t count, size_t R, size_t rank) {
     for (size_t owner = a / p->shard; owner < R && owner * p->shard < a + count; owner++) {
         size_t lo = max_sz(a, owner * p->shard), hi = min_sz(a + count, (owner + 1) * p->shard);
@@ -149,11 +149,23 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
     c->accum = accum > 0 ? accum : 1;
     c->link = *link;
     int grads_down = o->offload == OFFLOAD_GRADS;
+    // Stages 0 and 1 reduce each layer's gradients beside the step's last backward (train_gpt2_zero.cuh),
+    // unless --overlap 0.
+    int overlap = !grads_down && c->stage < 2 && !o->no_overlap;
 
     if (R > 1) {
         // Gradients: with --offload grads every stage reduces bucket by bucket as backward makes
-        // them (stage 0 all-reduces each), as does stage 2; stages 0 and 1 otherwise once a step.
-        if (grads_down && c->stage == 0) {
+        // them (stage 0 all-reduces each), as does stage 2 (every micro-step); stages 0 and 1 otherwise
+        // layer by layer beside the step's last backward, or with --overlap 0 once after it.
+        if (overlap && c->stage == 0) {
+            CommItem* it = add(c, "gradients, all-reduced by layer beside the last backward", COMM_ALLREDUCE,
+                               COMM_PER_STEP, 1, X);
+            for_each_bucket_piece(it, p, R, rank, allreduce_bucket);
+        } else if (overlap) {
+            CommItem* it = add(c, "gradients, reduced to their owners by layer beside the last backward", COMM_REDUCE,
+                               COMM_PER_STEP, 1, X);
+            for_each_bucket_piece(it, p, R, rank, reduce_piece);
+        } else if (grads_down && c->stage == 0) {
             CommItem* it = add(c, "gradients, all-reduced by bucket", COMM_ALLREDUCE, COMM_PER_MICRO_STEP, 1, X);
             for_each_bucket_piece(it, p, R, rank, allreduce_bucket);
         } else if (grads_down || c->stage == 2) {
@@ -206,6 +218,7 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
 
     // Totals and times per optimizer step.
     double over_link = 0, over_host = 0;  // seconds per micro-step of what overlaps backward
+    double over_last = 0;                 // seconds a step of what overlaps the last backward only
     for (int i = 0; i < c->count; i++) {
         const CommItem* it = &c->items[i];
         if (it->when == COMM_PER_CHECKPOINT) {
@@ -221,7 +234,8 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
             c->received_step += it->received * times;
         }
         int host = it->kind == COMM_TO_HOST || it->kind == COMM_TO_DEVICE;
-        if (it->overlapped) {
+        if (it->overlapped && it->when == COMM_PER_STEP) over_last += it->sent / link->bytes_per_s;
+        else if (it->overlapped) {
             if (host) over_host += it->sent / COMM_HOST_LINK.bytes_per_s;
             else over_link += it->sent / link->bytes_per_s;
         }
@@ -229,7 +243,7 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
     c->comm_seconds = c->sent_step / link->bytes_per_s;
     // Down and up at different times (down after or beside backward, up after the update).
     c->host_seconds = (c->host_down_step + c->host_up_step) / COMM_HOST_LINK.bytes_per_s;
-    c->overlapped_seconds = (over_link + over_host) * c->accum;
+    c->overlapped_seconds = (over_link + over_host) * c->accum + over_last;
 
     // Compute (predicted): 6 FLOPs a parameter a token plus attention's, and recompute's extra.
     double frac = plan_recompute_fraction(o->recompute);
@@ -241,14 +255,16 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
     // Backward is two thirds of the plain step (4 of its 6 FLOPs a parameter), and runs recompute's
     // extra forward too.
     c->backward_seconds = c->compute_seconds * (2.0 / 3.0 + frac) / (1.0 + frac);
-    // As this engine runs it: what overlaps backward hides up to backward's time on each micro-step;
-    // the rest (stages 0 and 1's reductions after backward, the all-gather after the update, the
-    // statistics, offload's step copies) adds to the step.
+    // As this engine runs it: what overlaps backward hides up to backward's time on each micro-step
+    // (stages 0 and 1's reductions under the last one only); the rest (the all-gather after the
+    // update, the statistics, offload's step copies, stages 0 and 1's reductions with --overlap 0)
+    // adds to the step.
     double per_micro_backward = c->backward_seconds / c->accum;
     double over_micro = over_link + over_host;
-    double exposed = (c->comm_seconds - over_link * c->accum) +
+    double exposed = (c->comm_seconds - over_link * c->accum - over_last) +
                      (c->host_down_step + c->host_up_step) / COMM_HOST_LINK.bytes_per_s - over_host * c->accum;
-    if (over_micro > per_micro_backward) exposed += (over_micro - per_micro_backward) * c->accum;
+    if (over_micro > per_micro_backward) exposed += (over_micro - per_micro_backward) * (c->accum - 1);
+    if (over_micro + over_last > per_micro_backward) exposed += over_micro + over_last - per_micro_backward;
     c->exposed_seconds = exposed > 0 ? exposed : 0.0;
     c->step_seconds = c->compute_seconds + c->exposed_seconds;
     c->hides_if_overlapped = c->comm_seconds + c->host_seconds <= c->compute_seconds;

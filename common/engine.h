@@ -56,6 +56,8 @@ typedef struct {
     int zero_stage;           // ZeRO stage; 0 = every rank holds all state
     size_t memory_budget;     // device bytes a rank may use (--max-memory), 0 = no limit
     int offload;              // an Offload
+    int no_overlap;           // ZeRO stages 0, 1: reduce the gradients after backward, not beside it
+                              // (--overlap 0; the same bits, for comparison)
     int rank, num_ranks;      // this process among the ranks (rank 0 of 1 without MPI)
     int local_rank;           // its place on its machine: the GPU it binds
     float loss_scale_init;    // FP16 dynamic loss scaling: the first scale (PyTorch: 65536)

@@ -120,6 +120,7 @@ static void options_validate(const TrainOptions* o) {
               "default, -w 1); leave -w out", o->master_weights);
     if (strcmp(o->offload, "none") != 0 && strcmp(o->offload, "optimizer") != 0 && strcmp(o->offload, "grads") != 0)
         fatal("flag --offload expects optimizer, grads or none, got '%s'", o->offload);
+    if (o->overlap != 0 && o->overlap != 1) fatal("flag --overlap must be 0 or 1, got %d", o->overlap);
     if (o->precision[0] && strcmp(o->precision, "fp16") != 0 && strcmp(o->precision, "bf16") != 0 &&
         strcmp(o->precision, "fp32") != 0)
         fatal("flag --precision expects fp16, bf16 or fp32, got '%s'", o->precision);
@@ -644,6 +645,7 @@ static void plan_and_exit(TrainSetup* s, Precision gpu_precision) {
     eo.zero_stage = o->zero_stage;
     eo.num_ranks = o->plan_ranks > 0 ? o->plan_ranks : s->num_ranks;
     eo.offload = offload_from_flag(o->offload);
+    eo.no_overlap = !o->overlap;
     // The trainer's own check of the step's shape: what it would refuse is not planned.
     long accum;
     char why[256];
@@ -815,6 +817,7 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     eo->recompute_every = o->recompute_every;
     eo->precision = precision_from_flag(o->precision, gpu_precision);
     eo->offload = offload_from_flag(o->offload);
+    eo->no_overlap = !o->overlap;
     eo->memory_budget = o->max_memory[0] ? memory_size_parse(o->max_memory, "--max-memory") : 0;
     eo->total_batch = s->total_batch;
 }

@@ -2,8 +2,10 @@
 # test_comm_volume.sh: the communication volume of ZeRO stages 0, 1, 2, counted by the CPU runtime's
 # NCCL (NCCL_CPU_TRAFFIC, test/cuda_cpu/nccl_cpu.cpp) while the trainer (build/emu/train_gpt2_emu_fp16)
 # runs under mpirun, equals the closed form to the byte for the model's parameter count Ψ (padded
-# vocabulary; shards padded to P = R·⌈Ψ/R⌉): -z 0 one all-reduce of Ψ gradients a step; -z 1 a
-# reduce-scatter of P gradients and an all-gather of P parameters; -z 2 reduces of Ψ to the owners on
+# vocabulary; shards padded to P = R·⌈Ψ/R⌉): with --overlap 0, -z 0 one all-reduce of Ψ gradients a
+# step and -z 1 a reduce-scatter of P gradients and an all-gather of P parameters; by default (the
+# gradients reduced layer by layer beside the last backward) -z 0 all-reduces of Ψ in all, -z 1
+# reduces of Ψ to the owners and the all-gather, once a step; -z 2 reduces of Ψ to the owners on
 # every micro-step and the all-gather; beside them one 16-byte all-reduce a step (loss, squared norm,
 # non-finite count), and a checkpoint's broadcast of the fp32 master weights. The three stages send
 # the same ring bytes a rank when R divides Ψ (the ZeRO paper's 2Ψ).
@@ -79,12 +81,12 @@ grad_ring() {
 # --- two ranks: Ψ is even, so P = Ψ and every stage sends 2(R-1)/R·Ψ·X a rank -----------------------
 R=2
 S=$(( (psi + R - 1) / R )); P=$(( S * R ))
-if run z0 $R -b 2 -z 0; then
+if run z0 $R -b 2 -z 0 --overlap 0; then
     expect z0 "one all-reduce of Ψ=$psi fp16 gradients + 16 B of step statistics a step, per rank" \
         "allreduce_calls=$((N * 2)) allreduce_bytes=$((N * (psi * X + 16)))" 0
     expect z0 "ring bytes over both ranks: 2(R-1)·(Ψ·X + 16) a step" "allreduce_sent=$((N * 2 * (R - 1) * (psi * X + 16)))"
 fi
-if run z1 $R -b 2 -z 1; then
+if run z1 $R -b 2 -z 1 --overlap 0; then
     expect z1 "a reduce-scatter of P=$P gradients, an all-gather of P parameters, 16 B of statistics a step, per rank" \
         "reducescatter_calls=$N reducescatter_bytes=$((N * P * X)) allgather_calls=$N allgather_bytes=$((N * P * X)) allreduce_calls=$N allreduce_bytes=$((N * 16))" 1
     expect z1 "ring bytes of rank 0: (R-1)/R·P·X each way, and its half of the statistics' 2(R-1)/R·16" \
@@ -102,6 +104,23 @@ if [ -s "$dir/z0.traffic" ] && [ -s "$dir/z1.traffic" ] && [ -s "$dir/z2.traffic
     [ "$g0" = "$want" ] && [ "$g1" = "$want" ] && [ "$g2" = "$want" ] \
         && pass "comm_volume: -z 0, 1 and 2 send the same ring bytes a step, $((want / R)) a rank = 2(R-1)/R·Ψ·X (Ψ=$psi)" \
         || fail "comm_volume: ZeRO stages' volume" "ring bytes a step over the ranks: -z 0 $g0, -z 1 $g1, -z 2 $g2, want $want each"
+fi
+# The default: stages 0 and 1 reduce each layer's gradients (12 tensors a layer, then the embeddings
+# and the final LayerNorm) beside the step's last backward: the same data bytes and ring bytes.
+if run z0ov $R -b 2 -z 0; then
+    expect z0ov "all-reduces of Ψ=$psi fp16 gradients in $((12 * L + 2)) pieces + 16 B of statistics a step, per rank" \
+        "allreduce_calls=$((N * (12 * L + 3))) allreduce_bytes=$((N * (psi * X + 16)))" 0
+fi
+if run z1ov $R -b 2 -z 1; then
+    expect z1ov "reduces to the owners totalling Ψ gradients, the all-gather of P, 16 B of statistics a step, per rank" \
+        "reduce_bytes=$((N * psi * X)) allgather_calls=$N allgather_bytes=$((N * P * X)) allreduce_calls=$N allreduce_bytes=$((N * 16))" 0
+fi
+if [ -s "$dir/z0ov.traffic" ] && [ -s "$dir/z1ov.traffic" ]; then
+    g0=$(grad_ring z0ov $R) g1=$(grad_ring z1ov $R)
+    want=$(( 2 * (R - 1) * psi * X ))
+    [ "$g0" = "$want" ] && [ "$g1" = "$want" ] \
+        && pass "comm_volume: -z 0 and 1 reducing by layer send the same ring bytes a step as after backward, 2(R-1)/R·Ψ·X a rank" \
+        || fail "comm_volume: overlapped stages' volume" "ring bytes a step over the ranks: -z 0 $g0, -z 1 $g1, want $want each"
 fi
 # -z 2 with accumulation: the reduces run on every micro-step, the all-gather once a step.
 if run z2acc $R -b 1 -d $((1 * T * R * 2)) -z 2; then
@@ -170,12 +189,15 @@ PYEOF
 }
 PY=${PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || PY=python3
-plan_matches z0 2 -b 2 -z 0
-plan_matches z1 2 -b 2 -z 1
+plan_matches z0 2 -b 2 -z 0 --overlap 0
+plan_matches z1 2 -b 2 -z 1 --overlap 0
+plan_matches z0ov 2 -b 2 -z 0
+plan_matches z1ov 2 -b 2 -z 1
 plan_matches z2 2 -b 2 -z 2
 plan_matches z2acc 2 -b 1 -d $((1 * T * 2 * 2)) -z 2
 for z in 0 1; do
     run z${z}acc 2 -b 1 -d $((T * 2 * 2)) -z $z && plan_matches z${z}acc 2 -b 1 -d $((T * 2 * 2)) -z $z
+    run z${z}acc0 2 -b 1 -d $((T * 2 * 2)) -z $z --overlap 0 && plan_matches z${z}acc0 2 -b 1 -d $((T * 2 * 2)) -z $z --overlap 0
 done
 # --offload grads at stage 0: the gradients all-reduced bucket by bucket on every micro-step.
 run z0offacc 2 -b 1 -d $((T * 2 * 2)) -z 0 --offload grads && plan_matches z0offacc 2 -b 1 -d $((T * 2 * 2)) -z 0 --offload grads
@@ -184,15 +206,16 @@ run z0offacc 2 -b 1 -d $((T * 2 * 2)) -z 0 --offload grads && plan_matches z0off
 R=3
 S=$(( (psi + R - 1) / R )); P=$(( S * R ))
 [ $P -ne $psi ] || fail "comm_volume" "the model was meant to have Ψ=$psi not divisible by 3"
-if run z1r3 $R -b 1 -z 1 -n $N -o "$dir/ck"; then
+if run z1r3 $R -b 1 -z 1 --overlap 0 -n $N -o "$dir/ck"; then
     [ -f "$dir/ck/model_0000000$N.bin" ] || fail "comm_volume z1r3" "no checkpoint at step $N: $(ls "$dir/ck" | tr '\n' ' ')"
     expect z1r3 "R=3: reduce-scatter and all-gather of the padded P=$P (Ψ=$psi), the final checkpoint's broadcast of Ψ fp32 master weights, per rank" \
         "reducescatter_calls=$N reducescatter_bytes=$((N * P * X)) allgather_calls=$N allgather_bytes=$((N * P * X)) allreduce_calls=$N allreduce_bytes=$((N * 16)) broadcast_bytes=$((psi * 4))" 2
     expect z1r3 "R=3 ring bytes over the ranks: 2(R-1)·P·X a step, the statistics 2(R-1)·16, the broadcast (R-1)·Ψ·4" \
         "reducescatter_sent=$((N * R * (R - 1) * S * X)) allgather_sent=$((N * R * (R - 1) * S * X)) allreduce_sent=$((N * 2 * (R - 1) * 16)) broadcast_sent=$(((R - 1) * psi * 4))"
     echo 1 > "$dir/z1r3.ckpts"
-    plan_matches z1r3 3 -b 1 -z 1 -n $N -o "$dir/ck"
+    plan_matches z1r3 3 -b 1 -z 1 --overlap 0 -n $N -o "$dir/ck"
 fi
+run z1r3ov 3 -b 1 -z 1 && plan_matches z1r3ov 3 -b 1 -z 1
 for z in 0 2; do
     run z${z}r3 3 -b 1 -z $z && plan_matches z${z}r3 3 -b 1 -z $z
 done

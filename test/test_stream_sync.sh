@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test_stream_sync.sh: the trainer's own stream synchronization, proven on the CPU runtime. Every
-# event record, stream wait and host synchronization in train_gpt2.cu's ZeRO and offload code is
-# removed in turn (CUDA_CPU_DROP=train_gpt2.cu:LINE: a runtime test hook that makes the call at that
-# line do nothing; the source is not edited) and the emulated run must stop with the runtime's line
+# event record, stream wait and host synchronization in the trainer's ZeRO and offload code
+# (train_gpt2_zero.cuh, and the offload update in train_gpt2.cu) is removed in turn
+# (CUDA_CPU_DROP=FILE:LINE: a runtime test hook that makes the call at that line do nothing; the
+# source is not edited) and the emulated run must stop with the runtime's line
 # naming the missing order: two ops the streams leave unordered whose order changes the result, or
 # pinned memory the host touches before synchronizing with its copy. With every call in place the
 # same runs pass (test_zero.sh and test_memory_plan.sh check what they compute).
@@ -26,7 +27,17 @@ declare -A config=(
     [z2]="-z 2"
     [grads]="-z 2 --offload grads"
     [optimizer]="--offload optimizer"
+    [z0ov]="-z 0 -b 1"
+    [z1ov]="-z 1 -b 1"
 )
+# Stages 0 and 1 reduce beside backward only over ranks: these run under mpirun, 2 ranks of one
+# sequence each, so that a step is 2 micro-steps and only the last one reduces.
+launch() {  # launch CONFIG: the command before the trainer's (CUDA_CPU_DROP passed on to the ranks)
+    case $1 in
+        *ov) echo "mpirun -np 2 -x CUDA_CPU_DROP" ;;
+        *) echo "" ;;
+    esac
+}
 
 # The calls to remove: every cudaEventRecord, cudaStreamWaitEvent, cudaEventSynchronize and
 # cudaStreamSynchronize inside the functions of the ZeRO and offload paths, with the configuration
@@ -35,19 +46,25 @@ declare -A fn_config=(
     [offload_settle_layer]=grads [bucket_reduce_layer]=z2 [bucket_begin_layer]=z2 [bucket_begin_edges]=z2
     [bucket_reduce_edges]=z2 [reduce_step_gradients]=z2 [offload_adamw]=optimizer
     [offload_step_gradients]=grads [gpu_optimizer_step]=z2
+    [overlap_reduce_layer]="z0ov z1ov" [overlap_reduce_edges]="z0ov z1ov" [overlap_step_gradients]="z0ov z1ov"
 )
 # Calls that order nothing CUDA leaves unordered (the test checks that the run is unchanged without
 # them): the step's statistics come down into pageable memory, which CUDA's copy returns complete.
 redundant_pattern='cudaStreamSynchronize(g->stream));$'
 redundant_after='cudaMemcpyAsync(g->h_stats, stats'
+sources=(train_gpt2_zero.cuh train_gpt2.cu)
 mapfile -t sites < <(awk '
+    FNR == 1 { fn = "" }
     /^(static |StepResult |void )[^(]*\(/ { fn = $0; sub(/\(.*/, "", fn); sub(/.* \**/, "", fn) }
-    /cudaEventRecord|cudaStreamWaitEvent|cudaEventSynchronize|cudaStreamSynchronize/ { print fn ":" NR }' train_gpt2.cu)
+    /cudaEventRecord|cudaStreamWaitEvent|cudaEventSynchronize|cudaStreamSynchronize/ { print FILENAME ":" fn ":" FNR }' "${sources[@]}")
 
+mpi_configs="z0ov z1ov"
+command -v mpirun > /dev/null 2>&1 || mpi_configs=""
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # Everything in place: each configuration runs to the end.
-for c in z2 grads optimizer; do
+for c in z2 grads optimizer $mpi_configs; do
     # shellcheck disable=SC2086
-    if $emu "${common[@]}" ${config[$c]} > "$dir/ok_$c.out" 2>&1; then
+    if CUDA_CPU_DROP="" $(launch $c) $emu "${common[@]}" ${config[$c]} > "$dir/ok_$c.out" 2>&1; then
         pass "all synchronization in place: ${config[$c]} runs without a finding"
     else
         fail "all synchronization in place: ${config[$c]}" "$(grep -m1 'cuda_cpu:' "$dir/ok_$c.out" | cut -c1-400)"
@@ -56,45 +73,50 @@ done
 
 n=0
 for site in "${sites[@]}"; do
-    fn=${site%:*}
-    line=${site#*:}
-    c=${fn_config[$fn]:-}
-    [ -n "$c" ] || continue
+    src=${site%%:*}
+    fn=${site#*:}
+    fn=${fn%:*}
+    line=${site##*:}
+    cs=${fn_config[$fn]:-}
+    [ -n "$cs" ] || continue
     # The copies to the host that --offload grads adds in the bucket code.
-    sed -n "${line}p" train_gpt2.cu | grep -q 'landed' && c=grads
+    sed -n "${line}p" "$src" | grep -q 'landed' && cs=grads
+    for c in $cs; do
+    [[ $c != *ov || -n $mpi_configs ]] || continue
     n=$((n + 1))
-    call=$(sed -n "${line}p" train_gpt2.cu | grep -o 'cuda\(EventRecord\|StreamWaitEvent\|EventSynchronize\|StreamSynchronize\)' | head -n 1)
-    out="$dir/drop_$line.out"
+    call=$(sed -n "${line}p" "$src" | grep -o 'cuda\(EventRecord\|StreamWaitEvent\|EventSynchronize\|StreamSynchronize\)' | head -n 1)
+    out="$dir/drop_${line}_$c.out"
     # shellcheck disable=SC2086
-    { (CUDA_CPU_DROP="train_gpt2.cu:$line" exec timeout 600 $emu "${common[@]}" ${config[$c]} > "$out" 2>&1); } 2> /dev/null
+    { (export CUDA_CPU_DROP="$src:$line"; exec timeout 600 $(launch $c) $emu "${common[@]}" ${config[$c]} > "$out" 2>&1); } 2> /dev/null
     rc=$?
     finding=$(grep -m1 -E '^cuda_cpu: (the result depends on the order|.*not yet synchronized|.*nothing orders the two|.*has not synchronized)' "$out")
     redundant=0
-    sed -n "$((line - 1))p" train_gpt2.cu | grep -qF "$redundant_after" && sed -n "${line}p" train_gpt2.cu | grep -q "$redundant_pattern" && redundant=1
-    if ! grep -q "CUDA_CPU_DROP: skipping $call at train_gpt2.cu:$line" "$out"; then
-        fail "without $call at train_gpt2.cu:$line ($fn)" "the run never reached that call with ${config[$c]}"
+    sed -n "$((line - 1))p" "$src" | grep -qF "$redundant_after" && sed -n "${line}p" "$src" | grep -q "$redundant_pattern" && redundant=1
+    if ! grep -q "CUDA_CPU_DROP: skipping $call at $src:$line" "$out"; then
+        fail "without $call at $src:$line ($fn)" "the run never reached that call with ${config[$c]}"
     elif [ $redundant = 1 ]; then
         [ $rc -eq 0 ] && [ -z "$finding" ] && grep -q '^done:' "$out" \
             && [ "$(grep -o 'loss [0-9.]*' "$out")" = "$(grep -o 'loss [0-9.]*' "$dir/ok_$c.out")" ] \
-            && pass "without $call at train_gpt2.cu:$line ($fn): the same losses, as expected (a copy into pageable memory returns complete)" \
-            || fail "without the redundant $call at train_gpt2.cu:$line" "exit $rc: $(grep -m1 'cuda_cpu:' "$out" | cut -c1-300)"
+            && pass "without $call at $src:$line ($fn): the same losses, as expected (a copy into pageable memory returns complete)" \
+            || fail "without the redundant $call at $src:$line" "exit $rc: $(grep -m1 'cuda_cpu:' "$out" | cut -c1-300)"
     elif [ $rc -ne 0 ] && [ -n "$finding" ]; then
-        pass "without $call at train_gpt2.cu:$line ($fn, ${config[$c]}): stopped: $(echo "$finding" | cut -c11-330)..."
+        pass "without $call at $src:$line ($fn, ${config[$c]}): stopped: $(echo "$finding" | cut -c11-330)..."
     else
-        fail "without $call at train_gpt2.cu:$line ($fn, ${config[$c]})" "exit $rc, no finding: $(tail -n 2 "$out" | tr '\n' ' ' | cut -c1-300)"
+        fail "without $call at $src:$line ($fn, ${config[$c]})" "exit $rc, no finding: $(tail -n 2 "$out" | tr '\n' ' ' | cut -c1-300)"
     fi
+    done
 done
-[ $n -ge 10 ] && pass "$n calls removed one at a time" || fail "the calls to remove" "found only $n in train_gpt2.cu"
+[ $n -ge 10 ] && pass "$n calls removed one at a time" || fail "the calls to remove" "found only $n in ${sources[*]}"
 
 # NCCL on the comm stream: the bucket's wait removed under mpirun, two ranks.
 if command -v mpirun > /dev/null 2>&1; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-    line=$(grep -n 'cudaStreamWaitEvent(g->comm_stream, g->bucket_ready\[b\]' train_gpt2.cu | cut -d: -f1)
-    mpirun -np 2 -x CUDA_CPU_DROP="train_gpt2.cu:$line" $emu "${common[@]}" -b 1 -z 2 > "$dir/np2.out" 2>&1
+    line=$(grep -n 'cudaStreamWaitEvent(g->comm_stream, g->bucket_ready\[b\]' train_gpt2_zero.cuh | cut -d: -f1)
+    mpirun -np 2 -x CUDA_CPU_DROP="train_gpt2_zero.cuh:$line" $emu "${common[@]}" -b 1 -z 2 > "$dir/np2.out" 2>&1
     rc=$?
     finding=$(grep -m1 '^cuda_cpu: the result depends on the order' "$dir/np2.out")
     [ $rc -ne 0 ] && echo "$finding" | grep -q 'ncclReduce' \
-        && pass "2 ranks without the comm stream's wait for bucket_ready (train_gpt2.cu:$line): stopped naming ncclReduce" \
+        && pass "2 ranks without the comm stream's wait for bucket_ready (train_gpt2_zero.cuh:$line): stopped naming ncclReduce" \
         || fail "2 ranks without the bucket_ready wait" "exit $rc: $(grep -m1 'cuda_cpu:' "$dir/np2.out" | cut -c1-300)"
     mpirun -np 2 $emu "${common[@]}" -b 1 -z 2 > "$dir/np2ok.out" 2>&1 \
         && pass "2 ranks, -z 2, everything in place: no finding" || fail "2 ranks, -z 2" "$(grep -m1 'cuda_cpu:\|error' "$dir/np2ok.out")"
