@@ -21,6 +21,10 @@ typedef enum { FLAG_INT, FLAG_LONG, FLAG_FLOAT, FLAG_STRING, FLAG_SWITCH } FlagT
 #define NO_BYTES 0x200
 // PER_RANK: a flag each rank is given its own value of (-pr): left out of every record the ranks compare.
 #define PER_RANK 0x400
+// ADOPTED, with RECORDED: a resume that does not give the flag takes the checkpoint's value (its
+// default changed to llm.c's: a run started under the old one must still resume without the flag);
+// given, it must equal the record's, as for any recorded flag (cli_record_adopt).
+#define ADOPTED 0x800
 #define FLAG_TYPE(f) ((FlagType)((f)->type & 0xff))
 
 typedef struct {
@@ -38,15 +42,16 @@ static const Flag FLAGS[] = {
     {"-i", "--train", FLAG_STRING | NO_BYTES, OPT(train_data), "", "train data: glob of token shards (\"\" = the built-in corpus)"},
     {"-j", "--val", FLAG_STRING | NO_BYTES, OPT(val_data), "", "val data: glob of token shards (\"\" = none, or the built-in corpus's)"},
     {"-e", "--model", FLAG_STRING | NO_BYTES, OPT(model), "d2", "model: a descriptor (d1..d6, d12, d24, d36, d48, d60, d72, d84, gpt2:dN, gpt3:cN as llm.c's) or a model file"},
-    {"-o", "--output", FLAG_STRING | NO_BYTES, OPT(output_dir), "out", "output dir for log.jsonl and checkpoints (\"\" = none)"},
+    // No output dir unless -o names one, as in llm.c (the no-argument run's preset keeps out/).
+    {"-o", "--output", FLAG_STRING | NO_BYTES, OPT(output_dir), "", "output dir for log.jsonl, main.log and checkpoints (\"\" = none, llm.c's default: nothing is written)"},
     {"-b", "--batch", FLAG_INT, OPT(B), "4", "micro-batch size B (sequences per forward, per rank)"},
-    {"-t", "--seq", FLAG_INT | RECORDED, OPT(T), "64", "sequence length T (at most the model's max: 1024 for GPT-2 descriptors, 2048 for gpt3:cN)"},
+    {"-t", "--seq", FLAG_INT | RECORDED, OPT(T), "1024", "sequence length T (at most the model's max: 1024 for GPT-2 descriptors, 2048 for gpt3:cN)"},
     {"-d", "--total-batch", FLAG_LONG | RECORDED, OPT(total_batch), "-1", "tokens per optimizer step, a multiple of B*T*ranks (-1 = B*T*ranks)"},
     {"-x", "--steps", FLAG_INT | RECORDED, OPT(max_steps), "-1", "optimizer steps (-1 = one epoch of the train data)"},
-    // 2e-3 over 50 warm-up steps: the default run learns smoothly (3e-3 over 20 spiked; README).
-    {"-l", "--lr", FLAG_FLOAT | RECORDED, OPT(lr), "2e-3", "peak learning rate"},
-    {"-u", "--warmup", FLAG_INT | RECORDED, OPT(warmup), "50", "learning-rate warmup steps"},
-    {"-q", "--final-lr-frac", FLAG_FLOAT | RECORDED, OPT(final_lr_frac), "0.1", "the learning rate at the last step, as a fraction of the peak (1 = no decay)"},
+    // llm.c's defaults: 3e-4, no warmup, no decay (the no-argument run's preset: 2e-3 over 50 steps to 0.1).
+    {"-l", "--lr", FLAG_FLOAT | RECORDED, OPT(lr), "3e-4", "peak learning rate"},
+    {"-u", "--warmup", FLAG_INT | RECORDED, OPT(warmup), "0", "learning-rate warmup steps"},
+    {"-q", "--final-lr-frac", FLAG_FLOAT | RECORDED, OPT(final_lr_frac), "1.0", "the learning rate at the last step, as a fraction of the peak (1 = no decay)"},
     // llm.c's -k and its four schedules (schedule.h); recorded: old checkpoints have none, and ran cosine.
     {"-k", "--lr-scheduler", FLAG_STRING | RECORDED, OPT(lr_scheduler), "cosine", "learning-rate schedule after the warmup: cosine, linear, constant or wsd (llm.c's -k)"},
     {"-c", "--weight-decay", FLAG_FLOAT | RECORDED, OPT(weight_decay), "0.0", "AdamW weight decay (2-D weights only)"},
@@ -54,9 +59,9 @@ static const Flag FLAGS[] = {
     {"-B1", "--beta1", FLAG_FLOAT | RECORDED, OPT(beta1), "0.9", "AdamW beta1"},
     {"-B2", "--beta2", FLAG_FLOAT | RECORDED, OPT(beta2), "0.95", "AdamW beta2"},
     {"-E", "--adam-eps", FLAG_FLOAT | RECORDED, OPT(eps), "1e-8", "AdamW epsilon"},
-    {"-v", "--val-every", FLAG_INT | NO_BYTES, OPT(val_every), "100", "evaluate val loss every N steps (0 = never)"},
+    {"-v", "--val-every", FLAG_INT | NO_BYTES, OPT(val_every), "20", "evaluate val loss every N steps (0 = never)"},
     {"-m", "--val-steps", FLAG_INT | NO_BYTES, OPT(val_steps), "20", "batches per val evaluation (-1 = the whole val set)"},
-    {"-s", "--sample-every", FLAG_INT, OPT(sample_every), "100", "print a sample every N steps (0 = never)"},
+    {"-s", "--sample-every", FLAG_INT, OPT(sample_every), "20", "print a sample every N steps (0 = never)"},
     {"-g", "--gen-tokens", FLAG_INT, OPT(gen_tokens), "64", "tokens per sample"},
     {"-T", "--temperature", FLAG_FLOAT, OPT(temperature), "1.0", "sampling temperature (0 = greedy)"},
     {NULL, "--top-k", FLAG_INT, OPT(top_k), "0", "sample from the k most likely tokens (0 = all; llm.c's -k is the schedule)"},
@@ -69,10 +74,11 @@ static const Flag FLAGS[] = {
     {"-S", "--seed", FLAG_LONG | RECORDED, OPT(seed), "1337", "seed for shuffling, sampling and the initialization of d1..d5"},
     // llm.c initialises its descriptor models with PyTorch's generator seeded 42 (gpt2_init_params_llmc).
     {NULL, "--init-seed", FLAG_LONG | RECORDED, OPT(init_seed), "42", "seed of an llm.c descriptor's initialization (d6 and up, gpt2:dN, gpt3:cN; llm.c's: 42)"},
-    {"-sf", "--shuffle", FLAG_INT | RECORDED, OPT(shuffle), "0", "1 = shuffle shard order and windows within shards (seeded)"},
+    // On by default, as llm.c's loader shuffles; a resume without -sf keeps the checkpoint's value.
+    {"-sf", "--shuffle", FLAG_INT | RECORDED | ADOPTED, OPT(shuffle), "1", "1 = shuffle shard order and windows within shards (seeded by -S; llm.c's loader always does), 0 = in order; a resume without -sf keeps the checkpoint's"},
     {"-z", "--zero", FLAG_INT, OPT(zero_stage), "0", "ZeRO stage over MPI ranks: 0 data parallel, 1 shard the optimizer state, 2 also the gradients"},
     {"-a", "--overfit", FLAG_INT | RECORDED, OPT(overfit), "0", "1 = train on the first batch only (debugging)"},
-    {"-lg", "--log-memory-every", FLAG_INT | NO_BYTES, OPT(log_memory_every), "0", "print and log the device memory in use every N steps (0 = never; llm.c's -lg)"},
+    {"-lg", "--log-memory-every", FLAG_INT | NO_BYTES, OPT(log_memory_every), "-1", "print and log the device memory in use every N steps (0 or -1 = never; llm.c's -lg)"},
     {"-f", "--tf32", FLAG_INT | NO_BYTES, OPT(tf32), "0", "1 = TF32 matmuls in the FP32 GPU build on sm_80+ (llm.c's -f; default 1 there, 0 here: the FP32 build is the exact reference; no effect elsewhere)"},
     {"-w", "--master-weights", FLAG_INT | NO_BYTES, OPT(master_weights), "1", "1 = AdamW updates fp32 master weights (llm.c's -w; always so here: 0 is refused)"},
     // llm.c's multi-node flags. -pi mpi (llm.c's default) takes the ranks from MPI (mpirun, or srun
@@ -87,7 +93,8 @@ static const Flag FLAGS[] = {
     {"-p", "--print-every", FLAG_INT | NO_BYTES, OPT(log_every), "1", "print a step line every N steps"},
     {"-K", "--tokenizer", FLAG_STRING | NO_BYTES, OPT(tokenizer), "data/vocab/gpt2_bpe.bin", "tokenizer file for decoding samples, ours or llm.c's gpt2_tokenizer.bin (byte-level if absent)"},
     {NULL, "--engine", FLAG_STRING | NO_BYTES, OPT(engine), "auto", "auto (the GPU if one can be used, else the C engine), gpu or cpu"},
-    {"-r", "--recompute", FLAG_INT | NO_BYTES, OPT(recompute), "0", "activation recompute: 0 keep all, 1 GELU, 2 also LayerNorms, 3 whole blocks"},
+    // llm.c's default, 1. The C engine keeps every activation: there the default means nothing, a given -r 1..3 is refused.
+    {"-r", "--recompute", FLAG_INT | NO_BYTES, OPT(recompute), "1", "GPU engine's activation recompute: 0 keep all, 1 GELU (llm.c's default), 2 also LayerNorms, 3 whole blocks (the C engine keeps all)"},
     {NULL, "--recompute-every", FLAG_INT | NO_BYTES, OPT(recompute_every), "0", "with -r 3: keep the input of every K-th block (0 = about sqrt(layers))"},
     {"-ge", "--gelu-fusion", FLAG_INT, OPT(gelu_fusion), "0", "GPU: GELU in the matmul epilogue: 0 none, 1 forward, 2 forward and backward"},
     {NULL, "--loss-scale", FLAG_FLOAT | RECORDED, OPT(loss_scale), "65536", "FP16: initial dynamic loss scale (at least 1, its floor)"},
@@ -109,6 +116,25 @@ static const Flag FLAGS[] = {
 #define NUM_FLAGS ((int)(sizeof(FLAGS) / sizeof(FLAGS[0])))
 // TrainOptions.given has a bit per row.
 _Static_assert(sizeof(FLAGS) / sizeof(FLAGS[0]) <= 64, "more flags than TrainOptions.given has bits");
+
+typedef struct {
+    const char* long_name;
+    const char* value;
+} FlagValue;
+
+// The no-argument run (`./train_gpt2` alone): its own documented preset, a small model learning the
+// built-in corpus in minutes on a CPU, with logs and checkpoints in out/. It predates llm.c's
+// defaults in the table above, which every run with arguments gets; this run stays as it was.
+static const FlagValue NO_ARGUMENT_PRESET[] = {
+    {"--output", "out"}, {"--seq", "64"}, {"--lr", "2e-3"}, {"--warmup", "50"}, {"--final-lr-frac", "0.1"},
+    {"--val-every", "100"}, {"--sample-every", "100"}, {"--shuffle", "0"}, {"--recompute", "0"},
+};
+
+// What a checkpoint whose record has no line for a recorded flag ran with: the default of its
+// time, not today's (these defaults became llm.c's after such checkpoints were written).
+static const FlagValue RECORD_ABSENT[] = {
+    {"--seq", "64"}, {"--lr", "2e-3"}, {"--warmup", "50"}, {"--final-lr-frac", "0.1"}, {"--shuffle", "0"},
+};
 
 // "-l (--lr)", or "--engine" for a flag with a long name only: how errors name a flag.
 static const char* flag_names(const Flag* f) {
@@ -305,19 +331,43 @@ int cli_record_diff(const char* mine, const char* theirs, char* what, size_t wha
     return 0;
 }
 
+// The record's value for f, or, with no line for it (a flag newer than the checkpoint), what that
+// run did: the default of its time.
+static void record_value_or_absent(const Flag* f, const char* record, char* out, size_t cap) {
+    if (cli_record_value(record, f->long_name + 2, out, cap)) return;
+    const char* def = f->def;
+    for (size_t i = 0; i < sizeof(RECORD_ABSENT) / sizeof(RECORD_ABSENT[0]); i++)
+        if (strcmp(RECORD_ABSENT[i].long_name, f->long_name) == 0) def = RECORD_ABSENT[i].value;
+    TrainOptions d;
+    memset(&d, 0, sizeof(d));
+    flag_set(&d, f, def);
+    flag_format(f, &d, out, cap);
+}
+
+void cli_record_adopt(TrainOptions* opts, const char* record) {
+    for (int i = 0; i < NUM_FLAGS; i++) {
+        const Flag* f = &FLAGS[i];
+        if (!(f->type & ADOPTED) || (opts->given >> i & 1)) continue;
+        char theirs[256];
+        record_value_or_absent(f, record, theirs, sizeof(theirs));
+        if (flag_value_is(f, opts, theirs)) continue;
+        // A string flag would keep a pointer into theirs: none is ADOPTED.
+        if (FLAG_TYPE(f) == FLAG_STRING) fatal("cli_record_adopt: string flag %s", f->long_name);
+        char mine[64];
+        flag_format(f, opts, mine, sizeof(mine));
+        flag_set(opts, f, theirs);
+        printf("resume: %s %s, as the checkpoint's run had it (the default is %s; give the flag to check it)\n",
+               f->short_name ? f->short_name : f->long_name, theirs, mine);
+    }
+}
+
 int cli_record_check(const TrainOptions* opts, const char* record, char* why, size_t cap) {
     for (int i = 0; i < NUM_FLAGS; i++) {
         const Flag* f = &FLAGS[i];
         if (!(f->type & RECORDED)) continue;
         char mine[64], theirs[256];
         flag_format(f, opts, mine, sizeof(mine));
-        // A flag newer than the checkpoint: its default is what that run did.
-        if (!cli_record_value(record, f->long_name + 2, theirs, sizeof(theirs))) {
-            TrainOptions d;
-            memset(&d, 0, sizeof(d));
-            flag_set(&d, f, f->def);
-            flag_format(f, &d, theirs, sizeof(theirs));
-        }
+        record_value_or_absent(f, record, theirs, sizeof(theirs));
         if (!flag_value_is(f, opts, theirs)) {
             snprintf(why, cap, "flag %s is %s in this run but was %s in the run that wrote the checkpoint", flag_names(f),
                      mine, theirs);
@@ -328,7 +378,14 @@ int cli_record_check(const TrainOptions* opts, const char* record, char* why, si
 }
 
 void cli_usage(const char* prog) {
-    printf("usage: %s [flags]\n\nTrains GPT-2. With no flags: a small model (d2) for one epoch of the built-in corpus (a few minutes on\na laptop CPU). The defaults suit that run; for d12 and up use a lower -l (e.g. 6e-4).\n\nflags:\n", prog);
+    printf("usage: %s [flags]\n\nTrains GPT-2. With no flags at all: a small model (d2) for one epoch of the built-in corpus (a few\n"
+           "minutes on a laptop CPU), with that run's own preset:", prog);
+    for (size_t i = 0; i < sizeof(NO_ARGUMENT_PRESET) / sizeof(NO_ARGUMENT_PRESET[0]); i++) {
+        const Flag* f = flag_by_long_name(NO_ARGUMENT_PRESET[i].long_name);
+        printf(" %s %s", f->short_name ? f->short_name : f->long_name, NO_ARGUMENT_PRESET[i].value);
+    }
+    printf(".\nWith any flag, the defaults are llm.c's (its train_gpt2.cu's) where llm.c has the flag, except -e, -i,\n"
+           "-j (no llm.c files here by default) and -f (docs/flags.md says why).\n\nflags:\n");
     for (int i = 0; i < NUM_FLAGS; i++) {
         const Flag* f = &FLAGS[i];
         char names[48];
@@ -343,6 +400,9 @@ void cli_usage(const char* prog) {
 void cli_parse(TrainOptions* opts, int argc, char** argv) {
     memset(opts, 0, sizeof(*opts));
     for (int i = 0; i < NUM_FLAGS; i++) flag_set(opts, &FLAGS[i], FLAGS[i].def);
+    if (argc <= 1)
+        for (size_t i = 0; i < sizeof(NO_ARGUMENT_PRESET) / sizeof(NO_ARGUMENT_PRESET[0]); i++)
+            flag_set(opts, flag_by_long_name(NO_ARGUMENT_PRESET[i].long_name), NO_ARGUMENT_PRESET[i].value);
     for (int a = 1; a < argc; a++) {
         const char* arg = argv[a];
         if (strcmp(arg, "--help") == 0) {

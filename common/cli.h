@@ -72,7 +72,8 @@ typedef struct {
     unsigned long long given;  // a bit per flag given on the command line (cli_given)
 } TrainOptions;
 
-// Fills opts from the table's defaults, then argv. Prints usage and exits 0 on --help;
+// Fills opts from the table's defaults (llm.c's; with no arguments at all, the no-argument run's
+// preset over them), then argv. Prints usage and exits 0 on --help;
 // fatal, naming the flag, on an unknown flag, a missing value or a value of the wrong type.
 void cli_parse(TrainOptions* opts, int argc, char** argv);
 void cli_usage(const char* prog);
@@ -85,6 +86,9 @@ size_t cli_record(const TrainOptions* opts, char* out, size_t cap);
 // 0 with why naming the first recorded flag whose value differs from the record's (a flag the
 // record lacks, newer than the checkpoint, must have its default), else 1.
 int cli_record_check(const TrainOptions* opts, const char* record, char* why, size_t why_cap);
+// A resume: each flag whose default gives way to the record (-sf), not given on the command line,
+// takes the checkpoint's value (a record without its line: the default of that time), saying so.
+void cli_record_adopt(TrainOptions* opts, const char* record);
 // The value on the record's line for name, into out; 0 if there is none.
 int cli_record_value(const char* record, const char* name, char* out, size_t cap);
 

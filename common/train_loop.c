@@ -88,8 +88,12 @@ static void options_validate(const TrainOptions* o) {
     if (o->zero_stage < 0 || o->zero_stage > 2) fatal("flag -z (ZeRO stage) must be 0, 1 or 2, got %d", o->zero_stage);
     if (o->overfit != 0 && o->overfit != 1) fatal("flag -a (overfit) must be 0 or 1, got %d", o->overfit);
     if (o->log_every <= 0) fatal("flag -p (print every) must be positive, got %d", o->log_every);
-    if ((o->resume || o->checkpoint_every) && o->output_dir[0] == '\0')
-        fatal("flags -y and -n need an output dir (-o)");
+    // No -o is no output dir (llm.c's default): nothing to resume from, nowhere to write checkpoints.
+    if (o->resume && o->output_dir[0] == '\0')
+        fatal("flag -y 1 (--resume) needs an output dir (-o) to resume from; there is none unless -o names one (as in llm.c)");
+    if (o->checkpoint_every && o->output_dir[0] == '\0')
+        fatal("flag -n (--checkpoint-every) needs an output dir (-o) to write checkpoints into; there is none unless -o "
+              "names one (as in llm.c)");
     if (o->resume && o->overwrite) fatal("flags -y 1 and --overwrite exclude each other (one continues a run, the other replaces it)");
     if (strcmp(o->engine, "auto") != 0 && strcmp(o->engine, "gpu") != 0 && strcmp(o->engine, "cpu") != 0)
         fatal("flag --engine expects auto, gpu or cpu, got '%s'", o->engine);
@@ -113,7 +117,8 @@ static void options_validate(const TrainOptions* o) {
               o->process_rank, o->gpus_per_node);
     if (o->init_seed < 0 || o->init_seed > 0xffffffffL)
         fatal("flag --init-seed must be 0 to 4294967295 (PyTorch's generator takes 32 bits), got %ld", o->init_seed);
-    if (o->log_memory_every < 0) fatal("flag -lg (--log-memory-every) must be non-negative, got %d", o->log_memory_every);
+    if (o->log_memory_every < -1)
+        fatal("flag -lg (--log-memory-every) must be -1 or 0 (never) or positive, got %d", o->log_memory_every);
     if (o->tf32 != 0 && o->tf32 != 1) fatal("flag -f (--tf32) must be 0 or 1, got %d", o->tf32);
     if (o->master_weights != 1)
         fatal("flag -w (--master-weights) is %d, but this trainer always keeps fp32 master weights for AdamW (llm.c's "
@@ -464,38 +469,52 @@ static void resume_check_record(const TrainSetup* s, const char* sp, const Train
           s->train_pattern, now, sp, then);
 }
 
-// A resumed run trains on the built-in corpus it started on, whatever tokenizer file exists by
-// now (`make vocab` made one, or it changed): the newest intact checkpoint's record names it. A
-// record from before corpora were named says it by the train data's fingerprint: the corpus the
-// tokenizer file gives now, or the byte-level one. kind keeps the default when no checkpoint is
-// intact (resume_choose then says why).
-static void resume_corpus_kind(TrainSetup* s, char* kind, size_t cap) {
+// The newest intact checkpoint, read through once by resume_peek before the data loader is made
+// (its record decides -sf and the built-in corpus) and not again by resume_choose: a checkpoint of
+// a big model takes minutes to read.
+static TrainState g_peeked;  // 8 KiB of run record
+static OptimizerCounters g_peeked_counters;
+static long g_peeked_step = -1;
+
+// The newest intact checkpoint's state (its run record) into g_peeked: 1, or 0 when there is none
+// (resume_choose then says why).
+static int resume_peek(TrainSetup* s) {
     const TrainOptions* o = &s->opts;
-    corpus_default_kind(o->tokenizer, kind, cap);
-    int count, found = 0;
+    int count;
     long* steps = checkpoint_list(o->output_dir, 0, &count);
-    static TrainState st;  // 8 KiB of run record
-    OptimizerCounters oc;
     char mp[4200], sp[4200], why[4800];
     int use_done = done_files_used(o->output_dir);
-    for (int i = 0; i < count && !found; i++) {
+    for (int i = 0; i < count && g_peeked_step < 0; i++) {
         checkpoint_paths(o->output_dir, steps[i], mp, sp, sizeof(mp));
         char dp[4200];
         done_path(o->output_dir, steps[i], dp, sizeof(dp));
-        found = file_exists(mp) && (!use_done || file_exists(dp)) &&
-                checkpoint_verify(mp, sp, &s->config, &st, &oc, why, sizeof(why)) == CHECKPOINT_OK;
+        if (file_exists(mp) && (!use_done || file_exists(dp)) &&
+            checkpoint_verify(mp, sp, &s->config, &g_peeked, &g_peeked_counters, why, sizeof(why)) == CHECKPOINT_OK)
+            g_peeked_step = steps[i];
     }
     free(steps);
-    if (!found) return;
+    return g_peeked_step >= 0;
+}
+
+// A resumed run trains on the built-in corpus it started on, whatever tokenizer file exists by
+// now (`make vocab` made one, or it changed): the newest intact checkpoint's record (newest, from
+// resume_peek) names it. A record from before corpora were named says it by the train data's
+// fingerprint: the corpus the tokenizer file gives now, or the byte-level one. kind keeps the
+// default when no checkpoint is intact (newest NULL; resume_choose then says why).
+static void resume_corpus_kind(TrainSetup* s, const TrainState* newest, char* kind, size_t cap) {
+    const TrainOptions* o = &s->opts;
+    corpus_default_kind(o->tokenizer, kind, cap);
+    if (!newest) return;
+    const TrainState* st = newest;
     char recorded[64], then[256];
-    if (cli_record_value(st.record, "train-corpus", recorded, sizeof(recorded))) {
+    if (cli_record_value(st->record, "train-corpus", recorded, sizeof(recorded))) {
         if (strcmp(recorded, kind) != 0)
             printf("resume: this run trained on the built-in corpus %s and continues on it (a fresh run here would use "
                    "%s)\n", recorded, kind);
         snprintf(kind, cap, "%s", recorded);
         return;
     }
-    if (!cli_record_value(st.record, "train-data", then, sizeof(then))) return;
+    if (!cli_record_value(st->record, "train-data", then, sizeof(then))) return;
     char bytes[64];
     snprintf(bytes, sizeof(bytes), "v%d_bytes", atoi(kind + 1));
     const char* candidates[2] = {kind, bytes};
@@ -538,7 +557,13 @@ static void resume_choose(TrainSetup* s) {
                    steps[i]);
             continue;
         }
-        CheckpointStatus status = checkpoint_verify(mp, sp, &s->config, &st, &oc, why, sizeof(why));
+        CheckpointStatus status = CHECKPOINT_OK;
+        if (steps[i] == g_peeked_step) {  // read through already (resume_peek)
+            st = g_peeked;
+            oc = g_peeked_counters;
+        } else {
+            status = checkpoint_verify(mp, sp, &s->config, &st, &oc, why, sizeof(why));
+        }
         if (status == CHECKPOINT_MISMATCH) fatal("flag -y 1: %s", why);
         if (status == CHECKPOINT_OK && st.step != steps[i]) {
             snprintf(why, sizeof(why), "state file %s holds step %lld, its name says %ld", sp, (long long)st.step, steps[i]);
@@ -720,7 +745,8 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
         free(flags);
     }
     if (o->T > s->config.max_seq_len)
-        fatal("flag -t (sequence length) is %d, the model's maximum is %d", o->T, s->config.max_seq_len);
+        fatal("flag -t (sequence length) is %d%s, the model's maximum is %d; pass -t %d or less", o->T,
+              cli_given(o, "--seq") ? "" : " (its default, llm.c's)", s->config.max_seq_len, s->config.max_seq_len);
     if (o->plan) plan_and_exit(s, gpu_precision);
     long accum;
     char why[256];
@@ -739,6 +765,15 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
         snprintf(path, sizeof(path), "%s/train.lock", o->output_dir);
         lock_file_read(path, s->lock_text, sizeof(s->lock_text));
     }
+    if (!o->output_dir[0]) printf("output: none (no -o, llm.c's default): no checkpoints, log.jsonl or main.log are written\n");
+    // A resume reads the newest intact checkpoint's record first: flags whose default gives way to it
+    // (-sf) take its values before the data loader is made, and the built-in corpus is its own.
+    int have_peeked = 0;
+    if (o->resume && s->rank == 0) {
+        have_peeked = resume_peek(s);
+        if (have_peeked) cli_record_adopt(o, g_peeked.record);
+    }
+    ranks_broadcast(&o->shuffle, sizeof(o->shuffle), 0);
 
     // Data: given shards, or the built-in corpus made on first use. Every token is checked here.
     s->train_pattern = o->train_data;
@@ -748,7 +783,7 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
         // then find it made.
         char kind[64];
         if (s->rank == 0) {
-            if (o->resume) resume_corpus_kind(s, kind, sizeof(kind));
+            if (o->resume) resume_corpus_kind(s, have_peeked ? &g_peeked : NULL, kind, sizeof(kind));
             else corpus_default_kind(o->tokenizer, kind, sizeof(kind));
             corpus_prepare_kind(&s->corpus, kind, o->tokenizer);
         }
@@ -995,7 +1030,8 @@ static void engine_flags_check(const TrainSetup* s, const Engine* e) {
     int cpu = e->kind && strcmp(e->kind, "cpu") == 0;
     char flag[96] = "";
     const char* what = NULL;
-    if (cpu && o->recompute != 0) {
+    // -r's default (llm.c's 1) means nothing to the C engine, which keeps every activation; a given -r 1..3 is refused.
+    if (cpu && o->recompute != 0 && cli_given(o, "--recompute")) {
         snprintf(flag, sizeof(flag), "-r (--recompute) %d", o->recompute);
         what = "activation recompute";
     } else if (cpu && o->recompute_every != 0) {
@@ -1184,8 +1220,9 @@ int train_run(TrainSetup* s, Engine* e) {
         comm_plan_make(&comm, &mp, s->accum, &link, e->peak_flops, "running GPU");
         comm_plan_print(&comm, stdout);
     }
-    printf("train: %s (%d shards, %lld batches of B=%d T=%d per epoch) | val: %s\n", s->train_pattern, s->train.nfiles,
-           (long long)s->train.total_windows, o->B, o->T, s->have_val ? s->val_pattern : "none");
+    printf("train: %s (%d shards, %lld batches of B=%d T=%d per epoch, %s) | val: %s\n", s->train_pattern, s->train.nfiles,
+           (long long)s->train.total_windows, o->B, o->T, o->shuffle ? "shuffled, -sf 1" : "in order, -sf 0",
+           s->have_val ? s->val_pattern : "none");
     LRSchedule schedule = (LRSchedule)lr_schedule_parse(o->lr_scheduler);
     printf("steps: %d | total batch %ld tokens = %d micro-steps | lr %g %s warmup %d final %g | wd %g | clip %g\n",
            s->max_steps, s->total_batch, s->accum, o->lr, o->lr_scheduler, schedule == LR_CONSTANT ? 0 : o->warmup,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_default_run.sh: the main job as a newcomer runs it, `./train_gpt2` with no data flags (the
-# built-in corpus, made on first use, offline), in a scratch working dir (its own data/cache):
+# built-in corpus, made on first use, offline), with no argument at all (its own preset), in a scratch
+# working dir (its own data/cache, no tokenizer file, its out/):
 #   - the real default schedule, stopped by SIGINT after step 150 (the whole epoch is
 #     test_default_run_full.sh, in make test-long): the data and engine lines; after the warm-up no
 #     step's loss above the first step's, and no gradient norm above 20 (the run before the default
@@ -29,8 +30,10 @@ PY=${PYTHON:-/usr/bin/python3}
 NOTOK=$dir/no_tokenizer.bin  # a -K that does not exist: the byte-level corpus, whatever data/vocab holds
 
 # --- the default schedule, the first 150 steps ------------------------------------------------------
+# `./train_gpt2` with no argument at all (its own preset, not llm.c's defaults): the scratch working
+# dir has no tokenizer file (the byte-level corpus) and takes its out/.
 STOP_AT=150
-"$TRAIN" -K "$NOTOK" -o "$dir/default" > "$dir/default.out" 2>&1 &
+"$TRAIN" > "$dir/default.out" 2>&1 &
 pid=$!
 # Stop it once step 150 is printed (a hang guard of 20 minutes, not a speed check).
 for _ in $(seq 1 6000); do
@@ -48,7 +51,11 @@ out=$dir/default.out
 grep -q '^data: the built-in corpus' "$out" && pass "default run says which data it uses" || fail "data line" "no 'data:' line"
 grep -qE '^engine: (no usable GPU|GPU engine|C reference)' "$out" && pass "default run says which engine it uses" \
     || fail "engine line" "no engine line"
-r=$("$PY" - "$dir/default/log.jsonl" "$out" <<'EOF'
+[ -f "$dir/cwd/out/log.jsonl" ] && pass "the no-argument run logs into out/ (its preset's -o out)" \
+    || fail "the no-argument run's output dir" "no out/log.jsonl: $(ls "$dir/cwd")"
+grep -q '^data: the built-in corpus (generated stories, [0-9]* documents; byte-level' "$out" && pass "the no-argument run takes the byte-level corpus here (no tokenizer file)" \
+    || fail "no-argument run's corpus" "$(grep -m1 '^data:' "$out")"
+r=$("$PY" - "$dir/cwd/out/log.jsonl" "$out" <<'EOF'
 import json, re, sys
 steps = [json.loads(l) for l in open(sys.argv[1]) if '"train_loss"' in l]
 text = open(sys.argv[2]).read()
@@ -78,7 +85,7 @@ letters=$(printf '%s' "$sample" | tr -cd 'a-zA-Z ' | wc -c)
     && pass "default run's step-100 sample is text: ${sample:0:60}" || fail "step-100 sample" "'$sample'"
 
 # --- byte-level samples draw byte tokens only -----------------------------------------------------
-"$TRAIN" -K "$NOTOK" -x 1 -s 1 -g 200 -v 0 -o "" > "$dir/untrained.out" 2>&1
+"$TRAIN" -K "$NOTOK" -t 64 -x 1 -s 1 -g 200 -v 0 -o "" > "$dir/untrained.out" 2>&1
 sample=$(awk '/^generating:/{getline; s=""; on=1; next} on && /^---$/{print s; on=0; next} on{s=s $0}' "$dir/untrained.out" | tr -d '\000')
 ids=$(printf '%s' "$sample" | grep -oE '<[0-9]+>' | wc -l)
 grep -q '^samples: .*drawn from the 256 byte tokens and end-of-text' "$dir/untrained.out" && [ "$ids" = 0 ] && [ -n "$sample" ] \
@@ -92,7 +99,7 @@ for l in open(sys.argv[1]):
     if "train_loss" in j and j["step"] > 3: print(j["step"], repr(j["train_loss"]), repr(j["grad_norm"]))' "$1"; }
 TOK=$dir/vocab/gpt2_bpe.bin
 mkdir -p "$dir/vocab"
-run=(-x 6 -n 3 -v 0 -s 0 -K "$TOK")
+run=(-t 64 -x 6 -n 3 -v 0 -s 0 -K "$TOK")
 "$TRAIN" "${run[@]}" -o "$dir/bytes" > "$dir/bytes1.out" 2>&1 || fail "byte-level run for resume" "$(tail -n 2 "$dir/bytes1.out")"
 losses "$dir/bytes/log.jsonl" > "$dir/bytes.straight"
 rm -f "$dir/bytes/model_00000006.bin" "$dir/bytes/state_00000006.bin"   # as if it had stopped at step 3

@@ -144,19 +144,19 @@ else
 fi
 
 # ---- the planner's advice: exact flags ------------------------------------------------------------
-# d48 -b 32 does not fit 48 GiB: the advice is flags to pass as they are (-b with the -d that keeps the
+# d48 -b 32 -r 0 does not fit 48 GiB: the advice is flags to pass as they are (-b with the -d that keeps the
 # step's tokens), and the same flags with them added fit.
-adv=$(./train_gpt2 --plan -e d48 -t 1024 -b 32 --precision fp16 --memory-budget 48GiB | tail -n 1)
+adv=$(./train_gpt2 --plan -e d48 -t 1024 -b 32 -r 0 --precision fp16 --memory-budget 48GiB | tail -n 1)
 flags=$(echo "$adv" | sed -n 's/.*the cheapest change that fits: \(-[^(]*[^ (]\) .*/\1/p')
 if [ "$flags" = "-b 8 -d 32768" ] && echo "$adv" | grep -q '(4x the micro-steps: the same 32768 tokens per step)'; then
-    refit=$(./train_gpt2 --plan --json -e d48 -t 1024 -b 32 --precision fp16 $flags --memory-budget 48GiB |
+    refit=$(./train_gpt2 --plan --json -e d48 -t 1024 -b 32 -r 0 --precision fp16 $flags --memory-budget 48GiB |
             python3 -c 'import json,sys; j = json.load(sys.stdin); print(j["budget"]["fits"], j["options"]["B"])')
     [ "$refit" = "True 8" ] && pass "planner advice gives exact flags (-b 8 -d 32768), and with them the plan fits"         || fail "planner advice flags" "with '$flags' added: fits, B = $refit"
 else
     fail "planner advice flags" "advice '$flags' in: $adv"
 fi
 # One unit per table: the plan's table in GiB, like the budget line under it.
-plan=$(./train_gpt2 --plan -e d48 -t 1024 -b 32 --precision fp16 --memory-budget 48GiB)
+plan=$(./train_gpt2 --plan -e d48 -t 1024 -b 32 -r 0 --precision fp16 --memory-budget 48GiB)
 echo "$plan" | grep -q '^| component .*| *bytes | *GiB |$' && ! echo "$plan" | grep -q 'MiB' \
     && pass "the plan's table and its budget line are both in GiB (no MiB)" \
     || fail "one unit" "$(echo "$plan" | grep -m2 'MiB\|^| component')"

@@ -2,7 +2,8 @@
 # test_llmc_flags.sh: the flags llm.c users bring, with llm.c's meaning: -h (HellaSwag; help is
 # --help), -k (the learning-rate schedule; top-k is --top-k), -y 1 on an empty output dir (starts
 # the run), DONE_STEP files (written after each checkpoint, honoured on resume, ending llm.c's
-# restart loop), -nk / -nm (checkpoint retention). Each schedule's learning rate at every step is
+# restart loop), -nk / -nm (checkpoint retention), llm.c's defaults (--help, the start-up report, no
+# output dir, -t over the model's maximum, -r, shuffling on and -sf recorded). Each schedule's learning rate at every step is
 # compared with llm.c's formulas transcribed independently in Python (float32 arithmetic), and the
 # checkpoints -nk / -nm leave with a simulation of llm.c's deletion rule. C engine, a tiny model.
 set -u
@@ -217,7 +218,7 @@ toks = [cycle[i % 50] for i in range(60 * 128)] + [r.randrange(512) for _ in ran
 open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)) + struct.pack("<%dH" % len(toks), *toks))
 PYEOF
 $gen model "$dir/m512.bin" 2 64 2 512 64 1
-spike=(-e "$dir/m512.bin" -i "$dir/spike.bin" -b 4 -t 32 -v 0 -s 0 -l 3e-3 -u 2 -x 70 -o "")
+spike=(-e "$dir/m512.bin" -i "$dir/spike.bin" -b 4 -t 32 -v 0 -s 0 -l 3e-3 -u 2 -x 70 -sf 0 -o "")  # -sf 0: the noise is step 61
 skips() { ./train_gpt2 "${spike[@]}" "$@" 2>&1 | grep 'skipped:' | sed 's/^step *\([0-9]*\)\/.*skipped: \(.*\) (z.*/\1 \2/' | tr '\n' ';'; }
 got_sl=$(skips -sl 1.5)
 got_sg=$(skips -sg 6)
@@ -227,7 +228,9 @@ got_sl6=$(skips -sl 6)
     fail "-sl / -sg" "-sl 1.5: '$got_sl', -sg 6: '$got_sg', -sl 6: '$got_sl6'"
 expect_error "-w 0 (no master weights) is refused" "flag -w \(--master-weights\) is 0, but this trainer always keeps fp32 master weights" "${base[@]}" -w 0
 expect_error "-sl -1" "flag -sl \(--skip-loss-z\) must be 0 \(off\) or a positive z-score" "${base[@]}" -sl -1
-expect_error "-lg -1" "flag -lg .*non-negative" "${base[@]}" -lg -1
+expect_error "-lg -2" "flag -lg \(--log-memory-every\) must be -1 or 0 \(never\) or positive" "${base[@]}" -lg -2
+./train_gpt2 "${base[@]}" -x 2 -lg -1 -o "" > "$dir/lgm1.out" 2>&1 && ! grep -q '^memory at step' "$dir/lgm1.out" &&
+    pass "-lg -1 (llm.c's default): no memory lines" || fail "-lg -1" "$(tail -1 "$dir/lgm1.out")"
 ./train_gpt2 "${base[@]}" -x 6 -lg 2 -w 1 -o "$dir/lg" > "$dir/lg.out" 2>&1
 [ "$(grep -c '^memory at step [246]: ' "$dir/lg.out")" -eq 3 ] && [ "$(grep -c '"memory_mib"' "$dir/lg/log.jsonl")" -eq 3 ] &&
     grep -q '{"step": 4, "memory_mib": ' "$dir/lg/log.jsonl" &&
@@ -281,6 +284,79 @@ if [ -x build/emu/train_gpt2_emu_fp32 ] && [ -x build/emu/train_gpt2_emu_fp16 ];
 else
     echo "SKIP -f 1 on the GPU engine: build/emu/train_gpt2_emu_fp32/_fp16 are not built (no CUDA headers for the CPU runtime)"
 fi
+
+# --- llm.c's defaults: every flag llm.c has, with llm.c's default (its train_gpt2.cu) --------------
+# --help's "(default: X)" for each; -e, -i, -j (no llm.c files here) and -f (0: docs/flags.md) differ.
+"$PY" - "$dir/help.out" <<'PYEOF' && pass "--help: llm.c's defaults (-l 3e-4 -u 0 -q 1.0 -t 1024 -b 4 -v 20 -m 20 -s 20 -g 64 -r 1 -o none -sf 1 -lg -1 ...)" || fail "llm.c's defaults in --help" "see above"
+import re, sys
+want = {"-l": "3e-4", "-u": "0", "-q": "1.0", "-t": "1024", "-b": "4", "-v": "20", "-m": "20", "-s": "20", "-g": "64",
+        "-r": "1", "-o": '""', "-sf": "1", "-lg": "-1", "-k": "cosine", "-c": "0.0", "-x": "-1", "-d": "-1", "-n": "0",
+        "-nk": "0", "-nm": "0", "-y": "0", "-z": "0", "-a": "0", "-h": "0", "-w": "1", "-pi": "mpi", "-pn": "1",
+        "-pr": "0", "-pg": "8", "-sl": "0", "-sg": "0", "-pf": '""', "-ps": '""'}
+got = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"^  (-[a-z]+), --\S+ .*\(default: (.*)\)$", line)
+    if m: got[m.group(1)] = m.group(2)
+bad = [f"{f}: {got.get(f)} (llm.c: {v})" for f, v in want.items() if got.get(f) != v]
+if bad: print("; ".join(bad)); sys.exit(1)
+PYEOF
+grep -q "^minutes on a laptop CPU), with that run's own preset: -o out -t 64 -l 2e-3 -u 50 -q 0.1 -v 100 -s 100 -sf 0 -r 0\.$" "$dir/help.out" &&
+    pass "--help names the no-argument run's own preset" || fail "the preset in --help" "$(grep -m1 preset "$dir/help.out")"
+# The start-up report of a run with arguments: llm.c's schedule, no output dir, shuffled (a scratch
+# working dir: nothing may appear in it).
+mkdir -p "$dir/cwd_def"
+root=$PWD
+(cd "$dir/cwd_def" && "$root/train_gpt2" -e "$dir/m.bin" -i "$dir/train.bin" -b 2 -t 16 -x 2 > "$dir/def.out" 2>&1) &&
+    grep -q "^steps: 2 | .* | lr 0.0003 cosine warmup 0 final 1 |" "$dir/def.out" &&
+    grep -q "^output: none (no -o, llm.c's default): no checkpoints, log.jsonl or main.log are written$" "$dir/def.out" &&
+    grep -q "^train: .*per epoch, shuffled, -sf 1)" "$dir/def.out" && grep -q "^generating:" "$dir/def.out" &&
+    [ -z "$(ls -A "$dir/cwd_def")" ] &&
+    pass "a run with arguments: lr 3e-4, no warmup, no decay, shuffled, a sample at the end, no output dir (one line says so, nothing written)" ||
+    fail "llm.c's defaults at start-up" "$(grep -E '^(steps|output|train|error)' "$dir/def.out" | tr '\n' ' '); in the dir: $(ls -A "$dir/cwd_def")"
+expect_error "-t's default (1024) over the model's 64 positions: one line naming -t" \
+    "^error: flag -t \(sequence length\) is 1024 \(its default, llm.c's\), the model's maximum is 64; pass -t 64 or less$" \
+    -e "$dir/m.bin" -i "$dir/train.bin" -x 1
+expect_error "-y 1 without -o (there is none by default): one line naming -y and -o" "flag -y 1 \(--resume\) needs an output dir \(-o\)" \
+    "${base[@]}" -x 1 -y 1
+expect_error "-n without -o: one line naming -n and -o" "flag -n \(--checkpoint-every\) needs an output dir \(-o\)" "${base[@]}" -x 1 -n 1
+# -r: 1 is llm.c's default. The C engine keeps every activation: the default is no error there; a
+# given -r 1 is refused (test_defects.sh); the planner and the GPU engine recompute GELU.
+./train_gpt2 "${base[@]}" -x 1 --engine cpu -o "" > "$dir/r.out" 2>&1 && pass "-r's default on the C engine: no error" ||
+    fail "-r's default on the C engine" "$(tail -1 "$dir/r.out")"
+./train_gpt2 --plan -e d2 -t 64 | grep -q "^memory plan: .* recompute 1 (GELU)" && ./train_gpt2 --plan -e d2 -t 64 -r 0 | grep -q "^memory plan: .* recompute 0 " &&
+    pass "--plan: -r 1 by default (recompute 1, GELU), -r 0 when given" || fail "--plan's -r" "$(./train_gpt2 --plan -e d2 -t 64 | head -1)"
+if [ -x build/emu/train_gpt2_emu_fp32 ]; then
+    build/emu/train_gpt2_emu_fp32 "${base[@]}" -x 1 -o "" > "$dir/r_gpu.out" 2>&1 && grep -q "^recompute: level 1 " "$dir/r_gpu.out" &&
+        pass "the GPU engine (emulated) recomputes GELU by default: its report says level 1" ||
+        fail "the GPU engine's -r default" "$(grep -m1 '^recompute\|^error' "$dir/r_gpu.out")"
+else
+    echo "SKIP -r's default on the GPU engine: build/emu/train_gpt2_emu_fp32 is not built (no CUDA headers for the CPU runtime)"
+fi
+# Shuffling, on by default: seeded by -S (the same run twice: the same batches), another order than -sf 0.
+sf_losses() { grep '"train_loss"' "$1/log.jsonl" 2> /dev/null | sed 's/.*"train_loss": \([^,]*\),.*/\1/' | tr '\n' ' '; }
+for r in "def:" "def2:" "sf1:-sf 1" "sf0:-sf 0" "seed:-S 7"; do
+    ./train_gpt2 "${base[@]}" -x 4 ${r#*:} -o "$dir/sf_${r%%:*}" > "$dir/sf_${r%%:*}.out" 2>&1 || fail "shuffle run ${r%%:*}" "$(tail -1 "$dir/sf_${r%%:*}.out")"
+done
+[ -n "$(sf_losses "$dir/sf_def")" ] && [ "$(sf_losses "$dir/sf_def")" = "$(sf_losses "$dir/sf_def2")" ] &&
+    [ "$(sf_losses "$dir/sf_def")" = "$(sf_losses "$dir/sf_sf1")" ] && [ "$(sf_losses "$dir/sf_def")" != "$(sf_losses "$dir/sf_sf0")" ] &&
+    [ "$(sf_losses "$dir/sf_def")" != "$(sf_losses "$dir/sf_seed")" ] &&
+    pass "shuffling is on by default: the same losses as -sf 1 and as a second run, others than -sf 0's and -S 7's" ||
+    fail "default shuffle" "default: $(sf_losses "$dir/sf_def"); again: $(sf_losses "$dir/sf_def2"); -sf 1: $(sf_losses "$dir/sf_sf1"); -sf 0: $(sf_losses "$dir/sf_sf0"); -S 7: $(sf_losses "$dir/sf_seed")"
+# -sf is recorded: a checkpoint of a -sf 0 run resumes without -sf (its value adopted, bit for bit
+# as the straight run), and a given -sf 1 against it is refused in one line.
+./train_gpt2 "${base[@]}" -x 6 -n 3 -sf 0 -o "$dir/sfr" > /dev/null 2>&1
+mkdir -p "$dir/sfr_straight" && cp "$dir/sfr/log.jsonl" "$dir/sfr_straight/"
+rm -f "$dir/sfr/model_00000006.bin" "$dir/sfr/state_00000006.bin" "$dir/sfr/DONE_00000006"
+./train_gpt2 "${base[@]}" -x 6 -n 3 -o "$dir/sfr" -y 1 > "$dir/sfr.out" 2>&1 &&
+    grep -q "^resume: -sf 0, as the checkpoint's run had it (the default is 1; give the flag to check it)$" "$dir/sfr.out" &&
+    grep -q "^train: .*in order, -sf 0)" "$dir/sfr.out" && [ -n "$(sf_losses "$dir/sfr")" ] && [ "$(sf_losses "$dir/sfr")" = "$(sf_losses "$dir/sfr_straight")" ] &&
+    pass "a -sf 0 checkpoint resumes without -sf: -sf 0 adopted (one line says so), its losses as the straight run's" ||
+    fail "resume of a -sf 0 checkpoint without -sf" "$(grep -E '^(resume|train|error)' "$dir/sfr.out" | tr '\n' ' ')"
+rm -f "$dir/sfr/model_00000006.bin" "$dir/sfr/state_00000006.bin" "$dir/sfr/DONE_00000006"
+expect_error "a given -sf 1 against a -sf 0 checkpoint: one line naming -sf and the recorded 0" \
+    "flag -sf \(--shuffle\) is 1 in this run but was 0 in the run that wrote the checkpoint" "${base[@]}" -x 6 -n 3 -sf 1 -o "$dir/sfr" -y 1
+./train_gpt2 "${base[@]}" -x 6 -n 3 -sf 0 -o "$dir/sfr" -y 1 > /dev/null 2>&1 && pass "a given -sf 0 equal to the record resumes" ||
+    fail "-sf 0 given on resume" "refused"
 
 # --- llm.c's tokenizer file (gpt2_tokenizer.bin, magic 20240328): decodes samples, cannot encode ---
 "$PY" - "$dir" <<'PYEOF'

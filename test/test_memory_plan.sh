@@ -122,7 +122,8 @@ r=$(python3 - "$planner" <<'EOF'
 import json, subprocess, sys
 planner = sys.argv[1]
 def plan(flags):
-    out = subprocess.run([planner, "--plan", "--json", "-e", "d48", "-t", "1024", "--precision", "fp16", *flags],
+    # -r 0 given: the figures and advice below are those of keeping every activation (-r's default is 1).
+    out = subprocess.run([planner, "--plan", "--json", "-e", "d48", "-t", "1024", "-r", "0", "--precision", "fp16", *flags],
                          capture_output=True, text=True, check=True).stdout
     return json.loads(out)
 GiB = 1 << 30
@@ -150,13 +151,13 @@ print(f"-b 8 fits 48 GiB (largest -b {mb}); -b 32 does not: {adv['what']} fits a
       f"1 GiB: no answer; offload + -r 3 within 24 GiB ({e['device_total'] / GiB:.2f})")
 EOF
 ) && pass "--memory-budget answers: $r" || fail "--memory-budget" "$r"
-out=$("$planner" --plan -e d48 -t 1024 -b 32 --precision fp16 --memory-budget 48GiB 2>&1)
+out=$("$planner" --plan -e d48 -t 1024 -b 32 -r 0 --precision fp16 --memory-budget 48GiB 2>&1)
 echo "$out" | grep -q '^budget 48.00 GiB per rank: does not fit .*the cheapest change that fits: ' \
     && pass "--plan --memory-budget prints the advice in words" || fail "--plan advice line" "$(echo "$out" | tail -n 1)"
 
 # --- --max-memory and out of memory --------------------------------------------------------------
 emu=build/emu/train_gpt2_emu_fp16
-$emu -e d4 -b 4 -t 128 -x 1 -v 0 -s 0 -o "" --max-memory 100MiB > "$dir/max.out" 2>&1
+$emu -e d4 -b 4 -t 128 -r 0 -x 1 -v 0 -s 0 -o "" --max-memory 100MiB > "$dir/max.out" 2>&1
 rc=$?
 [ $rc = 1 ] && grep -q '^error: flag --max-memory is 0.10 GiB per rank; the plan above needs' "$dir/max.out" \
     && grep -q '^budget 0.10 GiB per rank: does not fit' "$dir/max.out" \
@@ -164,14 +165,14 @@ rc=$?
     || fail "--max-memory refusal" "exit $rc: $(tail -n 2 "$dir/max.out")"
 # The refusal's advice keeps the run's own step (-d 4096: 4 micro-steps of B=8, T=128): a smaller -b
 # comes with the same -d, not with the engine's B*T.
-$emu -e d4 -b 8 -t 128 -d 4096 -x 1 -v 0 -s 0 -o "" --max-memory 700MiB > "$dir/maxd.out" 2>&1
+$emu -e d4 -b 8 -t 128 -r 0 -d 4096 -x 1 -v 0 -s 0 -o "" --max-memory 700MiB > "$dir/maxd.out" 2>&1
 grep -qE '^budget .* the cheapest change that fits: .*-b [1-4] -d 4096( |$)' "$dir/maxd.out" \
     && pass "--max-memory's advice keeps the run's tokens per step ($(grep -o 'fits: [^(]*' "$dir/maxd.out" | head -n 1))" \
     || fail "--max-memory advice -d" "$(grep '^budget' "$dir/maxd.out")"
-$emu -e d4 -b 4 -t 128 -x 2 -v 0 -s 0 -o "" --max-memory 2GiB > "$dir/max2.out" 2>&1 \
+$emu -e d4 -b 4 -t 128 -r 0 -x 2 -v 0 -s 0 -o "" --max-memory 2GiB > "$dir/max2.out" 2>&1 \
     && grep -q '^device memory: at most .* MiB in use' "$dir/max2.out" \
     && pass "--max-memory 2GiB: d4 trains, the peak reported" || fail "--max-memory within budget" "$(tail -n 2 "$dir/max2.out")"
-CUDA_CPU_DEVICE_MEMORY=$((120 << 20)) $emu -e d4 -b 8 -t 128 -x 1 -v 0 -s 0 -o "" > "$dir/oom.out" 2>&1
+CUDA_CPU_DEVICE_MEMORY=$((120 << 20)) $emu -e d4 -b 8 -t 128 -r 0 -x 1 -v 0 -s 0 -o "" > "$dir/oom.out" 2>&1
 rc=$?
 [ $rc = 1 ] && grep -q '^error: out of GPU memory allocating the [a-zA-Z]' "$dir/oom.out" && grep -q '^memory plan: ' "$dir/oom.out" \
     && grep -q '^budget .* GiB per rank: does not fit' "$dir/oom.out" && ! grep -qi 'cudaError\|CUDA error' "$dir/oom.out" \

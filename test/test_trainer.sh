@@ -103,7 +103,7 @@ expect_error() {
         fail "bad input: $name" "exit $rc, stderr: $(head -c 300 "$dir/err.txt")"
     fi
 }
-base=(-e d1 -i "$dir/train.bin" -x 1 -v 0 -s 0 -o "")
+base=(-e d1 -i "$dir/train.bin" -t 32 -x 1 -v 0 -s 0 -o "")
 expect_error "B <= 0" "flag -b" "${base[@]}" -b 0
 expect_error "T above the model's max" "flag -t .*maximum is 1024" "${base[@]}" -t 2048
 expect_error "total batch not a multiple of B*T" "flag -d .*multiple" "${base[@]}" -b 4 -t 32 -d 1000

@@ -161,7 +161,7 @@ speed_of() {
 }
 bench_run() {  # label, model, B, T, steps
     local out="$work/run_$2_$3.out"
-    peak_mem_during $trainer -e "$2" -b "$3" -t "$4" -x "$5" -i "$work/bench.bin" -v 0 -s 0 -l 1e-4 -o "" > "$out" 2>&1
+    peak_mem_during $trainer -e "$2" -b "$3" -t "$4" -r 0 -x "$5" -i "$work/bench.bin" -v 0 -s 0 -l 1e-4 -o "" > "$out" 2>&1
     local rc=$?
     if [ $rc -ne 0 ]; then echo "exit $rc: $(tail -n 1 "$out")"; return $rc; fi
     echo "$(speed_of "$out"), engine memory $(grep '^memory:' "$out" | sed 's/.*total //'), device peak $(cat "$work/peak")$(grep -q '^[0-9]' "$work/peak" && echo ' MiB')"
@@ -270,7 +270,7 @@ if [ $DRY = 1 ] || [ "$(elapsed)" -lt 480 ]; then
     r=""
     for off in none optimizer; do
         out="$work/offload_$off.out"
-        if timeout 120 $trainer -e ${off_case[0]} -b ${off_case[1]} -t ${off_case[2]} -x ${off_case[3]} -i "$work/bench.bin"                 -v 0 -s 0 -l 1e-4 -o "" --offload $off > "$out" 2>&1; then
+        if timeout 120 $trainer -e ${off_case[0]} -b ${off_case[1]} -t ${off_case[2]} -r 0 -x ${off_case[3]} -i "$work/bench.bin"                 -v 0 -s 0 -l 1e-4 -o "" --offload $off > "$out" 2>&1; then
             r="$r${r:+; }--offload $off: $(speed_of "$out")"
         else
             r="$r${r:+; }--offload $off: exit $?: $(tail -n 1 "$out")"

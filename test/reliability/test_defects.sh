@@ -63,7 +63,7 @@ fresh_copy() {
 # --- crashes with valid inputs ----------------------------------------------------------------------
 # (already fixed before issue 9: kept as a regression test)
 $gen shard "$dir/t256.bin" 4000 256 4
-run -e "$dir/v256.bin" -i "$dir/t256.bin" -x 2 -s 1 -g 8 -v 0 -o "" > "$dir/v256.out" 2>&1
+run -e "$dir/v256.bin" -i "$dir/t256.bin" -t 32 -x 2 -s 1 -g 8 -v 0 -o "" > "$dir/v256.out" 2>&1
 rc=$?
 [ $rc -eq 0 ] && grep -q '^generating' "$dir/v256.out" && pass "crash: sampling from a V=256 model (no token 50256)" ||
     fail "crash: sampling from a V=256 model" "exit $rc: $(tail -n 2 "$dir/v256.out")"
@@ -253,8 +253,8 @@ m = d[32 + vocab + nbytes:]
 v2 = vocab - 1
 open(sys.argv[2], "wb").write(struct.pack("<8i", magic, ver, v2, 2, eot, nbytes - lens[-1], 0, 0) + lens[:v2] + toks[:nbytes - lens[-1]] + m[:24])
 EOF
-(cd "$dir/cwd" && timeout $TO "$ROOT/train_gpt2" -x 1 -v 0 -s 0 -o "" -K "$dir/tok1.bin" > "$dir/c1.out" 2>&1 &&
-    timeout $TO "$ROOT/train_gpt2" -x 1 -v 0 -s 0 -o "" -K "$dir/tok2.bin" > "$dir/c2.out" 2>&1)
+(cd "$dir/cwd" && timeout $TO "$ROOT/train_gpt2" -t 64 -x 1 -v 0 -s 0 -o "" -K "$dir/tok1.bin" > "$dir/c1.out" 2>&1 &&
+    timeout $TO "$ROOT/train_gpt2" -t 64 -x 1 -v 0 -s 0 -o "" -K "$dir/tok2.bin" > "$dir/c2.out" 2>&1)
 p1=$(sed -n 's/^train: \([^ ]*\) .*/\1/p' "$dir/c1.out")
 p2=$(sed -n 's/^train: \([^ ]*\) .*/\1/p' "$dir/c2.out")
 [ -n "$p1" ] && [ -n "$p2" ] && [ "$p1" != "$p2" ] && pass "cache: the built-in corpus is cached per tokenizer file ($p1, $p2)" ||
@@ -308,7 +308,7 @@ cycle = [r.randrange(512) for _ in range(50)]
 toks = [cycle[i % 50] for i in range(60 * 128)] + [r.randrange(512) for _ in range(128)] + [cycle[i % 50] for i in range(40 * 128 + 1)]
 open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)) + struct.pack("<%dH" % len(toks), *toks))
 EOF
-spike=(-e "$dir/model.bin" -i "$dir/spike.bin" -b 4 -t 32 -v 0 -s 0 -l 3e-3 -u 2 -x 70)
+spike=(-e "$dir/model.bin" -i "$dir/spike.bin" -b 4 -t 32 -v 0 -s 0 -l 3e-3 -u 2 -x 70 -sf 0)  # -sf 0: the noise batch is step 61
 run "${spike[@]}" --skip-outliers 6 -o "$dir/guard" > "$dir/guard.out" 2>&1
 rc=$?
 run "${spike[@]}" -o "$dir/noguard" > /dev/null 2>&1
