@@ -42,10 +42,14 @@
 // static (under the 48 KiB default). Not double-buffered yet: Q/dO of tile i+1 are copied after tile i
 // is done (there is no room for a second buffer in static shared memory at HS = 64).
 //
-// ptxas (nvcc 13, -Xptxas -v on dev/cuda/test_flash_bwd.cu, fp16 and bf16 alike):
-//   flash_backward_kv_kernel<HS=64>: sm_90 REGS_SM90_64 registers, sm_80 REGS_SM80_64; no spills; 46592 bytes smem.
-//   flash_backward_kv_kernel<HS=32>: sm_90 REGS_SM90_32, sm_80 REGS_SM80_32; no spills; 37376 bytes smem.
-//   flash_backward_dq_kernel: REGS_DQ registers, no shared memory.
+// ptxas (nvcc 13.0, -Xptxas -v on dev/cuda/test_flash_bwd.cu; f16 and bf16 the same):
+//   flash_backward_kv_kernel<HS=64>: sm_90 238 registers, sm_80 236; no spills; 46592 bytes smem.
+//   flash_backward_kv_kernel<HS=32>: sm_90 163 registers, sm_80 168; no spills; 30208 bytes smem.
+//   flash_backward_dq_kernel: sm_90 34 registers, sm_80 39; no spills, no shared memory.
+// At HS = 64 the registers (S^T, dP^T, dK, dV accumulators: 128 floats, K and V fragments: 32) allow
+// 2 blocks (8 warps) an SM, as attention.cuh's backward; the shared memory would allow 4 on sm_90.
+// Next steps, for a GPU to measure: double-buffer Q/dO (dynamic shared memory), hold V or K in shared
+// memory rather than registers to reach 3 blocks an SM, and compare the dQ partials with a dQ pass.
 #pragma once
 
 #include <math.h>

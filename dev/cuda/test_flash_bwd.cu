@@ -57,8 +57,7 @@
     } while (0)
 
 typedef floatX T;
-static float to_f(__half h) { return __half2float(h); }
-static float to_f(__nv_bfloat16 h) { return __bfloat162float(h); }
+static float to_f(T h) { return (float)h; }
 static T from_f(float v) { return (T)v; }
 // U: unit roundoff; ETA: the absolute error of rounding into T's subnormal range (half its spacing):
 // P and dS of far-off keys are tiny, and f16's subnormals start at 2^-14.
