@@ -28,6 +28,14 @@ TESTS += $(BUILD)/dev/test_qk_tile
 $(foreach p,fp16 bf16,$(eval $(call cuda_cpu_program,$(BUILD)/dev/test_flash_fwd_$(p),dev/cuda/test_flash_fwd.cu,\
 	kernels dev/cuda test common,$(HOST_LIB),$(call precision_define,$(p)) $(CUDA_CPU_CHECK_FLAGS))))
 TESTS += $(BUILD)/dev/test_flash_fwd_fp16 $(BUILD)/dev/test_flash_fwd_bf16
+# dev/cuda/flash_bwd.cuh, the FlashAttention-2-style causal backward (5 products per tile pair, D inside,
+# dQ from per-pair partials reduced in a fixed order), checked against a double-precision reference with
+# derived bounds, against kernels/attention.cuh's backward, and for bit-identical repeats. Built per
+# precision; the bf16 one (the same code paths) only in the long tests.
+$(foreach p,fp16 bf16,$(eval $(call cuda_cpu_program,$(BUILD)/dev/test_flash_bwd_$(p),dev/cuda/test_flash_bwd.cu,\
+	kernels dev/cuda test common,$(HOST_LIB),$(call precision_define,$(p)) $(CUDA_CPU_CHECK_FLAGS))))
+TESTS += $(BUILD)/dev/test_flash_bwd_fp16
+TESTS_LONG += $(BUILD)/dev/test_flash_bwd_bf16
 endif
 
 # The offloaded optimizer's host AdamW per precision, with the trainer's host flags (no GPU needed).
