@@ -85,8 +85,9 @@ TEST_LONG_DEPS += $(TEST_BIN)/test_zero_fp32 $(TEST_BIN)/test_zero_fp16
 # against its closed form (test_comm_volume.sh; the emulated trainer and gen_data are deps above).
 TESTS += test/test_comm_volume.sh
 # Stages 0 and 1 reducing beside backward (the default) against --overlap 0: the same bits, 2 ranks
-# (test_zero_overlap.sh; about 40 s of CPU).
-TESTS += test/test_zero_overlap.sh
+# (test_zero_overlap.sh; about 40 s of CPU, 90 s of wall time beside another test: make test-long,
+# with test_zero.sh).
+TESTS_LONG += test/test_zero_overlap.sh
 # Ranks without mpirun: -pi tcp|fs and Slurm's variables, 2 processes equal to mpirun's run; bad
 # input, a rank killed mid-run (test_launch.sh; about 25 s of CPU).
 TESTS += test/test_launch.sh

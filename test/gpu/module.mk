@@ -23,8 +23,10 @@ $(foreach p,fp16 bf16,$(eval $(call nvcc_program,$(GPU_OUT)/bench_kernels_$(p),d
 .PHONY: gpu-checks
 gpu-checks: $(GPU_CHECK_BINS) $(BUILD)/test/gen_data
 
-# make test runs the check script's dry run through the CPU runtime.
+# make test-long runs the check script's dry run through the CPU runtime (every step of the script
+# at toy sizes: about 45 s of CPU, 70-120 s of wall time beside another test).
 ifneq ($(CUDA_CPU_HAVE_CUDA),)
-TESTS += test/gpu/test_check_dry.sh
-TEST_DEPS += $(BUILD)/dev/bench_kernels_emu $(BUILD)/test/gen_data
+TESTS_LONG += test/gpu/test_check_dry.sh
+TEST_LONG_DEPS += $(BUILD)/dev/bench_kernels_emu $(BUILD)/test/gen_data $(BUILD)/emu/train_gpt2_emu_fp16 \
+	$(BUILD)/test/test_gpu_engine_fp16 $(BUILD)/kernels/test_gelu_fp16 $(BUILD)/kernels/test_global_norm_fp16
 endif
