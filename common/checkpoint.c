@@ -831,8 +831,8 @@ void llmc_state_read(const char* path, size_t n, int nproc, LlmcState* ls, float
     memcpy(&ls->shard_idx, &h[30], 8);
     memcpy(&ls->sample_idx, &h[32], 8);
     if (ls->num_processes != nproc)
-        fatal("llm.c state file %s was written by %d processes; this run has %d (the optimizer state maps only onto "
-              "the same number of processes)", path, ls->num_processes, nproc);
+        fatal("llm.c state file %s was written by %d process%s; this run has %d (the optimizer state maps only onto "
+              "the same number of processes)", path, ls->num_processes, ls->num_processes == 1 ? "" : "es", nproc);
     if (ls->num_processes != 1)
         fatal("llm.c state file %s was written by %d processes; only llm.c states of one process (no ZeRO) are read "
               "here", path, ls->num_processes);

@@ -1228,14 +1228,15 @@ static void llmc_resume_load(TrainSetup* s, Engine* e, const char* mp, TrainStat
     // Unshuffled, both loaders read shard k's window i at tokens i*B*T*ranks (+ rank*B*T) and go
     // through the shards in name order; at a shard's end llm.c still names the shard just read
     // (sample = its window count) where this loader names the next one's window 0; llm.c counts no
-    // epochs (its shard index wraps).
-    uint64_t our_shard = (uint64_t)st->train_pos.shard_pos, our_window = (uint64_t)st->train_pos.window_pos;
+    // epochs (its shard index wraps; this loader's position after an epoch's last window names
+    // shard `files`, the next epoch's first).
+    uint64_t our_shard = (uint64_t)st->train_pos.shard_pos % (uint64_t)s->train.nfiles, our_window = (uint64_t)st->train_pos.window_pos;
     int same = !ls.shuffle && !o->shuffle &&
                ((our_shard == ls.shard_idx && our_window == ls.sample_idx) ||
                 (our_window == 0 && ls.sample_idx > 0 && our_shard == (ls.shard_idx + 1) % (uint64_t)s->train.nfiles));
     printf("resume: data: %lld batches from the start in this loader's %s order (shard %lld, window %lld); llm.c's "
            "loader stood at shard %llu sample %llu%s\n", (long long)batches, o->shuffle ? "shuffled" : "sequential",
-           (long long)st->train_pos.shard_pos, (long long)st->train_pos.window_pos,
+           (long long)our_shard, (long long)our_window,
            (unsigned long long)ls.shard_idx, (unsigned long long)ls.sample_idx,
            same ? " (the same position)"
            : ls.shuffle || o->shuffle ? ", shuffled: llm.c's permutation is not this loader's, so the batches from "
@@ -1271,7 +1272,7 @@ int train_run(TrainSetup* s, Engine* e) {
         if (s->resume_llmc) llmc_resume_load(s, e, mp, &st);
         else e->checkpoint_load(e, mp, sp, &st);
         dataloader_set_pos(&s->train, st.train_pos);
-        printf("resume: step %lld from %s\n", (long long)st.step, mp);
+        if (!s->resume_llmc) printf("resume: step %lld from %s\n", (long long)st.step, mp);
     }
     // A resumed run keeps its checkpoint's run id (a checkpoint from before run ids gets one now).
     if (!o->resume || st.run_id == 0) st.run_id = run_id_make(s, e);

@@ -6,8 +6,10 @@
 # m, v, step and data position, hence the same losses, bit for bit (the C engine is deterministic
 # and nothing llm.c's file lacks, its RNG or the outlier statistics, enters a run without -sl/-sg
 # or sampling). Also: llm.c's fp32 master weights win over its model file, a shuffled llm.c state
-# says its order is not ours, our own newer checkpoint wins, and bad files (truncated, wrong magic
-# or version, wrong size, another process count) stop the run in one line with nothing written.
+# says its order is not ours, our own newer checkpoint wins, the GPU engine (emulated, FP32 and
+# FP16) resumes bit for bit too, and bad files (truncated, wrong magic or version, wrong size,
+# another process count either way, 2 processes under mpirun) stop the run in one line with
+# nothing written.
 set -u
 export OMP_NUM_THREADS=1
 cd "$(dirname "$0")/.."
@@ -31,16 +33,17 @@ run=(-e "$dir/m.bin" -i "$dir/train.bin" -j "$dir/val.bin" -b 2 -t 16 -v 0 -s 0 
 # state file with our step-4 m and v. Keys: magic, version, nproc, shuffle, master (fp32 master
 # weights = our weights; the model file then holds them halved, so only the master weights give our
 # losses), cut (bytes cut off the end), extra (bytes appended), head (only that many bytes kept),
-# zero (m and v written as zeros).
+# zero (m and v written as zeros), step (of the checkpoint, 4 by default), sample (llm.c's sample
+# index, the step by default). SRC: the run of ours to take them from ($dir/ours by default).
 make_llmc() {
     local out=$1
     shift
     mkdir -p "$out"
-    "$PY" - "$dir/ours" "$out" "$@" <<'PYEOF'
+    "$PY" - "${SRC:-$dir/ours}" "$out" "$@" <<'PYEOF'
 import struct, sys, os
 src, out = sys.argv[1], sys.argv[2]
 opt = dict(a.split("=") for a in sys.argv[3:])
-step = 4
+step = int(opt.get("step", 4))
 # Our state file (checkpoint.h): 256 int32 header (word 11: record bytes), 32 int64 words (5: the
 # parameter count), the record padded to 4 bytes, then m and v as fp32.
 st = open(os.path.join(src, "state_%08d.bin" % step), "rb").read()
@@ -67,7 +70,8 @@ hd[0] = int(opt.get("magic", 20240527)); hd[1] = int(opt.get("version", 1)); hd[
 hd[3] = 0; hd[4] = int(opt.get("master", 0)); hd[5] = int(opt.get("shuffle", 0)); hd[10] = step
 b = bytearray(struct.pack("<256i", *hd))
 struct.pack_into("<QQ", b, 80, 0x1234, 0x5678)
-struct.pack_into("<QQ", b, 120, 0, step * 1)  # shard 0; sample index = batches read (B*T tokens each)
+# shard 0; sample index = batches read (B*T tokens each; at a shard's end llm.c's stays there)
+struct.pack_into("<QQ", b, 120, 0, int(opt.get("sample", step)))
 if opt.get("zero") == "1": mv = bytes(len(mv))  # the control: m and v lost
 b += mv
 if hd[4]: b += params
@@ -82,12 +86,12 @@ if "head" in opt: b = b[:int(opt["head"])]
 open(os.path.join(out, "state_%08d_%05d.bin" % (step, 0)), "wb").write(b)
 PYEOF
 }
-# losses LOG: "step loss" of steps 5-8 from log.jsonl.
+# losses LOG [FROM]: "step loss" of the steps after FROM (4) in log.jsonl.
 losses() { "$PY" -c '
 import json, sys
 for l in open(sys.argv[1]):
     r = json.loads(l)
-    if "train_loss" in r and r["step"] > 4: print(r["step"], repr(r["train_loss"]))' "$1"; }
+    if "train_loss" in r and r["step"] > int(sys.argv[2]): print(r["step"], repr(r["train_loss"]))' "$1" "${2:-4}"; }
 # weights MODEL: md5 of the parameters (the header carries a run id, which differs).
 weights() { tail -c +1025 "$1" | md5sum | cut -d' ' -f1; }
 want=$(losses "$dir/ours/log.jsonl")
@@ -135,7 +139,34 @@ cp -r "$dir/l1" "$dir/l4" && make_llmc "$dir/l4"
     ! grep -q "llm.c's checkpoint" "$dir/l4.out" && pass "our newer checkpoint (step 8) wins over llm.c's step 4" ||
     fail "newer own checkpoint" "$(grep -m2 '^resume' "$dir/l4.out")"
 
-# 5. Bad files: one line naming the file and what was expected, exit 1, nothing written.
+# At the end of the data's only shard (624 windows of B*T): llm.c still names it (sample 624), this
+# loader the next epoch's window 0; the same position, and the losses after it equal ours.
+./train_gpt2 "${run[@]}" -x 626 -n 624 -o "$dir/b" > "$dir/b.out" 2>&1 || fail "run to 626" "$(tail -2 "$dir/b.out")"
+SRC="$dir/b" make_llmc "$dir/lb" step=624
+./train_gpt2 "${run[@]}" -x 626 -n 624 -o "$dir/lb" -y 1 > "$dir/lb.out" 2>&1 &&
+    grep -q "^resume: data: 624 batches from the start in this loader's sequential order (shard 0, window 0); llm.c's loader stood at shard 0 sample 624 (the same position)" "$dir/lb.out" &&
+    [ "$(losses "$dir/lb/log.jsonl" 624 | wc -l)" -eq 2 ] && [ "$(losses "$dir/lb/log.jsonl" 624)" = "$(losses "$dir/b/log.jsonl" 624)" ] &&
+    pass "at a shard's end (step 624) llm.c's position is this loader's next window; losses of 625-626 equal ours" ||
+    fail "shard end" "$(grep -m3 -E '^resume: data|error' "$dir/lb.out")"
+
+# 5. The GPU engine (train_gpt2.cu on the CPU runtime), FP32 and FP16 (the build's default): the
+# same comparison, with its own unbroken run. FP16's loss scale is not in llm.c's state (llm.c has
+# none): the resume starts it afresh, which changes no value while no gradient overflows (a power
+# of two, undone exactly), so the losses must still be equal, bit for bit.
+for p in fp32 fp16; do
+    emu=build/emu/train_gpt2_emu_$p
+    if [ ! -x "$emu" ]; then echo "SKIP GPU engine ($p): $emu not built (no CUDA headers)"; continue; fi
+    "$emu" "${run[@]}" -o "$dir/ours$p" > "$dir/emu$p.out" 2>&1 || { fail "GPU engine ($p) run" "$(tail -2 "$dir/emu$p.out")"; continue; }
+    want_p=$(losses "$dir/ours$p/log.jsonl")
+    SRC="$dir/ours$p" make_llmc "$dir/e$p"
+    "$emu" "${run[@]}" -o "$dir/e$p" -y 1 > "$dir/e$p.out" 2>&1 && grep -q "^resume: step 4 from llm.c's checkpoint" "$dir/e$p.out" &&
+        [ "$(echo "$want_p" | wc -l)" -eq 4 ] && [ "$(losses "$dir/e$p/log.jsonl")" = "$want_p" ] &&
+        [ "$(weights "$dir/e$p/model_00000008.bin")" = "$(weights "$dir/ours$p/model_00000008.bin")" ] &&
+        pass "GPU engine ($p): llm.c's state of step 4 resumes to the unbroken run's losses and weights, bit for bit" ||
+        fail "GPU engine ($p) llm.c resume" "'$(losses "$dir/e$p/log.jsonl" | tr '\n' ' ')' vs '$(echo "$want_p" | tr '\n' ' ')'; $(grep -m1 -E '^resume|error' "$dir/e$p.out")"
+done
+
+# 6. Bad files: one line naming the file and what was expected, exit 1, nothing written.
 bad() {
     local name=$1 pattern=$2
     shift 2
@@ -161,6 +192,23 @@ bad "a wrong magic is refused" "llm.c state file .*$sf has magic 20240526, expec
 bad "a wrong version is refused" "llm.c state file .*$sf has version 2, expected 1" version=2
 bad "an llm.c state of another model size is refused" "llm.c state file .*$sf is [0-9]+ bytes; a model of 23008 parameters needs [0-9]+ .*longer \(another model\?\)" extra=8
 bad "an llm.c state of 2 processes on 1 is refused, naming both counts" "llm.c state file .*$sf was written by 2 processes; this run has 1" nproc=2
+
+# A run of 2 processes (the GPU engine under mpirun) refuses a state of 1, naming both counts.
+emu=build/emu/train_gpt2_emu_fp32
+if [ -x "$emu" ] && command -v mpirun > /dev/null 2>&1 && [ -n "$(command -v mpicc)" ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    rm -rf "$dir/bad" && make_llmc "$dir/bad"
+    before=$(cd "$dir/bad" && md5sum *)
+    timeout 300 mpirun -np 2 "$emu" "${run[@]}" -b 1 -o "$dir/bad" -y 1 > "$dir/mpi.out" 2>&1
+    rc=$?
+    rm -f "$dir/bad/train.lock"
+    [ $rc -ne 0 ] && grep -q "llm.c state file .*$sf was written by 1 process; this run has 2 (the optimizer state maps only onto the same number of processes)" "$dir/mpi.out" &&
+        [ "$(cd "$dir/bad" && md5sum *)" = "$before" ] && [ "$(ls -A "$dir/bad" | wc -l)" -eq 3 ] &&
+        pass "a run of 2 processes refuses an llm.c state of 1, naming both counts, nothing written" ||
+        fail "2 processes, state of 1" "exit $rc: $(grep -m2 -iE 'error|llm.c' "$dir/mpi.out")"
+else
+    echo "SKIP 2 processes: needs $emu and OpenMPI (mpirun, mpicc)"
+fi
 
 [ $failed -eq 0 ] && echo "test_llmc_resume: all passed" || echo "test_llmc_resume: FAILED"
 exit $failed
