@@ -1230,10 +1230,11 @@ static void llmc_resume_load(TrainSetup* s, Engine* e, const char* mp, TrainStat
     // (sample = its window count) where this loader names the next one's window 0; llm.c counts no
     // epochs (its shard index wraps; this loader's position after an epoch's last window names
     // shard `files`, the next epoch's first).
-    uint64_t our_shard = (uint64_t)st->train_pos.shard_pos % (uint64_t)s->train.nfiles, our_window = (uint64_t)st->train_pos.window_pos;
+    uint64_t files = (uint64_t)s->train.nfiles;
+    uint64_t our_shard = (uint64_t)st->train_pos.shard_pos % files, our_window = (uint64_t)st->train_pos.window_pos;
     int same = !ls.shuffle && !o->shuffle &&
                ((our_shard == ls.shard_idx && our_window == ls.sample_idx) ||
-                (our_window == 0 && ls.sample_idx > 0 && our_shard == (ls.shard_idx + 1) % (uint64_t)s->train.nfiles));
+                (our_window == 0 && ls.sample_idx > 0 && our_shard == (ls.shard_idx + 1) % files));
     printf("resume: data: %lld batches from the start in this loader's %s order (shard %lld, window %lld); llm.c's "
            "loader stood at shard %llu sample %llu%s\n", (long long)batches, o->shuffle ? "shuffled" : "sequential",
            (long long)our_shard, (long long)our_window,
