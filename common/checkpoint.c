@@ -6,8 +6,10 @@
 // passed gpt2_config_check, whose bounds keep every product exact in 64 bits.
 #include "checkpoint.h"
 
+#include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "util.h"
 
@@ -800,4 +802,74 @@ CheckpointStatus checkpoint_verify(const char* model_path, const char* state_pat
     }
     state_head_fill(&s, st, oc);
     return CHECKPOINT_OK;
+}
+
+// ---- llm.c's state file ----
+
+#define LLMC_STATE_MAGIC 20240527
+#define LLMC_STATE_VERSION 1
+#define LLMC_MT19937_BYTES 2520  // its mt19937_state: seed (8), left and next (8), 624 words, 2 words
+
+static void llmc_read_exact(FILE* f, const char* path, void* out, size_t bytes, const char* what) {
+    if (fread(out, 1, bytes, f) != bytes) fatal("llm.c state file %s is truncated: it ends inside %s", path, what);
+}
+
+void llmc_state_read(const char* path, size_t n, int nproc, LlmcState* ls, float* m, float* v, float* master) {
+    FILE* f = fopen(path, "rb");
+    if (!f) fatal("llm.c state file %s cannot be opened: %s", path, strerror(errno));
+    int32_t h[256];
+    llmc_read_exact(f, path, h, sizeof(h), "its 1024-byte header");
+    if (h[0] != LLMC_STATE_MAGIC)
+        fatal("llm.c state file %s has magic %d, expected %d (llm.c's state_STEP_RANK.bin)", path, h[0], LLMC_STATE_MAGIC);
+    if (h[1] != LLMC_STATE_VERSION)
+        fatal("llm.c state file %s has version %d, expected %d", path, h[1], LLMC_STATE_VERSION);
+    ls->num_processes = h[2];
+    ls->rank = h[3];
+    ls->master_weights = h[4];
+    ls->shuffle = h[5];
+    ls->step = h[10];
+    memcpy(&ls->shard_idx, &h[30], 8);
+    memcpy(&ls->sample_idx, &h[32], 8);
+    if (ls->num_processes != nproc)
+        fatal("llm.c state file %s was written by %d process%s; this run has %d (the optimizer state maps only onto "
+              "the same number of processes)", path, ls->num_processes, ls->num_processes == 1 ? "" : "es", nproc);
+    if (ls->num_processes != 1)
+        fatal("llm.c state file %s was written by %d processes; only llm.c states of one process (no ZeRO) are read "
+              "here", path, ls->num_processes);
+    if (ls->rank != 0) fatal("llm.c state file %s is rank %d's, expected rank 0's", path, ls->rank);
+    if (ls->step < 0) fatal("llm.c state file %s holds step %lld, expected a step >= 0", path, (long long)ls->step);
+    if ((ls->master_weights != 0 && ls->master_weights != 1) || (ls->shuffle != 0 && ls->shuffle != 1))
+        fatal("llm.c state file %s: header words 4 and 5 are %d and %d, expected 0 or 1 each", path, ls->master_weights,
+              ls->shuffle);
+    // The size the header implies for a model of n parameters: a short or long file is not this model's.
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0) fatal("llm.c state file %s cannot be read: %s", path, strerror(errno));
+    uint64_t arrays = (uint64_t)(2 + ls->master_weights) * n * sizeof(float);
+    uint64_t expect = sizeof(h) + arrays, size = (uint64_t)sb.st_size;
+    uint64_t nshards = 0, nsamples = 0;
+    if (ls->shuffle && size >= expect + 8) {  // the loader's permutation sizes say how long the tail is
+        fseek(f, (long)expect, SEEK_SET);
+        llmc_read_exact(f, path, &nshards, 8, "the loader's shard count");
+        if (nshards > (size - expect) / 4) fatal("llm.c state file %s is truncated: it ends inside the shard order", path);
+        fseek(f, (long)(expect + 8 + nshards * 4), SEEK_SET);
+        llmc_read_exact(f, path, &nsamples, 8, "the loader's sample count");
+        if (nsamples > (size - expect) / 4) fatal("llm.c state file %s is truncated: it ends inside the sample order", path);
+        fseek(f, (long)sizeof(h), SEEK_SET);
+    }
+    if (ls->shuffle) expect += 8 + nshards * 4 + 8 + nsamples * 4 + LLMC_MT19937_BYTES;
+    if (size != expect)
+        fatal("llm.c state file %s is %llu bytes; a model of %zu parameters needs %llu (header, m, v%s%s)%s", path,
+              (unsigned long long)size, n, (unsigned long long)expect, ls->master_weights ? ", master weights" : "",
+              ls->shuffle ? ", the shuffled loader's state" : "",
+              size < expect ? ": the file is truncated" : ": the file is longer (another model?)");
+    if (m) {
+        llmc_read_exact(f, path, m, n * sizeof(float), "AdamW m");
+        llmc_read_exact(f, path, v, n * sizeof(float), "AdamW v");
+        if (ls->master_weights && master) llmc_read_exact(f, path, master, n * sizeof(float), "the master weights");
+        for (size_t i = 0; i < n; i++)
+            if (!isfinite(m[i]) || !isfinite(v[i]) || v[i] < 0.0f)
+                fatal("llm.c state file %s: AdamW entry %zu is m=%g v=%g, expected finite values and v >= 0", path, i,
+                      m[i], v[i]);
+    }
+    fclose(f);
 }

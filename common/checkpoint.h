@@ -169,6 +169,22 @@ void state_file_write(const char* path, const GPT2Config* cfg, const TrainState*
 void state_file_read(const char* path, const GPT2Config* cfg, TrainState* st, OptimizerCounters* oc, float* m,
                      float* v, size_t n);
 
+// ---- llm.c's optimizer state (train_gpt2.cu, state_STEP_RANK.bin), read for a resume ----
+// 256 int32 header words: 0 magic 20240527, 1 version 1, 2 processes, 3 rank, 4 fp32 master
+// weights follow m and v, 5 the loader shuffled, 10 step, 20-23 two stochastic-rounding RNG words,
+// 30-33 (size_t) shard and sample index; then m, v (and master weights) as fp32 over the rank's
+// part of the parameters; with shuffling, the loader's permutations and its MT19937 state.
+typedef struct {
+    int num_processes, rank, master_weights, shuffle;
+    int64_t step;
+    uint64_t shard_idx, sample_idx;
+} LlmcState;
+// Reads path for a model of n parameters in a run of nproc processes (this project maps one
+// process, no ZeRO: the file must then hold the whole of m and v). Fatal in one line naming the
+// file and what was expected on a short or long file, wrong magic/version, or other rank count.
+// m, v (n floats each) may be NULL to check only; master (n floats) is filled when the file has them.
+void llmc_state_read(const char* path, size_t n, int nproc, LlmcState* ls, float* m, float* v, float* master);
+
 // ---- checking a pair before a resume ----
 typedef enum {
     CHECKPOINT_OK,        // both files intact; st and oc filled

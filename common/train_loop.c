@@ -230,6 +230,33 @@ static int long_desc(const void* a, const void* b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
+// llm.c's checkpoints: model_STEP.bin (the same name as ours), one state_STEP_RANK.bin per process
+// (STEP 8 digits, RANK 5) and DONE_STEP, which llm.c's -y 1 requires. The newest step with a DONE
+// file and a state file, -1 if none.
+static long llmc_checkpoint_newest(const char* dir) {
+    DIR* d = opendir(dir);
+    if (!d) return -1;
+    long newest = -1;
+    struct dirent* ent;
+    while ((ent = readdir(d)) != NULL) {
+        const char* rest;
+        long step = name_step(ent->d_name, "state_", &rest);
+        if (step < 0 || rest - ent->d_name != 14 || rest[0] != '_') continue;
+        int digits = 0;
+        while (rest[1 + digits] >= '0' && rest[1 + digits] <= '9') digits++;
+        if (digits != 5 || strcmp(rest + 6, ".bin") != 0 || step <= newest) continue;
+        char dp[4200];
+        done_path(dir, step, dp, sizeof(dp));
+        if (file_exists(dp)) newest = step;
+    }
+    closedir(d);
+    return newest;
+}
+
+static void llmc_state_path(const char* dir, long step, int rank, char* path, size_t cap) {
+    snprintf(path, cap, "%s/state_%08ld_%05d.bin", dir, step, rank);
+}
+
 // Steps of the state files in dir, newest first; the count in *count (caller frees). With
 // any_file, every checkpoint file counts (models, shards, damaged ones: does the dir hold any?).
 static long* checkpoint_list(const char* dir, int any_file, int* count) {
@@ -534,6 +561,31 @@ static void resume_corpus_kind(TrainSetup* s, const TrainState* newest, char* ki
     }
 }
 
+// -y 1 found llm.c's checkpoint of `step`, newer than any of ours: checked whole here (model file
+// of this run's model, rank 0's state file of this model and this number of processes), so a bad
+// one stops the run before anything is written. Read in llmc_resume_load.
+static void resume_choose_llmc(TrainSetup* s, long step) {
+    const TrainOptions* o = &s->opts;
+    char mp[4200], sp[4200], lp[4200], diff[512];
+    checkpoint_paths(o->output_dir, step, mp, sp, sizeof(mp));
+    llmc_state_path(o->output_dir, step, 0, lp, sizeof(lp));
+    if (!file_exists(mp))
+        fatal("flag -y 1: llm.c's checkpoint of step %ld has a DONE file but no model file %s", step, mp);
+    if (!file_exists(lp))
+        fatal("flag -y 1: llm.c's checkpoint of step %ld has no state file %s (rank 0's)", step, lp);
+    GPT2Config cfg;
+    model_file_check(mp, &cfg);
+    gpt2_config_diff(&s->config, &cfg, diff, sizeof(diff));
+    if (diff[0]) fatal("flag -y 1: llm.c's model file %s holds another model than this run's: %s", mp, diff);
+    LlmcState ls;
+    llmc_state_read(lp, gpt2_param_layout(&s->config).num_parameters, s->num_ranks, &ls, NULL, NULL, NULL);
+    if (ls.step != step) fatal("llm.c state file %s holds step %lld, its name says %ld", lp, (long long)ls.step, step);
+    if (ls.step > s->max_steps)
+        fatal("flag -x (steps) is %d but llm.c's checkpoint %s is at step %lld", s->max_steps, lp, (long long)ls.step);
+    s->resume_step = step;
+    s->resume_llmc = 1;
+}
+
 // Picks the newest checkpoint that is whole and consistent; damaged ones are set aside, saying so.
 // With none at all, resume_step stays -1: the run starts afresh.
 static void resume_choose(TrainSetup* s) {
@@ -544,6 +596,12 @@ static void resume_choose(TrainSetup* s) {
     static TrainState st;  // 8 KiB of run record
     OptimizerCounters oc;
     int use_done = done_files_used(o->output_dir);
+    long llmc_step = llmc_checkpoint_newest(o->output_dir);
+    if (llmc_step >= 0 && (count == 0 || llmc_step > steps[0])) {
+        free(steps);
+        resume_choose_llmc(s, llmc_step);
+        return;
+    }
     for (int i = 0; i < count; i++) {
         checkpoint_paths(o->output_dir, steps[i], mp, sp, sizeof(mp));
         if (!file_exists(mp)) {  // the state file goes first: a crash between the two leaves this
@@ -834,6 +892,7 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     // Rank 0 checks the checkpoints and chooses (setting damaged ones aside); every rank loads it.
     if (o->resume && s->rank == 0) resume_choose(s);
     ranks_broadcast(&s->resume_step, sizeof(s->resume_step), 0);
+    ranks_broadcast(&s->resume_llmc, sizeof(s->resume_llmc), 0);
     // -y 1 with no checkpoint to resume: from here on a fresh run, on every rank.
     if (s->resume_step < 0) o->resume = 0;
 
@@ -1160,6 +1219,68 @@ static void stop_report(const TrainSetup* s, int sig, int step, int abandoned) {
     else printf("stopped by %s after step %d: checkpoint %s; resume with the same flags and -y 1%s\n", name, step, mp, dropped);
 }
 
+// Loads llm.c's checkpoint chosen by resume_choose_llmc. Restored: the weights (llm.c's fp32
+// master weights when its state holds them, else its model file), AdamW m and v, and the step (also
+// AdamW's bias-correction count: llm.c updates at every step). The data position is this loader's
+// after step x accum batches from the start (where a run of ours would stand): llm.c's recorded
+// shard and sample are printed beside it, and its shuffled order (-sf 1) is its own MT19937
+// permutation, which this loader does not reproduce. Not restored: llm.c's stochastic-rounding
+// RNG, the -sl/-sg outlier statistics (they start afresh), the loss-scale (llm.c has none).
+// The pair goes to the engine as a checkpoint of ours through two temporary files in -o, deleted
+// once loaded, so every engine reads it through its own checked path.
+static void llmc_resume_load(TrainSetup* s, Engine* e, const char* mp, TrainState* st) {
+    const TrainOptions* o = &s->opts;
+    const GPT2Config* cfg = &s->config;
+    size_t n = gpt2_param_layout(cfg).num_parameters;
+    char lp[4200], tm[4300], ts[4300];
+    llmc_state_path(o->output_dir, s->resume_step, 0, lp, sizeof(lp));
+    float* params = (float*)malloc_check(n * sizeof(float), "parameters");
+    float* m = (float*)malloc_check(n * sizeof(float), "AdamW m");
+    float* v = (float*)malloc_check(n * sizeof(float), "AdamW v");
+    LlmcState ls;
+    llmc_state_read(lp, n, s->num_ranks, &ls, m, v, params);
+    if (!ls.master_weights) model_file_read_params(mp, cfg, params);
+    st->step = ls.step;
+    st->run_id = 0;
+    memcpy(st->record, s->record, sizeof(st->record));
+    dataloader_reset(&s->train);
+    int64_t batches = o->overfit ? 1 : ls.step * s->accum;
+    for (int64_t i = 0; i < batches; i++) dataloader_next_batch(&s->train);
+    st->train_pos = dataloader_get_pos(&s->train);
+    OptimizerCounters oc = {ls.step, 0.0, 0};
+    snprintf(tm, sizeof(tm), "%s/llmc_import_model.tmp", o->output_dir);
+    snprintf(ts, sizeof(ts), "%s/llmc_import_state.tmp", o->output_dir);
+    model_file_write_checkpoint(tm, cfg, params, st);
+    state_file_write(ts, cfg, st, &oc, m, v, n);
+    free(params);
+    free(m);
+    free(v);
+    e->checkpoint_load(e, tm, ts, st);
+    remove(tm);
+    remove(ts);
+    printf("resume: step %lld from llm.c's checkpoint %s + %s: weights (%s), AdamW m and v, step; not restored: "
+           "llm.c's stochastic-rounding RNG, the -sl/-sg statistics (start afresh)\n", (long long)ls.step, mp, lp,
+           ls.master_weights ? "its fp32 master weights" : "its model file");
+    // Unshuffled, both loaders read shard k's window i at tokens i*B*T*ranks (+ rank*B*T) and go
+    // through the shards in name order; at a shard's end llm.c still names the shard just read
+    // (sample = its window count) where this loader names the next one's window 0; llm.c counts no
+    // epochs (its shard index wraps; this loader's position after an epoch's last window names
+    // shard `files`, the next epoch's first).
+    uint64_t files = (uint64_t)s->train.nfiles;
+    uint64_t our_shard = (uint64_t)st->train_pos.shard_pos % files, our_window = (uint64_t)st->train_pos.window_pos;
+    int same = !ls.shuffle && !o->shuffle &&
+               ((our_shard == ls.shard_idx && our_window == ls.sample_idx) ||
+                (our_window == 0 && ls.sample_idx > 0 && our_shard == (ls.shard_idx + 1) % files));
+    printf("resume: data: %lld batches from the start in this loader's %s order (shard %lld, window %lld); llm.c's "
+           "loader stood at shard %llu sample %llu%s\n", (long long)batches, o->shuffle ? "shuffled" : "sequential",
+           (long long)our_shard, (long long)our_window,
+           (unsigned long long)ls.shard_idx, (unsigned long long)ls.sample_idx,
+           same ? " (the same position)"
+           : ls.shuffle || o->shuffle ? ", shuffled: llm.c's permutation is not this loader's, so the batches from "
+                                        "here are this loader's, continuing from the same step count"
+                                      : " (a different position: the batches from here are this loader's)");
+}
+
 int train_run(TrainSetup* s, Engine* e) {
     const TrainOptions* o = &s->opts;
     const GPT2Config* cfg = &s->config;
@@ -1185,9 +1306,10 @@ int train_run(TrainSetup* s, Engine* e) {
     if (o->resume) {
         char mp[4200], sp[4200];
         checkpoint_paths(o->output_dir, s->resume_step, mp, sp, sizeof(mp));
-        e->checkpoint_load(e, mp, sp, &st);
+        if (s->resume_llmc) llmc_resume_load(s, e, mp, &st);
+        else e->checkpoint_load(e, mp, sp, &st);
         dataloader_set_pos(&s->train, st.train_pos);
-        printf("resume: step %lld from %s\n", (long long)st.step, mp);
+        if (!s->resume_llmc) printf("resume: step %lld from %s\n", (long long)st.step, mp);
     }
     // A resumed run keeps its checkpoint's run id (a checkpoint from before run ids gets one now).
     if (!o->resume || st.run_id == 0) st.run_id = run_id_make(s, e);
