@@ -23,7 +23,8 @@ gen=build/test/gen_data
 [ -x "$gen" ] || { echo "FAIL setup: $gen missing (make $gen)"; exit 1; }
 $gen model "$dir/m.bin" 1 32 2 256 64 1 && $gen shard "$dir/train.bin" 20000 256 2 && $gen shard "$dir/val.bin" 2000 256 3 \
     || { echo "FAIL setup: gen_data"; exit 1; }
-run=(-e "$dir/m.bin" -i "$dir/train.bin" -j "$dir/val.bin" -b 2 -t 16 -v 0 -s 0 -p 1000 -x 8 -n 4)
+# -sf 0: this loader in order, as llm.c's unshuffled one reads (shuffling is on by default, as in llm.c).
+run=(-e "$dir/m.bin" -i "$dir/train.bin" -j "$dir/val.bin" -b 2 -t 16 -v 0 -s 0 -p 1000 -x 8 -n 4 -sf 0)
 
 # Our unbroken run: checkpoints at 4 and 8; its losses after step 4 are what every resume must give.
 ./train_gpt2 "${run[@]}" -o "$dir/ours" > "$dir/ours.out" 2>&1 || { echo "FAIL setup: run: $(tail -2 "$dir/ours.out")"; exit 1; }
