@@ -62,12 +62,20 @@ header_unit() {  # header path -> unit path
     echo "$unit"
 }
 
-jobs=()  # "name|source|defines"
+# A compile's cache key: the whole tree's, its defines and its source.
+compile_key() {  # source, defines
+    (echo "$tree_key $2"; cat "$1") | sha1sum | cut -c1-16
+}
+
+jobs=()       # "name|source|defines"
+not_asked=()  # the same, of the precisions --build was not asked for
 for src in test/cuda_cpu/*.cu; do jobs+=("$(basename "$src" .cu)|$src|"); done
-for src in kernels/test_*.cu test/test_gpu_engine.cu; do
-    for p in $precisions; do jobs+=("$(basename "$src" .cu)_$p|$src|-DENABLE_$p"); done
+for src in kernels/test_*.cu test/test_gpu_engine.cu train_gpt2.cu; do
+    for p in FP32 FP16 BF16; do
+        job="$(basename "$src" .cu)_$p|$src|-DENABLE_$p"
+        case " $precisions " in *" $p "*) jobs+=("$job") ;; *) not_asked+=("$job") ;; esac
+    done
 done
-for p in $precisions; do jobs+=("train_gpt2_$p|train_gpt2.cu|-DENABLE_$p"); done
 [ $build_only = 1 ] || for src in dev/cuda/*.cu; do
     for p in FP16 BF16; do jobs+=("$(basename "$src" .cu)_$p|$src|-DENABLE_$p"); done
 done
@@ -83,7 +91,7 @@ for job in "${jobs[@]}"; do
         echo "SKIP nvcc_compiles_$name: needs mpi.h (apt-get install libopenmpi-dev)"
         continue
     fi
-    key=$( (echo "$tree_key $defs"; cat "$src") | sha1sum | cut -c1-16)
+    key=$(compile_key "$src" "$defs")
     if [ ! -f "$out/$name.$key.ok" ]; then
         rm -f "$out/$name".*.ok
         ( "$nvcc" $archs -Xptxas -v -std=c++17 $defs -I. -Itest -Ireference -Icommon -Ikernels -Idev/cuda $mpi_flags \
@@ -98,13 +106,9 @@ wait
 if [ $build_only = 1 ]; then
     # A precision not asked for this time keeps its compiles only where they are still current: the
     # table never holds a kernel's registers from sources that have changed since.
-    for p in FP32 FP16 BF16; do
-        case " $precisions " in *" $p "*) continue ;; esac
-        for src in kernels/test_*.cu test/test_gpu_engine.cu train_gpt2.cu; do
-            name="$(basename "$src" .cu)_$p"
-            key=$( (echo "$tree_key -DENABLE_$p"; cat "$src") | sha1sum | cut -c1-16)
-            [ -f "$out/$name.$key.ok" ] || rm -f "$out/$name".*.ok "$out/$name.log" "$out/$name.o"
-        done
+    for job in ${not_asked[@]+"${not_asked[@]}"}; do
+        IFS='|' read -r name src defs <<< "$job"
+        [ -f "$out/$name.$(compile_key "$src" "$defs").ok" ] || rm -f "$out/$name".*.ok "$out/$name.log" "$out/$name.o"
     done
     # The runtime's table: sm_90 entries of every compile (the last one seen of a name in one file wins;
     # the runtime keeps the smallest and largest count of a name over files).
