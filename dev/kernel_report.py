@@ -326,10 +326,9 @@ def report(precision, counts_dir, model_name):
                          f"{F['smem'] / 1e6:,.0f} | {F['flops'] / 1e12:.2f} | {F['t'] * 1e3:.2f} | "
                          f"{F['flops'] / F['t'] / 1e12:.0f} | {causal} |")
         lines.append("")
-        lines.append("Bytes not counted yet: the CPU runtime counts plain loads and stores, not the warp "
-                     "primitives' memory traffic (cp.async global reads and shared writes, ldmatrix and WMMA "
-                     "fragment loads), so the flash forward's K/V reads and every attention kernel's fragment "
-                     "loads are missing from these bytes: the flash forward's time here is its tensor time.")
+        lines.append("Bytes include the warp primitives' traffic, counted by the CPU runtime once a warp: "
+                     "cp.async's global reads and shared writes, ldmatrix's shared reads, WMMA's tile loads and "
+                     "stores (global or shared by the pointer); test/cuda_cpu/README.md, \"Counting\".")
         if not PTXAS:
             lines.append("")
             lines.append("(no ptxas output given (--ptxas): registers from the runtime's table, sm_90 only)")

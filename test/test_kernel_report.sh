@@ -5,7 +5,9 @@
 # other; here a counted run at 3 layers and B = 3 must equal the extrapolation for every group of ops
 # and every count (exactly, but a grid's rounding, a block a launch, and the embedding kernels, whose
 # bytes depend on the tokens, within 2%). And the counts themselves: GELU forward reads and writes its
-# n elements once each, in bytes asked for and in 32-byte sectors touched.
+# n elements once each, in bytes asked for and in 32-byte sectors touched; the flash forward, which
+# reads through cp.async and ldmatrix (the warp primitives' traffic, test/cuda_cpu/test_count.cu checks
+# it exactly), reads qkv exactly once at T = 64 (one query tile) and has shared-memory traffic.
 set -u
 cd "$(dirname "$0")/.."
 bin=build/dev/train_gpt2_count_fp16
@@ -39,6 +41,16 @@ if [ "$(v read)" = $n ] && [ "$(v write)" = $n ] && [ $(( $(v read_sectors) * 32
     echo "PASS kernel_report: GELU forward reads and writes its $n bytes once (asked for and in sectors)"
 else
     echo "FAIL kernel_report: GELU forward's counts: $line"
+    status=1
+fi
+# The flash forward at B=3, T=64: q, k and v (3 * B * T * C fp16) read once, asked for and in sectors.
+line=$(grep -m1 '^kernel name=attention_forward_flash_kernel' "$dir/tiny_L3_B3.count")
+n=$((3 * 3 * 64 * 96 * 2))
+if [ "$(v read)" = $n ] && [ $(( $(v read_sectors) * 32 )) = $n ] && [ "${line/ smem_read=0 /}" = "$line" ] \
+        && [ "${line/ smem_write=0 /}" = "$line" ]; then
+    echo "PASS kernel_report: the flash forward reads its $n bytes of qkv once (cp.async counted) and moves shared memory (ldmatrix counted)"
+else
+    echo "FAIL kernel_report: the flash forward's counts (cp.async and ldmatrix traffic counted?): $line"
     status=1
 fi
 # Attention at head size 32 in FP16: the flash forward (mma.sync through kernels/mma.cuh) and the WMMA

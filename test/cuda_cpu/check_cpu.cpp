@@ -35,7 +35,9 @@ struct Rec {
 static_assert(sizeof(Rec) == 16, "Rec is 16 bytes");
 
 enum { R_ATOMIC = 1, R_MLANE = 2, R_MWARP = 4, R_MBLOCK = 8 };
-enum { ACC_WRITE = 1, ACC_ATOMIC = 2 };
+// ACC_NOCOUNT: a check made for runtime code (WMMA, ldmatrix, cp.async, float atomics), which counts
+// its bytes itself once a warp (count_range), so CUDA_CPU_COUNT gives the same figures checked or not.
+enum { ACC_WRITE = 1, ACC_ATOMIC = 2, ACC_NOCOUNT = 4 };
 enum { S_NONE = 0, S_UNINIT = 1, S_INIT = 2 };
 const size_t kPage = 4096;
 
@@ -449,6 +451,14 @@ void host_access(uintptr_t a, size_t size, int acc, uintptr_t pc) {
                   "kernels and cudaMemcpy)", verb(acc), size, d, at_source(pc, false).c_str());
 }
 
+// CUDA_CPU_COUNT's classes of memory: the device region is global memory (bytes and 32-byte sectors),
+// the block's arena is shared memory; a thread's stack, the arguments and __device__ variables are
+// neither (registers, the constant bank and a few bytes the report need not see).
+inline void count_access(Worker* w, uintptr_t a, size_t size, bool write) {
+    if (a - g_dev_lo < g_dev_span) count_global(w, a, size, write);
+    else if (a - (uintptr_t)w->arena < w->arena_size + kPage) (write ? w->c_swrite : w->c_sread) += size;
+}
+
 inline void cc_access(const volatile void* p, size_t size, int acc, uintptr_t pc) {
     if (t_runtime) return;
     Worker* w = tw;
@@ -464,10 +474,8 @@ inline void cc_access(const volatile void* p, size_t size, int acc, uintptr_t pc
         }
         return;
     }
-    if (g_count_run) {
-        if (a - g_dev_lo < g_dev_span) count_global(w, a, size, acc & ACC_WRITE);
-        else if (a - (uintptr_t)w->arena < w->arena_size + kPage) (acc & ACC_WRITE ? w->c_swrite : w->c_sread) += size;
-    }
+    if (g_count_run && !(acc & ACC_NOCOUNT)) count_access(w, a, size, acc & ACC_WRITE);
+    acc &= ~ACC_NOCOUNT;
     if (!g_check_run) return;
     if (w->pending.on) check_pending_write(w);
     if (a - g_dev_lo < g_dev_span) return device_access(w, a, size, acc, pc);
@@ -567,11 +575,16 @@ void check_pending_write(Worker* w) {
 }
 
 void check_lane_range(const void* p, size_t n, bool write, uintptr_t pc) {
-    if (g_check_run) cc_access(p, n, write ? ACC_WRITE : 0, pc);
+    if (g_check_run) cc_access(p, n, (write ? ACC_WRITE : 0) | ACC_NOCOUNT, pc);
 }
 
 void check_atomic_access(const void* p, size_t n, uintptr_t pc) {
-    if (g_check_run) cc_access(p, n, ACC_WRITE | ACC_ATOMIC, pc);
+    if (g_check_run) cc_access(p, n, ACC_WRITE | ACC_ATOMIC | ACC_NOCOUNT, pc);
+}
+
+void count_range(const void* p, size_t n, bool write) {
+    Worker* w = tw;
+    if (g_count_run && w && w->cur && n) count_access(w, (uintptr_t)p, n, write);
 }
 
 bool check_plain_access_after_atomics(const void* p, size_t n) {

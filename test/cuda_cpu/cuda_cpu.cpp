@@ -1194,6 +1194,7 @@ uint64_t cuda_cpu_float_atomic_add(void* p, int type, uint64_t operand) {
     size_t n = fa_size(type);
     std::unique_lock<std::mutex> op_lk(g_atomic_op_mu);  // the check and the add in one order (see its comment)
     check_atomic_access(p, n, (uintptr_t)__builtin_return_address(0));
+    count_range(p, n, true);  // as an integer atomic counts: its bytes written
     RuntimeScope scope;
     uint64_t old = 0, seq;
     {

@@ -367,8 +367,13 @@ void check_free(DevAlloc* a);
 void check_run_start(const Launch* L);
 // explicit checks for runtime code running on behalf of a CUDA thread (WMMA loads and stores, float
 // atomics)
+// (these check only: they never count, whatever CUDA_CPU_COUNT says)
 void check_lane_range(const void* p, size_t n, bool write, uintptr_t pc);
 void check_atomic_access(const void* p, size_t n, uintptr_t pc);
+// CUDA_CPU_COUNT for runtime code moving [p, p+n) on behalf of the running CUDA thread (the warp
+// primitives, float atomics), classified as plain accesses are: global (bytes and sectors) or shared.
+// Called once per byte moved: a warp-collective primitive counts its tile once a warp, not per lane.
+void count_range(const void* p, size_t n, bool write);
 // Held across an atomic's check (the acquire/release bookkeeping of fenced atomics) and the atomic
 // operation itself: otherwise two blocks on two workers could check in one order and operate in the
 // other, and the block that sees the last count (a fenced last-block reduction) would not have

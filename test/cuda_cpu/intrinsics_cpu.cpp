@@ -128,7 +128,9 @@ uint16_t float_to_half(float f) {
 // ============================================================================================
 // WMMA. A fragment is the whole tile in every lane (cuda_cpu.h); a product is computed once per warp
 // (lanes after the first find the same inputs and copy the result), loads fill every lane's tile,
-// stores are shared out: lane l stores the elements l, l+32, ... of the tile.
+// stores are shared out: lane l stores the elements l, l+32, ... of the tile. CUDA_CPU_COUNT counts
+// what the warp moves, as a GPU does it: the tile's bytes once (lane 0 counts them, row by row in
+// memory, global or shared by the pointer) and the product's FLOPs once.
 // ============================================================================================
 namespace {
 
@@ -174,6 +176,8 @@ void cuda_cpu_wmma_load(void* frag, int type, int rows, int cols, const void* p,
     // memory rows: rows of the tile (row-major) or its columns (column-major)
     int mrows = row_major_mem ? rows : cols, mcols = row_major_mem ? cols : rows;
     for (int r = 0; r < mrows; r++) check_lane_range(src + (size_t)r * ldm * es, (size_t)mcols * es, false, pc);
+    if (g_count_run && cuda_cpu_lane() == 0)
+        for (int r = 0; r < mrows; r++) count_range(src + (size_t)r * ldm * es, (size_t)mcols * es, false);
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++) {
             size_t at = row_major_mem ? (size_t)r * ldm + c : (size_t)c * ldm + r;
@@ -188,6 +192,10 @@ void cuda_cpu_wmma_store(void* p, const void* frag, int type, int rows, int cols
     unsigned lane = cuda_cpu_linear_tid & 31u;
     char* dst = (char*)p;
     const char* src = (const char*)frag;
+    if (g_count_run && lane == 0) {
+        int mrows = row_major_mem ? rows : cols, mcols = row_major_mem ? cols : rows;
+        for (int r = 0; r < mrows; r++) count_range(dst + (size_t)r * ldm * es, (size_t)mcols * es, true);
+    }
     for (int e = (int)lane; e < rows * cols; e += 32) {
         int r = e / cols, c = e % cols;
         size_t at = row_major_mem ? (size_t)r * ldm + c : (size_t)c * ldm + r;
@@ -399,6 +407,7 @@ void cuda_cpu_ldmatrix(uint32_t* r, int num, int trans, const void* row) {
             die_in_kernel("%s: lane %u supplies row address %p, which is not shared memory (ldmatrix reads only "
                           "the .shared state space)", name, lane, row);
         check_lane_range(row, 16, false, pc);
+        count_range(row, 16, false);  // each supplying lane its row: 128 bytes a matrix, once a warp
         memcpy(rec.in, row, 16);
     }
     matrix_meet(&rec);
@@ -484,6 +493,10 @@ void cuda_cpu_cp_async(void* dst, const void* src, int src_bytes, int cg) {
         check_lane_range(src, (size_t)src_bytes, false, pc);
         memcpy(c.data, src, (size_t)src_bytes);
     }
+    // Counted at issue, each thread its own copy: src_bytes of global memory read (none for a
+    // zero-filled row), 16 bytes of shared memory written.
+    count_range(src, (size_t)src_bytes, false);
+    count_range(dst, 16, true);
     RuntimeScope scope;
     a.open.push_back(c);
 }
