@@ -9,32 +9,10 @@
 set -u
 # A tiny model: one OpenMP thread (spinning threads on a shared machine cost 1000 times the step).
 export OMP_NUM_THREADS=1
-cd "$(dirname "$0")/.."
-PY=${PYTHON:-/usr/bin/python3}
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; failed=1; }
-gen=build/test/gen_data
-[ -x "$gen" ] || { echo "FAIL setup: $gen missing (make $gen)"; exit 1; }
-$gen model "$dir/m.bin" 1 32 2 256 64 1 && $gen shard "$dir/train.bin" 20000 256 2 && $gen shard "$dir/val.bin" 2000 256 3 \
-    || { echo "FAIL setup: gen_data"; exit 1; }
+. "$(dirname "$0")/lib.sh"
+tiny_data 1
 base=(-e "$dir/m.bin" -i "$dir/train.bin" -j "$dir/val.bin" -b 2 -t 16 -v 0 -s 0 -p 1000)
 
-# expect_error NAME PATTERN ARGS...: exit status 1 and one stderr line matching PATTERN.
-expect_error() {
-    local name=$1 pattern=$2
-    shift 2
-    ./train_gpt2 "$@" > "$dir/err.out" 2> "$dir/err.txt"
-    local rc=$? nlines
-    nlines=$(wc -l < "$dir/err.txt")
-    if [ $rc -eq 1 ] && [ "$nlines" -eq 1 ] && grep -qE "$pattern" "$dir/err.txt"; then
-        pass "$name"
-    else
-        fail "$name" "exit $rc, stderr: $(head -c 300 "$dir/err.txt")"
-    fi
-}
 
 # --- -h and --help, -k and --top-k -------------------------------------------------------------
 ./train_gpt2 --help > "$dir/help.out" 2>&1 && grep -q -- "-h, --hellaswag" "$dir/help.out" &&
