@@ -79,7 +79,9 @@ static const Flag FLAGS[] = {
     {"-z", "--zero", FLAG_INT, OPT(zero_stage), "0", "ZeRO stage over MPI ranks: 0 data parallel, 1 shard the optimizer state, 2 also the gradients"},
     {"-a", "--overfit", FLAG_INT | RECORDED, OPT(overfit), "0", "1 = train on the first batch only (debugging)"},
     {"-lg", "--log-memory-every", FLAG_INT | NO_BYTES, OPT(log_memory_every), "-1", "print and log the device memory in use every N steps (0 or -1 = never; llm.c's -lg)"},
-    {"-f", "--tf32", FLAG_INT | NO_BYTES, OPT(tf32), "0", "1 = TF32 matmuls in the FP32 GPU build on sm_80+ (llm.c's -f; default 1 there, 0 here: the FP32 build is the exact reference; no effect elsewhere)"},
+    // llm.c's -f and its default: TF32 on sm_80+ in the FP32 GPU build. The tests that hold that build to
+    // the C engine at fp32's precision give -f 0.
+    {"-f", "--tf32", FLAG_INT | NO_BYTES, OPT(tf32), "1", "1 = TF32 matmuls in the FP32 GPU build on sm_80+ (llm.c's -f; 0 = plain fp32 products, the exact reference; no effect elsewhere)"},
     {"-w", "--master-weights", FLAG_INT | NO_BYTES, OPT(master_weights), "1", "1 = AdamW updates fp32 master weights (llm.c's -w; always so here: 0 is refused)"},
     // llm.c's multi-node flags. -pi mpi (llm.c's default) takes the ranks from MPI (mpirun, or srun
     // --mpi=pmix) and ignores the others, as llm.c does; -pi tcp|fs takes them from the launcher's
@@ -384,8 +386,8 @@ void cli_usage(const char* prog) {
         const Flag* f = flag_by_long_name(NO_ARGUMENT_PRESET[i].long_name);
         printf(" %s %s", f->short_name ? f->short_name : f->long_name, NO_ARGUMENT_PRESET[i].value);
     }
-    printf(".\nWith any flag, the defaults are llm.c's (its train_gpt2.cu's) where llm.c has the flag, except -e, -i,\n"
-           "-j (no llm.c files here by default) and -f (docs/flags.md says why).\n\nflags:\n");
+    printf(".\nWith any flag, the defaults are llm.c's (its train_gpt2.cu's) where llm.c has the flag, except -e, -i\n"
+           "and -j (no llm.c files here by default).\n\nflags:\n");
     for (int i = 0; i < NUM_FLAGS; i++) {
         const Flag* f = &FLAGS[i];
         char names[48];

@@ -54,7 +54,7 @@ typedef struct {
     float skip_grad_z;         // llm.c's -sg: the grad norm's Z alone (0 = skip_outliers')
     int log_memory_every;      // llm.c's -lg: device memory in use every N steps (0 = never)
     int master_weights;        // llm.c's -w: 1 (fp32 master weights) is the only choice here
-    int tf32;                  // llm.c's -f: TF32 in the FP32 GPU build (not built: 1 is refused there)
+    int tf32;                  // llm.c's -f: TF32 matmuls in the FP32 GPU build on sm_80+ (default 1, as llm.c)
     const char* nccl_init;     // llm.c's -pi: mpi, tcp or fs (common/ranks.h)
     int num_processes, process_rank, gpus_per_node;  // llm.c's -pn -pr -pg (for tcp/fs; ignored under mpi)
     const char* nccl_fs_path;  // llm.c's -pf

@@ -8,18 +8,10 @@
 # 5), and bad input.
 set -u
 export OMP_NUM_THREADS=1
-cd "$(dirname "$0")/.."
-PY=${PYTHON:-/usr/bin/python3}
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; failed=1; }
-gen=build/test/gen_data
+. "$(dirname "$0")/lib.sh"
 exp=build/export_hf
-for t in $gen $exp; do [ -x "$t" ] || { echo "FAIL setup: $t missing (make $t)"; exit 1; }; done
-$gen model "$dir/m.bin" 2 32 2 256 64 1 && $gen shard "$dir/train.bin" 20000 256 2 && $gen shard "$dir/val.bin" 4000 256 3 ||
-    { echo "FAIL setup: gen_data"; exit 1; }
+require "$exp"
+tiny_data 2 4000
 # Trained a little (biases and LayerNorms move off 0 and 1), then the val loss of step 20's weights.
 ./train_gpt2 -e "$dir/m.bin" -i "$dir/train.bin" -j "$dir/val.bin" -b 4 -t 32 -x 20 -v 20 -m 4 -s 0 -l 3e-3 -u 2 -n 20 \
     -o "$dir/run" > "$dir/run.out" 2>&1 || fail "training" "$(tail -2 "$dir/run.out")"

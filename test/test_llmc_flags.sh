@@ -9,32 +9,10 @@
 set -u
 # A tiny model: one OpenMP thread (spinning threads on a shared machine cost 1000 times the step).
 export OMP_NUM_THREADS=1
-cd "$(dirname "$0")/.."
-PY=${PYTHON:-/usr/bin/python3}
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; failed=1; }
-gen=build/test/gen_data
-[ -x "$gen" ] || { echo "FAIL setup: $gen missing (make $gen)"; exit 1; }
-$gen model "$dir/m.bin" 1 32 2 256 64 1 && $gen shard "$dir/train.bin" 20000 256 2 && $gen shard "$dir/val.bin" 2000 256 3 \
-    || { echo "FAIL setup: gen_data"; exit 1; }
+. "$(dirname "$0")/lib.sh"
+tiny_data 1
 base=(-e "$dir/m.bin" -i "$dir/train.bin" -j "$dir/val.bin" -b 2 -t 16 -v 0 -s 0 -p 1000)
 
-# expect_error NAME PATTERN ARGS...: exit status 1 and one stderr line matching PATTERN.
-expect_error() {
-    local name=$1 pattern=$2
-    shift 2
-    ./train_gpt2 "$@" > "$dir/err.out" 2> "$dir/err.txt"
-    local rc=$? nlines
-    nlines=$(wc -l < "$dir/err.txt")
-    if [ $rc -eq 1 ] && [ "$nlines" -eq 1 ] && grep -qE "$pattern" "$dir/err.txt"; then
-        pass "$name"
-    else
-        fail "$name" "exit $rc, stderr: $(head -c 300 "$dir/err.txt")"
-    fi
-}
 
 # --- -h and --help, -k and --top-k -------------------------------------------------------------
 ./train_gpt2 --help > "$dir/help.out" 2>&1 && grep -q -- "-h, --hellaswag" "$dir/help.out" &&
@@ -255,44 +233,70 @@ expect_error "-pm fs without -pf" "flag -pi fs needs -pf \(--nccl-fs-path\)" "${
 expect_error "-pi nonsense" "flag -pi \(--nccl-init\) expects mpi, tcp or fs" "${base[@]}" -pi udp
 expect_error "-pn 0" "flags -pn, -pr, -pg must be positive" "${base[@]}" -pn 0
 
-# --- -f (TF32): TF32 matmuls on the FP32 GPU build, nothing elsewhere, as llm.c's -f ----------
+# --- -f (TF32): on by default, as llm.c's -f: TF32 matmuls on the FP32 GPU build, nothing elsewhere ---
+grep -qE "^  -f, --tf32 .*\(default: 1\)$" "$dir/help.out" && pass "--help: -f defaults to 1 (llm.c's default)" ||
+    fail "-f's default in --help" "$(grep -- '--tf32' "$dir/help.out")"
 ./train_gpt2 "${base[@]}" -x 1 -f 1 -o "" > /dev/null 2>&1 && pass "-f 1 on the C engine: accepted, no effect (as llm.c's -f outside FP32 GPU matmuls)" ||
     fail "-f 1 on the C engine" "refused"
 expect_error "-f 2" "flag -f \(--tf32\) must be 0 or 1" "${base[@]}" -f 2
-# The emulated cuBLASLt rounds fp32 operands to TF32 (10 mantissa bits, nearest even) under
-# CUBLAS_COMPUTE_32F_FAST_TF32, as the tensor cores do. Three steps: the losses must differ from
-# plain FP32 (TF32 is really used) by no more than TF32's rounding allows: each product's relative
-# error is about 2^-11 per operand, so the losses (about 6) agree within 2e-2 over a few steps.
-# The emulated engines are built where the CPU runtime is (CUDA headers; not in the ASan run).
-if [ -x build/emu/train_gpt2_emu_fp32 ] && [ -x build/emu/train_gpt2_emu_fp16 ]; then
+# The emulated device reports sm_90 and its cuBLASLt rounds fp32 operands to TF32 (10 explicit
+# mantissa bits, to nearest even) under CUBLAS_COMPUTE_32F_FAST_TF32, as the tensor cores do; so the
+# FP32 emulated trainer uses TF32 unless given -f 0.
+# The bound, at step 1 (the weights still equal in both engines, only the forward's products differ):
+# an operand rounded to 10 mantissa bits is off by at most 2^-11 relative, so a product of two is
+# off by at most 2^-10 (2^-11 + 2^-11 + 2^-22, below 2^-10 + 2^-21: taken as 2^-10 with the fp32
+# accumulation's few 2^-24 inside that slack); a matmul's output element by at most 2^-10 of the sum
+# of its products' magnitudes. The forward crosses M = 4L + 1 of them (QKV, attention projection, MLP
+# up and down per layer, the LM head; attention itself is not a cuBLASLt product), whose errors add
+# to first order: the logits move by at most M 2^-10 |z| for products that do not cancel. The loss,
+# log-sum-exp(z) - z_y, moves by at most 2 max |dz| (its gradient p - onehot has L1 norm <= 2), and
+# at this untrained model's start 2 max |z| is below the loss itself: a logit is the final LayerNorm's
+# output (norm sqrt(C)) times a row of wte (std 0.02: norm about 0.02 sqrt(C)), so |z| <~ 0.02 C =
+# 0.64 for C = 32, against a loss of about ln 256 = 5.5. Hence |loss(TF32) - loss(C engine)| <=
+# M 2^-10 loss: L = 1, M = 5, about 0.027. The run
+# must also differ from -f 0 (TF32 is really used), and -f 0 stays fp32's: within 1e-5 of the C engine (relative).
+if [ -x build/emu/train_gpt2_emu_fp32 ] && [ -x build/emu/train_gpt2_emu_fp16 ] && [ -x build/emu/train_gpt2_emu_bf16 ]; then
     tf32_losses() { grep '"train_loss"' "$1" | sed 's/.*"train_loss": \([^,]*\),.*/\1/' | tr '\n' ' '; }
-    for f in 0 1; do
-        build/emu/train_gpt2_emu_fp32 "${base[@]}" -x 3 -f $f -o "$dir/tf32_$f" > "$dir/tf32_$f.out" 2>&1 ||
+    ./train_gpt2 "${base[@]}" -x 3 -o "$dir/tf32_c" > "$dir/tf32_c.out" 2>&1 || fail "-f: the C engine's run" "$(tail -2 "$dir/tf32_c.out")"
+    for f in def 0 1; do
+        fa=(-f $f)
+        [ $f = def ] && fa=()
+        build/emu/train_gpt2_emu_fp32 "${base[@]}" -x 3 "${fa[@]}" -o "$dir/tf32_$f" > "$dir/tf32_$f.out" 2>&1 ||
             fail "-f $f on the FP32 GPU engine" "$(tail -2 "$dir/tf32_$f.out")"
     done
-    grep -q "^engine: GPU engine (fp32 with TF32 matmuls," "$dir/tf32_1.out" && ! grep -q "TF32" "$dir/tf32_0.out" &&
-        pass "-f 1 on the FP32 GPU engine (emulated): the engine line says TF32 matmuls" ||
-        fail "-f 1 engine line" "$(grep '^engine' "$dir/tf32_1.out")"
+    grep -q "^engine: GPU engine (fp32 with TF32 matmuls," "$dir/tf32_def.out" && grep -q "^engine: GPU engine (fp32 with TF32 matmuls," "$dir/tf32_1.out" &&
+        grep -q "^engine: GPU engine (fp32, " "$dir/tf32_0.out" &&
+        pass "the FP32 GPU engine (emulated, sm_90): the start-up report says \"with TF32 matmuls\" by default and with -f 1, not with -f 0" ||
+        fail "-f: the engine line" "default: $(grep '^engine' "$dir/tf32_def.out"); -f 0: $(grep '^engine' "$dir/tf32_0.out")"
+    lc=$(tf32_losses "$dir/tf32_c/log.jsonl"); ld=$(tf32_losses "$dir/tf32_def/log.jsonl")
     l0=$(tf32_losses "$dir/tf32_0/log.jsonl"); l1=$(tf32_losses "$dir/tf32_1/log.jsonl")
-    awk -v a="$l0" -v b="$l1" 'BEGIN { n = split(a, x, " "); split(b, y, " "); same = 1; worst = 0
-        for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > worst) worst = d; if (x[i] != y[i]) same = 0 }
-        exit !(n == 3 && !same && worst <= 2e-2) }' &&
-        pass "-f 1: the losses differ from plain FP32 within TF32's rounding ($l0 vs $l1)" ||
-        fail "-f 1 losses" "plain: $l0; TF32: $l1"
-    build/emu/train_gpt2_emu_fp16 "${base[@]}" -x 1 -f 1 -o "" > "$dir/tf32_16.out" 2>&1 && ! grep -q "TF32" "$dir/tf32_16.out" &&
-        pass "-f 1 on the FP16 GPU engine: accepted, no effect (16-bit operands)" || fail "-f 1 on FP16" "$(grep '^engine' "$dir/tf32_16.out")"
+    [ -n "$ld" ] && [ "$ld" = "$l1" ] && pass "the FP32 GPU engine's default is -f 1: the same losses, bit for bit ($ld)" ||
+        fail "-f default vs -f 1" "default: $ld; -f 1: $l1"
+    awk -v c="$lc" -v t="$ld" -v z="$l0" -v L=1 'BEGIN { n = split(c, C, " "); split(t, T, " "); split(z, Z, " ")
+        M = 4 * L + 1; bound = M * 2 ^ -10 * C[1]; d = T[1] - C[1]; if (d < 0) d = -d; d0 = Z[1] - C[1]; if (d0 < 0) d0 = -d0
+        printf "step 1: TF32 %.9g, -f 0 %.9g, C engine %.9g: |TF32 - C| = %.3g <= M 2^-10 loss = %.3g, |-f 0 - C| = %.3g\n", T[1], Z[1], C[1], d, bound, d0
+        exit !(n == 3 && T[1] != Z[1] && d <= bound && d0 <= 1e-5 * C[1]) }' > "$dir/tf32.txt" &&
+        pass "TF32 by default: $(cat "$dir/tf32.txt")" || fail "TF32 against the C engine" "$(cat "$dir/tf32.txt")"
+    for p in fp16 bf16; do
+        build/emu/train_gpt2_emu_$p "${base[@]}" -x 2 -o "$dir/tf32_${p}_def" > "$dir/tf32_${p}_def.out" 2>&1 &&
+            build/emu/train_gpt2_emu_$p "${base[@]}" -x 2 -f 0 -o "$dir/tf32_${p}_0" > "$dir/tf32_${p}_0.out" 2>&1 &&
+            ! grep -q "TF32" "$dir/tf32_${p}_def.out" && [ -n "$(tf32_losses "$dir/tf32_${p}_def/log.jsonl")" ] &&
+            [ "$(tf32_losses "$dir/tf32_${p}_def/log.jsonl")" = "$(tf32_losses "$dir/tf32_${p}_0/log.jsonl")" ] &&
+            pass "the ${p^^} GPU engine: -f's default changes nothing (16-bit operands; the losses of -f 0, bit for bit)" ||
+            fail "-f on ${p^^}" "$(grep '^engine' "$dir/tf32_${p}_def.out"); $(tf32_losses "$dir/tf32_${p}_def/log.jsonl") vs $(tf32_losses "$dir/tf32_${p}_0/log.jsonl")"
+    done
 else
-    echo "SKIP -f 1 on the GPU engine: build/emu/train_gpt2_emu_fp32/_fp16 are not built (no CUDA headers for the CPU runtime)"
+    echo "SKIP -f on the GPU engine: build/emu/train_gpt2_emu_fp32/_fp16/_bf16 are not built (no CUDA headers for the CPU runtime)"
 fi
 
 # --- llm.c's defaults: every flag llm.c has, with llm.c's default (its train_gpt2.cu) --------------
-# --help's "(default: X)" for each; -e, -i, -j (no llm.c files here) and -f (0: docs/flags.md) differ.
+# --help's "(default: X)" for each; -e, -i, -j (no llm.c files here) differ.
 "$PY" - "$dir/help.out" <<'PYEOF' && pass "--help: llm.c's defaults (-l 3e-4 -u 0 -q 1.0 -t 1024 -b 4 -v 20 -m 20 -s 20 -g 64 -r 1 -o none -sf 1 -lg -1 ...)" || fail "llm.c's defaults in --help" "see above"
 import re, sys
 want = {"-l": "3e-4", "-u": "0", "-q": "1.0", "-t": "1024", "-b": "4", "-v": "20", "-m": "20", "-s": "20", "-g": "64",
         "-r": "1", "-o": '""', "-sf": "1", "-lg": "-1", "-k": "cosine", "-c": "0.0", "-x": "-1", "-d": "-1", "-n": "0",
         "-nk": "0", "-nm": "0", "-y": "0", "-z": "0", "-a": "0", "-h": "0", "-w": "1", "-pi": "mpi", "-pn": "1",
-        "-pr": "0", "-pg": "8", "-sl": "0", "-sg": "0", "-pf": '""', "-ps": '""'}
+        "-pr": "0", "-pg": "8", "-sl": "0", "-sg": "0", "-pf": '""', "-ps": '""', "-f": "1"}
 got = {}
 for line in open(sys.argv[1]):
     m = re.match(r"^  (-[a-z]+), --\S+ .*\(default: (.*)\)$", line)

@@ -8,16 +8,9 @@
 # vectorises its log/sin/cos, so within a few float ulps); --init-seed changes the seed. Also
 # llm.c's descriptor names: gpt2:dN = dN, gpt3:cN, d60/d72/d84, and refusals.
 set -u
-cd "$(dirname "$0")/.."
-PY=${PYTHON:-/usr/bin/python3}
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; failed=1; }
 export OMP_NUM_THREADS=1
-gen=build/test/gen_data
-[ -x "$gen" ] || { echo "FAIL setup: $gen missing (make $gen)"; exit 1; }
+. "$(dirname "$0")/lib.sh"
+require "$gen"
 $gen shard "$dir/train.bin" 4000 50257 2 || { echo "FAIL setup: gen_data"; exit 1; }
 # -l 0: one update that moves nothing (AdamW's step is lr times a finite number), so the model file
 # of step 1 holds the initial weights.

@@ -12,17 +12,8 @@
 # nothing written.
 set -u
 export OMP_NUM_THREADS=1
-cd "$(dirname "$0")/.."
-PY=${PYTHON:-/usr/bin/python3}
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; failed=1; }
-gen=build/test/gen_data
-[ -x "$gen" ] || { echo "FAIL setup: $gen missing (make $gen)"; exit 1; }
-$gen model "$dir/m.bin" 1 32 2 256 64 1 && $gen shard "$dir/train.bin" 20000 256 2 && $gen shard "$dir/val.bin" 2000 256 3 \
-    || { echo "FAIL setup: gen_data"; exit 1; }
+. "$(dirname "$0")/lib.sh"
+tiny_data 1
 # -sf 0: this loader in order, as llm.c's unshuffled one reads (shuffling is on by default, as in llm.c).
 run=(-e "$dir/m.bin" -i "$dir/train.bin" -j "$dir/val.bin" -b 2 -t 16 -v 0 -s 0 -p 1000 -x 8 -n 4 -sf 0)
 
@@ -196,8 +187,7 @@ bad "an llm.c state of 2 processes on 1 is refused, naming both counts" "llm.c s
 
 # A run of 2 processes (the GPU engine under mpirun) refuses a state of 1, naming both counts.
 emu=build/emu/train_gpt2_emu_fp32
-if [ -x "$emu" ] && command -v mpirun > /dev/null 2>&1 && [ -n "$(command -v mpicc)" ]; then
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+if [ -x "$emu" ] && have_mpi; then
     rm -rf "$dir/bad" && make_llmc "$dir/bad"
     before=$(cd "$dir/bad" && md5sum *)
     timeout 300 mpirun -np 2 "$emu" "${run[@]}" -b 1 -o "$dir/bad" -y 1 > "$dir/mpi.out" 2>&1
@@ -211,5 +201,4 @@ else
     echo "SKIP 2 processes: needs $emu and OpenMPI (mpirun, mpicc)"
 fi
 
-[ $failed -eq 0 ] && echo "test_llmc_resume: all passed" || echo "test_llmc_resume: FAILED"
 exit $failed

@@ -11,16 +11,10 @@
 # on the GPU engine through the CPU runtime (build/emu/train_gpt2_emu_fp32; SKIP without it).
 set -u
 export OMP_NUM_THREADS=1
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 repo=$PWD
-PY=${PYTHON:-/usr/bin/python3}
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; failed=1; }
-gen=$repo/build/test/gen_data
-[ -x "$gen" ] || { echo "FAIL setup: $gen missing (make $gen)"; exit 1; }
+require "$gen"
+gen=$repo/$gen
 cd "$dir"
 mkdir -p data/fineweb data/cache/hellaswag
 $gen model model.bin 2 32 2 256 64 1 && $gen shard data/fineweb/fineweb_train_000001.bin 12800 256 2 &&

@@ -6,17 +6,8 @@
 set -u
 # A tiny model: one OpenMP thread (spinning threads on a shared machine cost 1000 times the step).
 export OMP_NUM_THREADS=1
-cd "$(dirname "$0")/.."
-PY=${PYTHON:-/usr/bin/python3}
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; failed=1; }
-gen=build/test/gen_data
-[ -x "$gen" ] || { echo "FAIL setup: $gen missing (make $gen)"; exit 1; }
-$gen model "$dir/m.bin" 1 32 2 256 64 1 && $gen shard "$dir/train.bin" 20000 256 2 && $gen shard "$dir/val.bin" 2000 256 3 \
-    || { echo "FAIL setup: gen_data"; exit 1; }
+. "$(dirname "$0")/lib.sh"
+tiny_data 1
 run=(-e "$dir/m.bin" -i "$dir/train.bin" -j "$dir/val.bin" -b 2 -t 16 -v 4 -m 2 -s 0 -p 1000 -x 10 -n 5 -l 1e-3 -u 3)
 
 # --- main.log ----------------------------------------------------------------------------------

@@ -8,13 +8,8 @@
 #     the mnemonic's text (not the parser's tokenizer).
 # And the errors: a file without kernels, a missing file.
 set -u
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 sample=test/data/sass_sm90_sample.txt
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; failed=1; }
 
 python3 dev/sass_mix.py "$sample" --json "$dir/mix.json" > "$dir/mix.md" || { echo "FAIL sass_mix: exit $?"; exit 1; }
 get() {  # get KERNEL COLUMN

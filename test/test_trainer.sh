@@ -1,14 +1,8 @@
 #!/usr/bin/env bash
 # test_trainer.sh: ./train_gpt2 end to end with the C engine: it learns, it resumes bit for
-# bit, and every bad input ends with one clear error line and a non-zero exit.
+# bit, and every bad input ends with one clear error line and exit status 1.
 set -u
-cd "$(dirname "$0")/.."
-PY=${PYTHON:-/usr/bin/python3}
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; failed=1; }
+. "$(dirname "$0")/lib.sh"
 
 # write_shard PATH MAGIC VERSION COUNT_IN_HEADER TOKENS...: a shard, possibly malformed on purpose.
 write_shard() {
@@ -90,19 +84,8 @@ write_shard "$dir/range.bin" 20240520 1 300 $(for i in $(seq 1 299); do echo 7; 
 printf 'not a model' > "$dir/junk_model.bin"
 ./train_gpt2 "${common[@]}" -x 1 -n 1 -o "$dir/learn" > /dev/null 2>&1  # a d1 checkpoint for the mismatch case
 head -c 5000 "$dir/learn/model_00000001.bin" > "$dir/trunc_model.bin"
-# expect_error NAME PATTERN ARGS...: exits non-zero with one stderr line matching PATTERN.
-expect_error() {
-    local name=$1 pattern=$2
-    shift 2
-    ./train_gpt2 "$@" > "$dir/err.out" 2> "$dir/err.txt"
-    local rc=$? nlines
-    nlines=$(wc -l < "$dir/err.txt")
-    if [ $rc -ne 0 ] && [ "$nlines" -eq 1 ] && grep -qE "$pattern" "$dir/err.txt"; then
-        pass "bad input: $name"
-    else
-        fail "bad input: $name" "exit $rc, stderr: $(head -c 300 "$dir/err.txt")"
-    fi
-}
+# expect_error (test/lib.sh): its checks are named "bad input: NAME".
+expect_prefix="bad input: "
 base=(-e d1 -i "$dir/train.bin" -t 32 -x 1 -v 0 -s 0 -o "")
 expect_error "B <= 0" "flag -b" "${base[@]}" -b 0
 expect_error "T above the model's max" "flag -t .*maximum is 1024" "${base[@]}" -t 2048

@@ -20,39 +20,15 @@
 // FP32 build and of the head sizes flash_forward lacks) on the same qkv: it must meet the same bounds
 // (its P and out are rounded the same way), and the two kernels' out and lse must differ by at most the
 // sum of their bounds, so the backward may read either forward's outputs.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include <type_traits>
 #include <vector>
 
+#include "bound_check.cuh"
 #include "flash_fwd.cuh"
 #include "attention.cuh"
-#include "test.h"
-
-#define CK(call)                                                                                      \
-    do {                                                                                              \
-        cudaError_t e_ = (call);                                                                      \
-        if (e_ != cudaSuccess) {                                                                      \
-            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));       \
-            exit(1);                                                                                  \
-        }                                                                                             \
-    } while (0)
-
-static float to_f(__half h) { return __half2float(h); }
-static float to_f(__nv_bfloat16 h) { return __bfloat162float(h); }
-template <class T> static T from_f(float v);
-template <> __half from_f<__half>(float v) { return __float2half(v); }
-template <> __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
-template <class T> static double unit_roundoff();
-template <> double unit_roundoff<__half>() { return ldexp(1.0, -11); }
-template <> double unit_roundoff<__nv_bfloat16>() { return ldexp(1.0, -8); }
 
 template <class T, int HS>
 static void run(const char* name, int B, int seq, int NH) {
@@ -99,7 +75,6 @@ static void run(const char* name, int B, int seq, int NH) {
 
     const double u = unit_roundoff<T>(), scale = 1.0 / sqrt((double)HS), sl2 = scale / log(2.0);
     double worst_out = 0.0, worst_lse = 0.0, worst_att = 0.0, worst_pair = 0.0;
-    auto keep = [](double& worst, double e) { if (!(e <= worst)) worst = isnan(e) ? INFINITY : e; };
     std::vector<double> sc(seq), mag(seq);
     auto at = [&](int b, int t, int col) { return (double)to_f(qkv[((size_t)b * seq + t) * 3 * C + col]); };
     for (int b = 0; b < B; b++)
@@ -123,11 +98,11 @@ static void run(const char* name, int B, int seq, int NH) {
                 const double fp32 = (seq + 16) * ldexp(1.0, -23);
                 const double got_lse = lse[((size_t)b * NH + h) * seq + t];
                 const double tol_lse = log(2.0) * ds + fp32 + ldexp(fabs(ref_lse), -22);
-                keep(worst_lse, fabs(got_lse - ref_lse) / tol_lse);
+                keep_worst(worst_lse, fabs(got_lse - ref_lse) / tol_lse);
                 if (with_att) {
                     const double att_lse = lse_att[((size_t)b * NH + h) * seq + t];
-                    keep(worst_att, fabs(att_lse - ref_lse) / tol_lse);
-                    keep(worst_pair, fabs(att_lse - got_lse) / (2 * tol_lse));
+                    keep_worst(worst_att, fabs(att_lse - ref_lse) / tol_lse);
+                    keep_worst(worst_pair, fabs(att_lse - got_lse) / (2 * tol_lse));
                 }
                 for (int d = 0; d < HS; d++) {
                     double ref = 0.0, A = 0.0;
@@ -138,30 +113,21 @@ static void run(const char* name, int B, int seq, int NH) {
                     }
                     const double got = to_f(out[((size_t)b * seq + t) * C + h * HS + d]);
                     const double tol = (2 * u + 2 * log(2.0) * ds + fp32) * A + 1e-30;
-                    keep(worst_out, fabs(got - ref) / tol);
+                    keep_worst(worst_out, fabs(got - ref) / tol);
                     if (with_att) {
                         const double att = to_f(out_att[((size_t)b * seq + t) * C + h * HS + d]);
-                        keep(worst_att, fabs(att - ref) / tol);
-                        keep(worst_pair, fabs(att - got) / (2 * tol));
+                        keep_worst(worst_att, fabs(att - ref) / tol);
+                        keep_worst(worst_pair, fabs(att - got) / (2 * tol));
                     }
                 }
             }
-    char n1[96], n2[96], why[96];
-    snprintf(n1, sizeof(n1), "%s_out", name);
-    snprintf(why, sizeof(why), "worst error %.3g times the bound", worst_out);
-    test_report(worst_out <= 1.0, n1, why);
-    snprintf(n2, sizeof(n2), "%s_lse", name);
-    snprintf(why, sizeof(why), "worst error %.3g times the bound", worst_lse);
-    test_report(worst_lse <= 1.0, n2, why);
+    check_worst(name, "_out", worst_out, "worst error", "the bound");
+    check_worst(name, "_lse", worst_lse, "worst error", "the bound");
     printf("  %s: worst out error %.3f, lse error %.3f of their bounds\n", name, worst_out, worst_lse);
     if (with_att) {
-        char n3[96], n4[96];
-        snprintf(n3, sizeof(n3), "%s_attention_cuh", name);
-        snprintf(why, sizeof(why), "kernels/attention.cuh's forward: worst error %.3g times the bound", worst_att);
-        test_report(worst_att <= 1.0, n3, why);
-        snprintf(n4, sizeof(n4), "%s_vs_attention_cuh", name);
-        snprintf(why, sizeof(why), "flash vs attention.cuh: worst difference %.3g times their bounds' sum", worst_pair);
-        test_report(worst_pair <= 1.0, n4, why);
+        check_worst(name, "_attention_cuh", worst_att, "kernels/attention.cuh's forward: worst error", "the bound");
+        check_worst(name, "_vs_attention_cuh", worst_pair, "flash vs attention.cuh: worst difference",
+                    "their bounds' sum");
         printf("  %s: attention.cuh %.3f of the bound, flash vs attention.cuh %.3f of the bounds' sum\n", name,
                worst_att, worst_pair);
     }

@@ -1,34 +1,14 @@
 // test_qk_tile.cu: dev/cuda/qk_tile.cuh (S = Q K^T through cp.async, ldmatrix and mma.sync) against a
 // scalar product in double, in f16 and bf16, at head sizes 64 and 32, with a key count that leaves the
 // last tile partly empty. Run through the CPU runtime (checked) by make test; compiles with nvcc too.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include <vector>
 
+#include "bound_check.cuh"
 #include "qk_tile.cuh"
-#include "test.h"
 
-#define CK(call)                                                                                      \
-    do {                                                                                              \
-        cudaError_t e_ = (call);                                                                      \
-        if (e_ != cudaSuccess) {                                                                      \
-            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));       \
-            exit(1);                                                                                  \
-        }                                                                                             \
-    } while (0)
-
-static float to_f(__half h) { return __half2float(h); }
-static float to_f(__nv_bfloat16 h) { return __bfloat162float(h); }
-template <class T> static T from_f(float v);
-template <> __half from_f<__half>(float v) { return __float2half(v); }
-template <> __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
 
 template <class T, int HS>
 static void run(const char* name, int n_query, int n_keys) {
@@ -59,11 +39,9 @@ static void run(const char* name, int n_query, int n_keys) {
             }
             // products exact in fp32, summed in fp32: one rounding per step at most
             double err = fabs(S[(size_t)q * n_keys + k] - e) / ((HS + 1) * ldexp(mag, -24) + 1e-30);
-            if (!(err <= worst)) worst = isnan(err) ? INFINITY : err;
+            keep_worst(worst, err);
         }
-    char why[96];
-    snprintf(why, sizeof(why), "worst error %.3g times the fp32 bound", worst);
-    test_report(worst <= 1.0, name, why);
+    check_worst(name, "", worst, "worst error", "the fp32 bound");
     CK(cudaFree(dQ));
     CK(cudaFree(dK));
     CK(cudaFree(dS));
