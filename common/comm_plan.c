@@ -429,7 +429,7 @@ void comm_plan_print_json(const CommPlan* c, const MemoryPlan* p, FILE* f) {
                        "\"checkpoint_received\": %zu, \"sent_per_step_by_kind\": {", r ? "," : "", r, cr.sent_step,
                     cr.received_step, cr.checkpoint_sent, cr.checkpoint_received);
             // Micro-step items times the micro-steps: what a counter sees over one optimizer step.
-            for (int k = 0; k < COMM_BROADCAST; k++) {
+            for (int k = 0; k <= COMM_BROADCAST; k++) {  // the broadcasts: stage 3's gathers
                 size_t sent = 0;
                 for (int i = 0; i < cr.count; i++)
                     if (cr.items[i].kind == (CommKind)k && cr.items[i].when != COMM_PER_CHECKPOINT)
