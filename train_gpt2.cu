@@ -99,7 +99,7 @@ typedef struct {
     // One allocation each.
     floatX* params;         // padded, in gpt2_param_layout() order, every rank the whole model;
                             // stage 3: this rank's shard only (shard entries)
-    floatX* grads;          // stages 0, 1: padded, same order; stage 2: the buckets below
+    floatX* grads;          // stages 0, 1: padded, same order; stages 2, 3: the buckets below
     floatX* layer_bucket[2];  // stage 2: one layer's gradients (its 12 tensors' slices), two in turn
     floatX* embed_bucket;   // stage 2: wte and wpe gradients (contiguous in the parameter order)
     floatX* lnf_bucket;     // stage 2: the final LayerNorm's
@@ -195,7 +195,7 @@ static floatX* param_ptr(GPUEngine* g, int tensor, int layer = 0) {
     return g->lnf_params + (global - g->layout.tensors[PT_LNFW].offset);
 }
 
-// Where backward adds a tensor's gradient: the full gradient buffer (stages 0, 1) or, at stage 2,
+// Where backward adds a tensor's gradient: the full gradient buffer (stages 0, 1) or, at stages 2, 3,
 // the bucket that holds it until its reduction (one of two layer buckets, taken in turn by layer).
 static floatX* grad_ptr(GPUEngine* g, int tensor, int layer = 0) {
     size_t global = param_index(g, tensor, layer);
@@ -559,8 +559,8 @@ static void offload_adamw(GPUEngine* g, const floatX* opt_grads, const AdamWStep
                               u->bc1, u->bc2, u->eps, wd, u->grad_scale);
         });
         if (a < b)
-            cudaCheck(cudaMemcpyAsync(g->params + (g->opt_begin - g->params_first) + a, g->h_offload + a, (b - a) * sizeof(floatX),
-                                      cudaMemcpyHostToDevice, g->comm_stream));
+            cudaCheck(cudaMemcpyAsync(g->params + (g->opt_begin - g->params_first) + a, g->h_offload + a,
+                                      (b - a) * sizeof(floatX), cudaMemcpyHostToDevice, g->comm_stream));
     }
     cudaCheck(cudaEventRecord(g->offload_up, g->comm_stream));
     cudaCheck(cudaStreamWaitEvent(g->stream, g->offload_up, 0));
@@ -605,8 +605,9 @@ static StepResult gpu_optimizer_step(Engine* e, const AdamWConfig* opt, float lr
             size_t lo = g->opt_begin, hi = g->opt_begin + g->opt_n;
             for_each_tensor_part(g, lo, hi, u.weight_decay, [&](size_t a, size_t b, float wd) {
                 size_t o = a - g->opt_begin;
-                adamw_update(g->params + (a - g->params_first), g->master ? g->master + o : NULL, opt_grads + o, g->m + o, g->v + o,
-                             b - a, u.lr, u.beta1, u.beta2, u.bc1, u.bc2, u.eps, wd, u.grad_scale, g->stream);
+                adamw_update(g->params + (a - g->params_first), g->master ? g->master + o : NULL, opt_grads + o,
+                             g->m + o, g->v + o, b - a, u.lr, u.beta1, u.beta2, u.bc1, u.bc2, u.eps, wd, u.grad_scale,
+                             g->stream);
             });
         }
         gather_parameters(g);
