@@ -59,15 +59,15 @@
 // micro-step. Stage 3: a gather into buffer b waits (comm_stream on gather_free[b], edge_gather_free:
 // recorded on the compute stream as the gather is issued) for every read of what b held; the compute
 // stream waits (gather_done[b], edge_gather_done) before reading what it gathered; a prefetch never
-// targets the buffer of the layer being run. test/test_stream_sync.sh removes each of these calls in turn and expects the CPU
-// runtime to name the race.
+// targets the buffer of the layer being run. test/test_stream_sync.sh removes each of these calls
+// in turn and expects the CPU runtime to name the race.
 //
 // What it guarantees: no float atomics and a fixed order of every sum, so a run is bit-identical
 // run to run and on resume at the same rank count; stages 0 and 1 give the same bits reduced beside
 // backward or after it (test/test_zero_overlap.sh: 2 ranks, where a sum of two is one rounding
 // whatever the order; at 3 or more ranks real NCCL's ring may add a piece's ranks in another order
 // than the whole buffer's, within rounding); each stage equals one process taking the same
-// global batch by accumulation within rounding (test/test_zero.sh, test/test_zero.cu); the bytes
+// global batch by accumulation within rounding (test/test_zero.sh, test_zero3.sh, test_zero.cu); the bytes
 // each stage sends equal the planner's closed form (test/test_comm_volume.sh). With one rank the
 // collectives are copies or nothing, so every stage runs without NCCL too.
 
