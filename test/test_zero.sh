@@ -33,7 +33,9 @@ gen=build/test/gen_data
 emu=build/emu/train_gpt2_emu_fp32
 $gen model "$dir/model.bin" 2 64 2 301 64 1 && $gen shard "$dir/train.bin" 40000 301 2 && $gen shard "$dir/val.bin" 4000 301 3 \
     || { echo "FAIL zero: gen_data"; exit 1; }
-common=(-e "$dir/model.bin" -i "$dir/train.bin" -j "$dir/val.bin" -t 32 -v 3 -m 2 -s 0 -l 3e-3 -u 2 -sf 1 -x 6)
+# -f 0: plain fp32 products (the FP32 build defaults to TF32, as llm.c), so ranks and one process differ
+# only in the order of the sums: the 1e-5 and 3e-7 bounds below are fp32 rounding.
+common=(-e "$dir/model.bin" -i "$dir/train.bin" -j "$dir/val.bin" -t 32 -v 3 -m 2 -s 0 -l 3e-3 -u 2 -sf 1 -x 6 -f 0)
 losses() { grep -o '"train_loss": [^,]*\|"val_loss": [^}]*' "$1" | awk '{print $2}'; }
 close() {  # two files of numbers, equal within 1e-5 relative, line by line (and as many)
     paste "$1" "$2" | awk '{ n++; d = ($1 - $2) / $2; if (d < 0) d = -d; if (d > w) w = d }
