@@ -87,13 +87,20 @@ static void test_stage(int stage, int accum) {
         StepResult rd = dist->optimizer_step(dist, &OPT, 2e-3f, 1.0f);
         StepResult rr = ref->optimizer_step(ref, &OPT, 2e-3f, 1.0f);
         worst_loss = fmax(worst_loss, fabs(rd.loss - rr.loss) / fabs(rr.loss));
-        worst_norm = fmax(worst_norm, fabs(rd.grad_norm - rr.grad_norm) / fabs(rr.grad_norm));
+        // The gradient norm is compared on the first step only, before any update, where the two
+        // runs differ only in the order of the sums. After an update it is not bounded by rounding:
+        // AdamW's first step moves each weight by lr m/(sqrt(v) + eps) = lr g/(|g| + eps), whose
+        // slope at g = 0 is lr/eps (2e5 here), so a gradient element at rounding level moves its
+        // weight by up to +-lr in one run and not the other. The next steps' norms then differ
+        // by ~1e-5 (measured: 5.6e-6 and 9.6e-6 at 3 ranks x 2 micro-steps, every stage), while
+        // the losses, which average over all the weights, stay within 2e-7 and are checked.
+        if (step == 0) worst_norm = fabs(rd.grad_norm - rr.grad_norm) / fabs(rr.grad_norm);
     }
     char name[160], why[160];
-    snprintf(name, sizeof(name), "ZeRO %d, %d ranks x %d micro-steps: 3 steps' losses and norms equal one process's",
-             stage, R, accum);
+    snprintf(name, sizeof(name), "ZeRO %d, %d ranks x %d micro-steps: 3 steps' losses and the first norm equal one "
+             "process's", stage, R, accum);
     double tol = tolerance(accum);
-    snprintf(why, sizeof(why), "worst relative difference: loss %.3g, norm %.3g (tolerance %.3g)", worst_loss,
+    snprintf(why, sizeof(why), "worst relative difference: loss %.3g, first norm %.3g (tolerance %.3g)", worst_loss,
              worst_norm, tol);
     report(worst_loss <= tol && worst_norm <= tol, name, why);
     // The weights after the steps: the loss on a batch no step saw (every rank holds the whole model).
