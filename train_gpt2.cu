@@ -11,8 +11,9 @@
 //   2. forward: embedding, L blocks (LayerNorm, attention, MLP, residual adds fused into the next
 //      LayerNorm), final LayerNorm, logits
 //   3. ranks and ZeRO: gradients all-reduced (stage 0), reduce-scattered (1) or reduced to their
-//      owner as backward produces them (2); each rank updates its shard; parameters all-gathered
-//      (the collectives themselves, and their contract, in train_gpt2_zero.cuh)
+//      owner as backward produces them (2, 3); each rank updates its shard; parameters all-gathered
+//      after the update (1, 2) or layer by layer before use (3) (the collectives themselves, and
+//      their contract, in train_gpt2_zero.cuh)
 //   4. backward: the fused classifier, then the blocks in reverse; parameter gradients accumulate
 //   5. the optimizer step: one sync for the loss and the gradient norm, loss-scale decision, AdamW
 //   6. weights in and out: start-up weights and checkpoints, streamed through a host buffer
@@ -82,10 +83,23 @@ typedef struct {
                             // finishes them, on comm_stream (0 with --overlap 0: after backward)
     int grads_reduced;      // the step's gradients were reduced that way (reduce_step_gradients waits)
     cudaEvent_t overlap_ready;
+    // Stage 3: no rank holds the whole model. Each layer's parameters are gathered from their owners
+    // into one of two buffers (layer l into layer_params[l % 2], laid out as the gradient buckets)
+    // before its forward and its backward, the next layer's while this one computes; the embeddings'
+    // and the final LayerNorm's into theirs at the start of each forward pass.
+    floatX* layer_params[2];
+    floatX* embed_params;   // wte, wpe (wte is the classifier too: held until backward's end)
+    floatX* lnf_params;
+    int gathered[2];        // the layer buffer b holds or is receiving (-1: none; every pass starts anew)
+    int edges_gathered;
+    cudaEvent_t gather_free[2], gather_done[2], edge_gather_free, edge_gather_done;
+    size_t params_first;    // the parameter params[0] holds: 0, or at stage 3 shard_begin
+    size_t params_n;        // the real parameters params holds: n, or at stage 3 shard_n
 
     // One allocation each.
-    floatX* params;         // padded, in gpt2_param_layout() order, every rank the whole model
-    floatX* grads;          // stages 0, 1: padded, same order; stage 2: the buckets below
+    floatX* params;         // padded, in gpt2_param_layout() order, every rank the whole model;
+                            // stage 3: this rank's shard only (shard entries)
+    floatX* grads;          // stages 0, 1: padded, same order; stages 2, 3: the buckets below
     floatX* layer_bucket[2];  // stage 2: one layer's gradients (its 12 tensors' slices), two in turn
     floatX* embed_bucket;   // stage 2: wte and wpe gradients (contiguous in the parameter order)
     floatX* lnf_bucket;     // stage 2: the final LayerNorm's
@@ -160,22 +174,42 @@ template <class T>
 static T* scratch_ptr(GPUEngine* g, int slot) {
     return (T*)((char*)g->scratch_base + g->scratch.slots[slot].offset);
 }
-static floatX* param_ptr(GPUEngine* g, int tensor, int layer = 0) {
-    const ParamTensor* t = &g->layout.tensors[tensor];
-    int stacked = tensor >= PT_LN1W && tensor <= PT_FCPROJB;  // the per-layer tensors, stacked over L
-    return g->params + t->offset + (stacked ? (size_t)layer * (t->numel / g->cfg.num_layers) : 0);
-}
 static int is_layer_tensor(int tensor) { return tensor >= PT_LN1W && tensor <= PT_FCPROJB; }
+// The index of a tensor's first entry (layer's slice) in the parameter order.
+static size_t param_index(GPUEngine* g, int tensor, int layer = 0) {
+    const ParamTensor* t = &g->layout.tensors[tensor];
+    int stacked = is_layer_tensor(tensor);  // the per-layer tensors, stacked over L
+    return t->offset + (stacked ? (size_t)layer * (t->numel / g->cfg.num_layers) : 0);
+}
+// Where forward and backward read a parameter tensor: the whole model (stages 0-2) or, at stage 3,
+// the gather buffer that holds it (section 3 gathers it first; using one not gathered is a bug).
+static floatX* param_ptr(GPUEngine* g, int tensor, int layer = 0) {
+    size_t global = param_index(g, tensor, layer);
+    if (g->stage != 3) return g->params + global;
+    if (is_layer_tensor(tensor)) {
+        if (g->gathered[layer % 2] != layer) fatal("internal error: layer %d's parameters read before being gathered", layer);
+        return g->layer_params[layer % 2] + g->bucket_offset[tensor];
+    }
+    if (!g->edges_gathered) fatal("internal error: the embeddings' parameters read before being gathered");
+    if (tensor == PT_WTE || tensor == PT_WPE) return g->embed_params + global;
+    return g->lnf_params + (global - g->layout.tensors[PT_LNFW].offset);
+}
 
-// Where backward adds a tensor's gradient: the full gradient buffer (stages 0, 1) or, at stage 2,
+// Where backward adds a tensor's gradient: the full gradient buffer (stages 0, 1) or, at stages 2, 3,
 // the bucket that holds it until its reduction (one of two layer buckets, taken in turn by layer).
 static floatX* grad_ptr(GPUEngine* g, int tensor, int layer = 0) {
-    size_t global = param_ptr(g, tensor, layer) - g->params;
+    size_t global = param_index(g, tensor, layer);
     if (!g->bucketed) return g->grads + global;
     if (is_layer_tensor(tensor)) return g->layer_bucket[layer % 2] + g->bucket_offset[tensor];
     if (tensor == PT_WTE || tensor == PT_WPE) return g->embed_bucket + global;  // wte, wpe lead the parameters
     return g->lnf_bucket + (global - g->layout.tensors[PT_LNFW].offset);
 }
+
+// Stage 3's gathers of the parameters forward and backward read (section 3, train_gpt2_zero.cuh).
+static void zero3_begin_pass(GPUEngine* g);
+static void zero3_layer(GPUEngine* g, int l);
+static void zero3_prefetch(GPUEngine* g, int l);
+static void zero3_backward_layer(GPUEngine* g, int l);
 
 // Out of device memory: the plan and the cheapest change that fits what the device had for this
 // engine, then one line naming the component (never a bare CUDA error).
@@ -268,6 +302,8 @@ static void layer_forward(GPUEngine* g, int l, int B, int T, int to_output) {
     cudaStream_t st = g->stream;
     floatX* proj = scratch_ptr<floatX>(g, SCR_PROJ);
     LayerActs a = layer_acts(g, l);
+    zero3_layer(g, l);  // stage 3: this layer's parameters here, the next layer's gathered meanwhile
+    if (to_output) zero3_prefetch(g, l + 1);
 
     // attention
     matmul_forward(&g->mm, a.qkv, NULL, a.ln1, param_ptr(g, PT_QKVW, l), param_ptr(g, PT_QKVB, l), BT, C, 3 * C, st);
@@ -288,6 +324,7 @@ static void layer_forward(GPUEngine* g, int l, int B, int T, int to_output) {
                    4 * C, C, st);
     if (l + 1 < L) {
         LayerActs n = layer_acts(g, l + 1);
+        zero3_layer(g, l + 1);  // its LayerNorm's parameters
         fused_residual_layernorm_forward(a.residual3, n.ln1, n.ln1_mean, n.ln1_rstd, a.residual2, proj,
                                          param_ptr(g, PT_LN1W, l + 1), param_ptr(g, PT_LN1B, l + 1), BT, C, st);
     } else {
@@ -302,9 +339,11 @@ static void gpu_forward_pass(GPUEngine* g, int B, int T) {
     const GPT2Config* c = &g->cfg;
     int L = c->num_layers, C = c->channels, Vp = c->padded_vocab_size, BT = B * T;
     cudaStream_t st = g->stream;
+    zero3_begin_pass(g);  // stage 3: the embeddings' and final LayerNorm's parameters gathered
     encoder_forward(act_ptr<floatX>(g, ACT_ENCODED), act_ptr<int>(g, ACT_INPUTS), param_ptr(g, PT_WTE),
                     param_ptr(g, PT_WPE), B, T, C, st);
     LayerActs a0 = layer_acts(g, 0);
+    zero3_layer(g, 0);
     layernorm_forward(a0.ln1, a0.ln1_mean, a0.ln1_rstd, a0.residual, param_ptr(g, PT_LN1W), param_ptr(g, PT_LN1B), BT, C, st);
     for (int l = 0; l < L; l++) layer_forward(g, l, B, T, 1);
     matmul_forward(&g->mm, act_ptr<floatX>(g, ACT_LOGITS), NULL, act_ptr<floatX>(g, ACT_LNF), param_ptr(g, PT_WTE),
@@ -325,7 +364,14 @@ static void gpu_forward_pass(GPUEngine* g, int B, int T) {
 //   stage 2: no full gradient buffer: backward writes each layer's gradients into a bucket that is
 //            reduced straight to the ranks owning its entries (on a second stream, while backward
 //            goes on), and each rank adds its share into an fp32 shard accumulator.
-// The story calls into it from three places: backward opens and reduces the buckets
+//   stage 3: stage 2's gradients, and no whole model either: each rank keeps its shard of the
+//            parameters; forward and backward gather each layer's from their owners into one of
+//            two buffers just before it runs, the next layer's on the second stream meanwhile
+//            (zero3_begin_pass, zero3_layer, zero3_prefetch, zero3_backward_layer); nothing is
+//            gathered after the update.
+// The story calls into it from four places: at stage 3 forward and backward (and level 3's
+// recompute) gather each layer's parameters before reading them (zero3_begin_pass, zero3_layer,
+// zero3_prefetch, zero3_backward_layer: declared in section 1); backward opens and reduces the buckets
 // (bucket_begin_edges, bucket_begin_layer, bucket_reduce_layer, bucket_reduce_edges; stages 0, 1:
 // overlap_reduce_layer, overlap_reduce_edges); the optimizer step gets its shard's gradient
 // (reduce_step_gradients), sums the step's statistics (reduce_step_stats) and, after updating its
@@ -343,6 +389,7 @@ static void gpu_forward_pass(GPUEngine* g, int B, int T) {
 static void recompute_segment(GPUEngine* g, int last, int B, int T) {
     int K = g->recompute_every, first = last / K * K, C = g->cfg.channels;
     LayerActs a = layer_acts(g, first);
+    zero3_layer(g, first);  // stage 3: the segment's layers gathered again, in forward's order
     layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.residual, param_ptr(g, PT_LN1W, first),
                       param_ptr(g, PT_LN1B, first), B * T, C, g->stream);
     for (int l = first; l <= last; l++) layer_forward(g, l, B, T, l < last);
@@ -380,6 +427,7 @@ static void gpu_backward_pass(GPUEngine* g, int B, int T, float dloss_scale, int
     // dresidual now holds d(residual3) of the last layer; each layer turns it into d(its input).
     for (int l = L - 1; l >= 0; l--) {
         if (level == 3 && (l == L - 1 || (l + 1) % g->recompute_every == 0)) recompute_segment(g, l, B, T);
+        zero3_backward_layer(g, l);  // stage 3: its parameters here, the layer below's gathered meanwhile
         if (g->bucketed) bucket_begin_layer(g, l);
         LayerActs a = layer_acts(g, l);
         // MLP: d(fcproj out) = dresidual; the residual branch passes dresidual through unchanged.
@@ -511,8 +559,8 @@ static void offload_adamw(GPUEngine* g, const floatX* opt_grads, const AdamWStep
                               u->bc1, u->bc2, u->eps, wd, u->grad_scale);
         });
         if (a < b)
-            cudaCheck(cudaMemcpyAsync(g->params + g->opt_begin + a, g->h_offload + a, (b - a) * sizeof(floatX),
-                                      cudaMemcpyHostToDevice, g->comm_stream));
+            cudaCheck(cudaMemcpyAsync(g->params + (g->opt_begin - g->params_first) + a, g->h_offload + a,
+                                      (b - a) * sizeof(floatX), cudaMemcpyHostToDevice, g->comm_stream));
     }
     cudaCheck(cudaEventRecord(g->offload_up, g->comm_stream));
     cudaCheck(cudaStreamWaitEvent(g->stream, g->offload_up, 0));
@@ -557,8 +605,9 @@ static StepResult gpu_optimizer_step(Engine* e, const AdamWConfig* opt, float lr
             size_t lo = g->opt_begin, hi = g->opt_begin + g->opt_n;
             for_each_tensor_part(g, lo, hi, u.weight_decay, [&](size_t a, size_t b, float wd) {
                 size_t o = a - g->opt_begin;
-                adamw_update(g->params + a, g->master ? g->master + o : NULL, opt_grads + o, g->m + o, g->v + o,
-                             b - a, u.lr, u.beta1, u.beta2, u.bc1, u.bc2, u.eps, wd, u.grad_scale, g->stream);
+                adamw_update(g->params + (a - g->params_first), g->master ? g->master + o : NULL, opt_grads + o,
+                             g->m + o, g->v + o, b - a, u.lr, u.beta1, u.beta2, u.bc1, u.bc2, u.eps, wd, u.grad_scale,
+                             g->stream);
             });
         }
         gather_parameters(g);
@@ -596,11 +645,17 @@ static void upload_weights(GPUEngine* g, size_t offset, const float* src, size_t
     }
 #pragma omp parallel for
     for (size_t i = 0; i < count; i++) g->h_stage_x[i] = (floatX)src[i];
-    cudaCheck(cudaMemcpy(g->params + offset, g->h_stage_x, count * sizeof(floatX), cudaMemcpyHostToDevice));
+    // The part of them this rank's parameters hold (all but at stage 3).
+    a = offset > g->params_first ? offset : g->params_first;
+    b = offset + count < g->params_first + g->params_n ? offset + count : g->params_first + g->params_n;
+    if (a < b)
+        cudaCheck(cudaMemcpy(g->params + (a - g->params_first), g->h_stage_x + (a - offset), (b - a) * sizeof(floatX),
+                             cudaMemcpyHostToDevice));
 }
 
 // The fp32 weights a model file is written from: the master copy, or in FP32 the parameters
-// themselves (equal to an offloaded master copy). *on_host: they are in host memory.
+// themselves (equal to an offloaded master copy; at stage 3 this rank's shard of them, as the
+// master copy is). *on_host: they are in host memory.
 static const float* master_weights(GPUEngine* g, int* on_host) {
 #if defined(ENABLE_FP32)
     *on_host = 0;
@@ -634,14 +689,17 @@ static void download_to_file(GPUEngine* g, CheckpointWriter* w, const float* src
 }
 
 // The model file's weights: rank 0 writes them; every rank takes part when the fp32 master copy is
-// sharded (stages 1, 2 in FP16/BF16): each shard in turn is broadcast from its owner through a
-// device staging buffer. In FP32 the parameters themselves are the master, whole on every rank.
+// sharded (stages 1, 2 in FP16/BF16, stage 3 in every precision): each shard in turn is broadcast
+// from its owner through a device staging buffer. In FP32 at stages 0-2 the parameters themselves
+// are the master, whole on every rank.
 static void write_model_file(GPUEngine* g, const char* model_path, const TrainState* st) {
     CheckpointWriter w;
     if (g->rank == 0) model_file_begin_checkpoint(&w, model_path, &g->cfg, st);
     int on_host = 0;
     const float* weights = master_weights(g, &on_host);
-    if (!g->master || g->stage == 0 || g->num_ranks == 1 || sizeof(floatX) == sizeof(float)) {
+    int whole = g->num_ranks == 1 ||
+                (g->stage < 3 && (!g->master || g->stage == 0 || sizeof(floatX) == sizeof(float)));
+    if (whole) {
         if (g->rank == 0) download_to_file(g, &w, weights, g->n, on_host);
     } else {
 #if defined(USE_NCCL)
@@ -650,7 +708,7 @@ static void write_model_file(GPUEngine* g, const char* model_path, const TrainSt
             for (size_t i = 0; i < count; i += STAGE_FLOATS) {
                 size_t k = count - i < STAGE_FLOATS ? count - i : STAGE_FLOATS;
                 if (g->rank == owner)
-                    cudaCheck(cudaMemcpyAsync(g->dev_stage, g->master + i, k * sizeof(float),
+                    cudaCheck(cudaMemcpyAsync(g->dev_stage, weights + i, k * sizeof(float),
                                               on_host ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice, g->stream));
                 ncclCheck(ncclBroadcast(g->dev_stage, g->dev_stage, k, ncclFloat32, owner, g->comm, g->stream));
                 if (g->rank == 0) {
@@ -826,6 +884,7 @@ static void gpu_destroy(Engine* e) {
     zero_comm_destroy(g);
     void* parts[MEM_COUNT] = {0};
     parts[MEM_PARAMS] = g->params;
+    parts[MEM_PARAM_GATHER] = g->layer_params[0];
     parts[MEM_GRADS] = g->grads;
     parts[MEM_GRAD_SHARD] = g->bucketed ? g->shard_grads : NULL;  // else a view of grads
     parts[MEM_GRAD_ACC] = g->offload_grads ? (void*)g->h_grad_acc : (void*)g->grad_acc;
@@ -845,7 +904,8 @@ static void gpu_destroy(Engine* e) {
     }
     cudaEvent_t events[] = {g->bucket_ready[0], g->bucket_ready[1], g->bucket_free[0], g->bucket_free[1], g->edge_ready,
                             g->edge_free, g->comm_done, g->landed[0], g->landed[1], g->edge_landed,
-                            g->offload_up, g->overlap_ready};
+                            g->offload_up, g->overlap_ready, g->gather_free[0], g->gather_free[1],
+                            g->gather_done[0], g->gather_done[1], g->edge_gather_free, g->edge_gather_done};
     for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++) cudaCheck(cudaEventDestroy(events[i]));
     for (int k = 0; k < OFFLOAD_PIECES; k++) cudaCheck(cudaEventDestroy(g->offload_down[k]));
     cudaCheck(cudaStreamDestroy(g->comm_stream));
@@ -897,8 +957,12 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
         snprintf(why, why_cap, "head size %d is not a multiple of 16 up to 128 (the attention kernel's tiles)", HS);
         return NULL;
     }
-    if (opts->zero_stage < 0 || opts->zero_stage > 2) {
-        snprintf(why, why_cap, "ZeRO stage %d: the GPU engine has stages 0, 1 and 2", opts->zero_stage);
+    if (opts->zero_stage < 0 || opts->zero_stage > 3) {
+        snprintf(why, why_cap, "ZeRO stage %d: the GPU engine has stages 0, 1, 2 and 3", opts->zero_stage);
+        return NULL;
+    }
+    if (opts->zero_stage == 3 && opts->offload != OFFLOAD_NONE) {
+        snprintf(why, why_cap, "ZeRO stage 3 keeps its optimizer on the device: no --offload with it");
         return NULL;
     }
 #if !defined(USE_NCCL)
@@ -929,7 +993,9 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     cudaCheck(cudaStreamCreate(&g->comm_stream));
     cudaEvent_t* events[] = {&g->bucket_ready[0], &g->bucket_ready[1], &g->bucket_free[0], &g->bucket_free[1],
                              &g->edge_ready, &g->edge_free, &g->comm_done, &g->landed[0], &g->landed[1],
-                             &g->edge_landed, &g->offload_up, &g->overlap_ready};
+                             &g->edge_landed, &g->offload_up, &g->overlap_ready, &g->gather_free[0],
+                             &g->gather_free[1], &g->gather_done[0], &g->gather_done[1], &g->edge_gather_free,
+                             &g->edge_gather_done};
     for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++)
         cudaCheck(cudaEventCreateWithFlags(events[i], cudaEventDisableTiming));
     for (int k = 0; k < OFFLOAD_PIECES; k++)
@@ -946,15 +1012,18 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     g->stage = opts->zero_stage;
     g->offload = opts->offload != OFFLOAD_NONE;
     g->offload_grads = opts->offload == OFFLOAD_GRADS;
-    g->bucketed = g->stage == 2 || g->offload_grads;
+    g->bucketed = g->stage >= 2 || g->offload_grads;
     g->overlap = !g->bucketed && g->num_ranks > 1 && !opts->no_overlap;
     g->landing_layer[0] = g->landing_layer[1] = -1;
+    g->gathered[0] = g->gathered[1] = -1;
     g->shard = g->plan.shard;
     g->padded = g->plan.padded;
     g->shard_begin = g->plan.shard_begin;
     g->shard_n = g->plan.shard_n;
     g->opt_begin = g->plan.opt_begin;
     g->opt_n = g->plan.opt_n;
+    g->params_first = g->stage == 3 ? g->shard_begin : 0;
+    g->params_n = g->stage == 3 ? g->shard_n : g->n;
     g->layer_bucket_n = g->plan.layer_bucket_n;
     memcpy(g->bucket_offset, g->plan.bucket_offset, sizeof(g->bucket_offset));
     g->recompute_every = g->plan.recompute_every;
@@ -973,7 +1042,6 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     zero_comm_init(g);  // one communicator over every rank (section 3)
 
     // The tensor groups, each one allocation of the plan's size, measured as the device counts it.
-    size_t X = sizeof(floatX);
     cudaCheck(cudaFree(0));  // the context first: it is not the engine's to count
     {
         size_t free_b = 0, total_b = 0;
@@ -982,7 +1050,14 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
         g->used_before = total_b - free_b;
     }
     g->params = (floatX*)component_alloc(g, MEM_PARAMS);
-    cudaCheck(cudaMemset(g->params, 0, g->padded * X));  // the padding stays zero
+    cudaCheck(cudaMemset(g->params, 0, g->plan.items[MEM_PARAMS].bytes));  // the padding stays zero
+    if (g->stage == 3) {  // the gather buffers, laid out as the gradient buckets
+        g->layer_params[0] = (floatX*)component_alloc(g, MEM_PARAM_GATHER);
+        cudaCheck(cudaMemset(g->layer_params[0], 0, g->plan.items[MEM_PARAM_GATHER].bytes));
+        g->layer_params[1] = g->layer_params[0] + g->layer_bucket_n;
+        g->embed_params = g->layer_params[0] + 2 * g->layer_bucket_n;
+        g->lnf_params = g->embed_params + g->plan.embed_n;
+    }
     g->grads = (floatX*)component_alloc(g, MEM_GRADS);
     cudaCheck(cudaMemset(g->grads, 0, g->plan.items[MEM_GRADS].bytes));
     if (g->bucketed) {  // two layer buckets, the embeddings', the final LayerNorm's

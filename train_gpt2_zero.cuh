@@ -1,18 +1,22 @@
 // train_gpt2_zero.cuh: section 3 of train_gpt2.cu, ranks and ZeRO: the collectives that turn each
 // rank's gradients into the step's summed gradient of its shard, and the shards' updated
-// parameters back into every rank's whole model. It is a piece of the trainer, not a library:
+// parameters back into every rank's whole model (stage 3: into each layer's gather buffer, just
+// before forward or backward reads it). It is a piece of the trainer, not a library:
 // train_gpt2.cu includes it once, after the engine's state (section 1), and it reads GPUEngine.
 //
 // What the engine gives it (made in gpu_engine_create from the memory plan, common/memory_plan.c):
-//   ranks     rank, num_ranks, stage (0, 1, 2), comm (one NCCL communicator; NULL with one rank)
+//   ranks     rank, num_ranks, stage (0-3), comm (one NCCL communicator; NULL with one rank)
 //   shards    shard (entries a shard, padded), shard_begin, shard_n; opt_begin, opt_n: the range
 //             this rank's optimizer keeps (stage 0 all n, else its shard)
-//   buffers   params, grads (stages 0, 1: padded, gpt2_param_layout() order); stage 2 and offload
-//             grads: grads is carved into layer_bucket[2] (one layer's 12 tensors at
+//   buffers   params (stages 0-2: padded, gpt2_param_layout() order; stage 3: this rank's shard, its
+//             first entry parameter params_first), grads (stages 0, 1: padded, same order); stage 3:
+//             layer_params[2], embed_params, lnf_params (laid out as the buckets below), gathered[2]
+//             (the layer buffer b holds), edges_gathered; stages 2, 3 and offload grads: grads is carved into layer_bucket[2] (one layer's 12 tensors at
 //             bucket_offset[]), embed_bucket (wte, wpe), lnf_bucket; shard_grads, grad_acc (fp32);
 //             offload grads: h_landing, h_grad_acc on the host, landing_layer[2]
 //   streams   stream (compute), comm_stream; events bucket_ready/bucket_free[2], edge_ready,
-//             edge_free, comm_done, landed[2], edge_landed, overlap_ready (the engine makes them)
+//             edge_free, comm_done, landed[2], edge_landed, overlap_ready, gather_free[2],
+//             gather_done[2], edge_gather_free, edge_gather_done (the engine makes them)
 //   switches  overlap (stages 0, 1 over ranks, unless --overlap 0); backward's `reduce` argument:
 //             the step's last micro-step
 //   tables    layout.tensors (offsets, sizes), cfg.num_layers; kernels shard_accumulate/shard_round
@@ -26,6 +30,14 @@
 //   stage 1  the same calls, each slice ncclReduce'd to its owners in place, into the owner's own
 //            slice of grads; --overlap 0: one ncclReduceScatter in place (rank r's sum lands in
 //            its own slice), compute stream; gather_parameters: ncclAllGather after the update
+//   stage 3  parameters: each forward pass starts with zero3_begin_pass (the embeddings' and final
+//            LayerNorm's gathered and waited for, layer 0's started); before the compute stream reads
+//            layer l, zero3_layer(l) gathers it into layer_params[l % 2] unless that holds it, and
+//            waits; forward prefetches l + 1 as layer l starts (its output's LayerNorm needs it),
+//            backward l - 1 (zero3_backward_layer; not across a level-3 segment's first layer).
+//            A gather is gather_from_owners: one ncclBroadcast from each owner of each tensor's
+//            slice (one NCCL group a layer) on comm_stream. Gradients as stage 2; nothing after the
+//            update (gather_parameters: nothing)
 //   stage 2  backward calls bucket_begin_edges, then per layer bucket_begin_layer(l) and
 //            bucket_reduce_layer(l), then bucket_reduce_edges: each bucket is ncclReduce'd piece by
 //            piece to the rank owning it (one NCCL group a bucket) on comm_stream while backward
@@ -44,15 +56,18 @@
 // comm_done, overlap_step_gradients) before reading them. With --overlap 0 they add no
 // synchronization: their collectives run in order on the compute stream. The host waits only with
 // offload grads: on landed[b] before reusing landing bucket b, and on edge_landed at the end of each
-// micro-step. test/test_stream_sync.sh removes each of these calls in turn and expects the CPU
-// runtime to name the race.
+// micro-step. Stage 3: a gather into buffer b waits (comm_stream on gather_free[b], edge_gather_free:
+// recorded on the compute stream as the gather is issued) for every read of what b held; the compute
+// stream waits (gather_done[b], edge_gather_done) before reading what it gathered; a prefetch never
+// targets the buffer of the layer being run. test/test_stream_sync.sh removes each of these calls
+// in turn and expects the CPU runtime to name the race.
 //
 // What it guarantees: no float atomics and a fixed order of every sum, so a run is bit-identical
 // run to run and on resume at the same rank count; stages 0 and 1 give the same bits reduced beside
 // backward or after it (test/test_zero_overlap.sh: 2 ranks, where a sum of two is one rounding
 // whatever the order; at 3 or more ranks real NCCL's ring may add a piece's ranks in another order
 // than the whole buffer's, within rounding); each stage equals one process taking the same
-// global batch by accumulation within rounding (test/test_zero.sh, test/test_zero.cu); the bytes
+// global batch by accumulation within rounding (test/test_zero.sh, test_zero3.sh, test_zero.cu); the bytes
 // each stage sends equal the planner's closed form (test/test_comm_volume.sh). With one rank the
 // collectives are copies or nothing, so every stage runs without NCCL too.
 
@@ -290,7 +305,7 @@ static void overlap_step_gradients(GPUEngine* g) {
 
 // Stages 0, 1, before the update: the step's gradient of this rank's shard. Returns where it is.
 static const floatX* reduce_step_gradients(GPUEngine* g) {
-    if (g->stage == 2) {
+    if (g->stage >= 2) {
         cudaCheck(cudaStreamWaitEvent(g->stream, g->comm_done, 0));
         shard_round(g->shard_grads, g->grad_acc, g->shard_n, g->stream);
         return g->shard_grads;
@@ -322,14 +337,108 @@ static void reduce_step_stats(GPUEngine* g, float* stats) {
 #endif
 }
 
-// Stages 1, 2, after the update of each rank's shard: every rank gets the whole model back.
+// Stages 1, 2, after the update of each rank's shard: every rank gets the whole model back (stage 3
+// gathers each layer's when it is next used instead).
 static void gather_parameters(GPUEngine* g) {
-    if (g->stage == 0 || g->num_ranks == 1) return;
+    if (g->stage == 0 || g->stage == 3 || g->num_ranks == 1) return;
 #if defined(USE_NCCL)
     ncclCheck(ncclAllGather(g->params + g->shard_begin, g->params, g->shard, nccl_floatx(), g->comm, g->stream));
 #else
     collectives_missing(g);
 #endif
+}
+
+// Stage 3: the parameters [a, a + count) from the ranks owning them into dst (dst[0] is parameter
+// a), one broadcast per owner the range touches (the mirror of reduce_to_owners); one rank copies.
+static void gather_from_owners(GPUEngine* g, floatX* dst, size_t a, size_t count, cudaStream_t st) {
+    for (int owner = 0; owner < g->num_ranks; owner++) {
+        size_t lo = owner * g->shard, hi = lo + g->shard;
+        size_t x = a > lo ? a : lo, y = a + count < hi ? a + count : hi;
+        if (x >= y) continue;
+        floatX* out = dst + (x - a);
+        if (g->num_ranks == 1) {
+            cudaCheck(cudaMemcpyAsync(out, g->params + (x - lo), (y - x) * sizeof(floatX), cudaMemcpyDeviceToDevice, st));
+            continue;
+        }
+#if defined(USE_NCCL)
+        const floatX* src = g->rank == owner ? g->params + (x - lo) : out;  // read on the owner only
+        ncclCheck(ncclBroadcast(src, out, y - x, nccl_floatx(), owner, g->comm, st));
+#else
+        collectives_missing(g);
+#endif
+    }
+}
+
+// Stage 3: layer l's parameters into buffer l % 2 on the comm stream, unless it holds them already.
+// The buffer's previous layer may still be read by work queued on the compute stream: the gather
+// waits for all of it (gather_free, recorded now).
+static void zero3_gather_layer(GPUEngine* g, int l) {
+    int b = l % 2;
+    if (g->gathered[b] == l) return;
+    cudaCheck(cudaEventRecord(g->gather_free[b], g->stream));
+    cudaCheck(cudaStreamWaitEvent(g->comm_stream, g->gather_free[b], 0));
+#if defined(USE_NCCL)
+    if (g->num_ranks > 1) ncclCheck(ncclGroupStart());
+#endif
+    for (int k = PT_LN1W; k <= PT_FCPROJB; k++) {
+        const ParamTensor* t = &g->layout.tensors[k];
+        size_t per_layer = t->numel / g->cfg.num_layers;
+        gather_from_owners(g, g->layer_params[b] + g->bucket_offset[k], t->offset + (size_t)l * per_layer, per_layer,
+                           g->comm_stream);
+    }
+#if defined(USE_NCCL)
+    if (g->num_ranks > 1) ncclCheck(ncclGroupEnd());
+#endif
+    cudaCheck(cudaEventRecord(g->gather_done[b], g->comm_stream));
+    g->gathered[b] = l;
+}
+
+// Stage 3, before the compute stream reads layer l's parameters: gathered (now, or already by a
+// prefetch) and waited for.
+static void zero3_layer(GPUEngine* g, int l) {
+    if (g->stage != 3) return;
+    zero3_gather_layer(g, l);
+    cudaCheck(cudaStreamWaitEvent(g->stream, g->gather_done[l % 2], 0));
+}
+
+// Stage 3: layer l's gather started on the comm stream while the compute stream works on the other
+// buffer's layer (the callers never prefetch into the buffer of the layer they are running).
+static void zero3_prefetch(GPUEngine* g, int l) {
+    if (g->stage != 3 || l < 0 || l >= g->cfg.num_layers) return;
+    zero3_gather_layer(g, l);
+}
+
+// Stage 3 in backward: layer l's parameters, and the layer below's gathered while l's backward
+// runs. At recompute level 3 the layer below a segment's first belongs to the previous segment,
+// whose recompute starts from its own first layer: nothing is prefetched there.
+static void zero3_backward_layer(GPUEngine* g, int l) {
+    if (g->stage != 3) return;
+    zero3_layer(g, l);
+    if (!(g->opts.recompute == 3 && l % g->recompute_every == 0)) zero3_prefetch(g, l - 1);
+}
+
+// Stage 3, at the start of every forward pass (the parameters may have changed since the last):
+// the layer buffers are forgotten, the embeddings' and the final LayerNorm's parameters gathered
+// (after every earlier read of their buffers: edge_gather_free) and waited for, layer 0's started.
+// They stay until the pass's backward has used them (wte is the classifier at both ends).
+static void zero3_begin_pass(GPUEngine* g) {
+    if (g->stage != 3) return;
+    g->gathered[0] = g->gathered[1] = -1;
+    const ParamTensor* lnf = &g->layout.tensors[PT_LNFW];
+    cudaCheck(cudaEventRecord(g->edge_gather_free, g->stream));
+    cudaCheck(cudaStreamWaitEvent(g->comm_stream, g->edge_gather_free, 0));
+#if defined(USE_NCCL)
+    if (g->num_ranks > 1) ncclCheck(ncclGroupStart());
+#endif
+    gather_from_owners(g, g->embed_params, 0, g->plan.embed_n, g->comm_stream);
+    gather_from_owners(g, g->lnf_params, lnf->offset, g->plan.lnf_n, g->comm_stream);
+#if defined(USE_NCCL)
+    if (g->num_ranks > 1) ncclCheck(ncclGroupEnd());
+#endif
+    cudaCheck(cudaEventRecord(g->edge_gather_done, g->comm_stream));
+    g->edges_gathered = 1;
+    zero3_prefetch(g, 0);
+    cudaCheck(cudaStreamWaitEvent(g->stream, g->edge_gather_done, 0));
 }
 
 // One communicator over every rank: rank 0 makes its id, the launcher's channel (MPI, TCP or a

@@ -127,6 +127,61 @@ static void for_each_bucket_piece(CommItem* it, const MemoryPlan* p, size_t R, s
     fn(it, p, lay.tensors[PT_LNFW].offset, p->lnf_n, R, rank);
 }
 
+// Entries [a, a + count) broadcast from the ranks owning them (train_gpt2_zero.cuh's
+// gather_from_owners): one call per owner the range touches; a ring from the owner, whose last
+// rank passes nothing on.
+static void broadcast_piece(CommItem* it, const MemoryPlan* p, size_t a, size_t count, size_t R, size_t rank) {
+    for (size_t owner = a / p->shard; owner < R && owner * p->shard < a + count; owner++) {
+        size_t lo = max_sz(a, owner * p->shard), hi = min_sz(a + count, (owner + 1) * p->shard);
+        if (lo >= hi) continue;
+        size_t b = (hi - lo) * it->elem_bytes;
+        it->calls++;
+        it->bytes += b;
+        if (rank != (owner + R - 1) % R) it->sent += b;
+        if (rank != owner) it->received += b;
+    }
+}
+
+// Stage 3's parameter gathers of one micro-step, in the engine's order (train_gpt2.cu's forward
+// and backward calling train_gpt2_zero.cuh's zero3_*): the embeddings and the final LayerNorm at
+// the start of the forward pass, then each layer whenever the buffer it goes to (layer l into l % 2)
+// does not hold it: forward gathers every layer once (the next one while a layer computes: its
+// output's LayerNorm needs it), backward finds the last two there and gathers the rest, and at
+// recompute level 3 each segment's recompute gathers its layers again from its first.
+static void zero3_gathers(CommItem* it, const MemoryPlan* p, size_t R, size_t rank) {
+    ParamLayout lay = gpt2_param_layout(&p->cfg);
+    int L = p->cfg.num_layers, K = p->recompute_every, level = p->opts.recompute;
+    int slot[2] = {-1, -1};
+    broadcast_piece(it, p, 0, p->embed_n, R, rank);
+    broadcast_piece(it, p, lay.tensors[PT_LNFW].offset, p->lnf_n, R, rank);
+#define GATHER(layer)                                                                                      \
+    do {                                                                                                   \
+        int l_ = (layer);                                                                                  \
+        if (l_ < 0 || l_ >= L || slot[l_ % 2] == l_) break;                                                \
+        slot[l_ % 2] = l_;                                                                                 \
+        for (int k = PT_LN1W; k <= PT_FCPROJB; k++) {                                                      \
+            size_t per_layer = lay.tensors[k].numel / (size_t)L;                                           \
+            broadcast_piece(it, p, lay.tensors[k].offset + (size_t)l_ * per_layer, per_layer, R, rank);    \
+        }                                                                                                  \
+    } while (0)
+    // forward: layer l, then l + 1 (prefetched, and its LayerNorm closes layer l)
+    for (int l = 0; l < L; l++) {
+        GATHER(l);
+        GATHER(l + 1);
+    }
+    // backward, from the last layer down
+    for (int l = L - 1; l >= 0; l--) {
+        if (level == 3 && (l == L - 1 || (l + 1) % K == 0))
+            for (int r = l / K * K; r <= l; r++) {  // the segment's forward again, up to l's GELU
+                GATHER(r);
+                if (r < l) GATHER(r + 1);
+            }
+        GATHER(l);
+        if (!(level == 3 && l % K == 0)) GATHER(l - 1);
+    }
+#undef GATHER
+}
+
 static void allreduce_bucket(CommItem* it, const MemoryPlan* p, size_t a, size_t count, size_t R, size_t rank) {
     (void)p;
     (void)a;
@@ -168,7 +223,7 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
         } else if (grads_down && c->stage == 0) {
             CommItem* it = add(c, "gradients, all-reduced by bucket", COMM_ALLREDUCE, COMM_PER_MICRO_STEP, 1, X);
             for_each_bucket_piece(it, p, R, rank, allreduce_bucket);
-        } else if (grads_down || c->stage == 2) {
+        } else if (grads_down || c->stage >= 2) {
             CommItem* it = add(c, "gradients, reduced to their owners by bucket", COMM_REDUCE, COMM_PER_MICRO_STEP,
                                1, X);
             for_each_bucket_piece(it, p, R, rank, reduce_piece);
@@ -184,7 +239,12 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
         // The loss, squared norm and non-finite count (4 fp32), summed over the ranks.
         CommItem* st = add(c, "step statistics, all-reduced", COMM_ALLREDUCE, COMM_PER_STEP, 0, 4);
         allreduce_piece(st, 4, R, rank);
-        if (c->stage >= 1) {
+        if (c->stage == 3) {
+            CommItem* it = add(c, "parameters, gathered by layer before use", COMM_BROADCAST,
+                               COMM_PER_MICRO_STEP, 1, X);
+            zero3_gathers(it, p, R, rank);
+        }
+        if (c->stage == 1 || c->stage == 2) {
             CommItem* it = add(c, "parameters, all-gathered after the update", COMM_ALLGATHER, COMM_PER_STEP, 0, X);
             it->calls = 1;
             it->bytes = p->padded * X;
@@ -192,7 +252,7 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
         }
         // A checkpoint of sharded fp32 master weights: each shard broadcast from its owner in pieces
         // of the device staging buffer (write_model_file).
-        if (c->stage >= 1 && X != 4) {
+        if ((c->stage >= 1 && X != 4) || c->stage == 3) {
             CommItem* it = add(c, "master weights to rank 0 for a checkpoint", COMM_BROADCAST, COMM_PER_CHECKPOINT, 0, 4);
             for (size_t owner = 0; owner < R; owner++) {
                 size_t first = owner * p->shard, count = first >= p->n ? 0 : min_sz(p->n - first, p->shard);
@@ -369,7 +429,7 @@ void comm_plan_print_json(const CommPlan* c, const MemoryPlan* p, FILE* f) {
                        "\"checkpoint_received\": %zu, \"sent_per_step_by_kind\": {", r ? "," : "", r, cr.sent_step,
                     cr.received_step, cr.checkpoint_sent, cr.checkpoint_received);
             // Micro-step items times the micro-steps: what a counter sees over one optimizer step.
-            for (int k = 0; k < COMM_BROADCAST; k++) {
+            for (int k = 0; k <= COMM_BROADCAST; k++) {  // the broadcasts: stage 3's gathers
                 size_t sent = 0;
                 for (int i = 0; i < cr.count; i++)
                     if (cr.items[i].kind == (CommKind)k && cr.items[i].when != COMM_PER_CHECKPOINT)

@@ -44,7 +44,7 @@ void memory_plan_make(MemoryPlan* p, const GPT2Config* cfg, const EngineOptions*
 
     // Gradient buckets (stage 2, or gradients offloaded as backward makes them): two layers' worth,
     // taken in turn, plus the embeddings' and the final LayerNorm's.
-    int bucketed = stage == 2 || opts->offload == OFFLOAD_GRADS;
+    int bucketed = stage >= 2 || opts->offload == OFFLOAD_GRADS;
     for (int k = PT_LN1W; k <= PT_FCPROJB; k++) {
         p->bucket_offset[k] = p->layer_bucket_n;
         p->layer_bucket_n += lay.tensors[k].numel / L;
@@ -60,16 +60,20 @@ void memory_plan_make(MemoryPlan* p, const GPT2Config* cfg, const EngineOptions*
     int off = opts->offload != OFFLOAD_NONE;
     MemWhere opt_where = off ? MEM_ON_HOST : MEM_ON_DEVICE;
     size_t BT = (size_t)opts->B * opts->T;
-    item(p, MEM_PARAMS, "parameters", p->padded * X, MEM_ON_DEVICE, 0);
+    // Stage 3 keeps only its shard of the parameters and gathers each layer's (and the embeddings',
+    // the final LayerNorm's) into buffers laid out as the gradient buckets.
+    item(p, MEM_PARAMS, stage == 3 ? "parameter shard" : "parameters", stage == 3 ? p->shard * X : p->padded * X,
+         MEM_ON_DEVICE, 0);
+    item(p, MEM_PARAM_GATHER, "parameter gather buffers", stage == 3 ? buckets : 0, MEM_ON_DEVICE, 0);
     item(p, MEM_GRADS, bucketed ? "gradient buckets" : "gradients", bucketed ? buckets : p->padded * X, MEM_ON_DEVICE, 0);
     // Stage 1 reduce-scatters in place: its shard is a view of the gradients. Stage 2 receives
     // each bucket's reduced slices into the shard, then adds them to the fp32 accumulator.
-    item(p, MEM_GRAD_SHARD, "gradient shard", stage == 2 && opts->offload != OFFLOAD_GRADS ? p->shard * X : 0,
+    item(p, MEM_GRAD_SHARD, "gradient shard", stage >= 2 && opts->offload != OFFLOAD_GRADS ? p->shard * X : 0,
          MEM_ON_DEVICE, 0);
     if (opts->offload == OFFLOAD_GRADS)
         item(p, MEM_GRAD_ACC, "gradient accumulator (fp32)", p->opt_n * 4, MEM_ON_HOST, 0);
     else
-        item(p, MEM_GRAD_ACC, "gradient accumulator (fp32)", stage == 2 ? p->shard * 4 : 0, MEM_ON_DEVICE, 0);
+        item(p, MEM_GRAD_ACC, "gradient accumulator (fp32)", stage >= 2 ? p->shard * 4 : 0, MEM_ON_DEVICE, 0);
     // FP32 on the device keeps no separate master copy: the parameters are the master.
     item(p, MEM_MASTER, "master weights (fp32)", off || X != 4 ? p->opt_n * 4 : 0, opt_where, 0);
     item(p, MEM_ADAM_M, "AdamW m (fp32)", p->opt_n * 4, opt_where, 0);
@@ -77,8 +81,9 @@ void memory_plan_make(MemoryPlan* p, const GPT2Config* cfg, const EngineOptions*
     item(p, MEM_ACTIVATIONS, "activations", p->acts.bytes, MEM_ON_DEVICE, 0);
     item(p, MEM_SCRATCH, "scratch", p->scratch.bytes, MEM_ON_DEVICE, 0);
     item(p, MEM_WORKSPACE, "cuBLASLt workspace", MATMUL_WORKSPACE_BYTES, MEM_ON_DEVICE, 0);
-    // Sharded fp32 master weights reach the model file through a device buffer, one shard at a time.
-    int gather = stage >= 1 && R > 1 && X != 4;
+    // Sharded fp32 master weights reach the model file through a device buffer, one shard at a time
+    // (stage 3 in FP32 too: there the parameter shard is the master).
+    int gather = R > 1 && ((stage >= 1 && X != 4) || stage == 3);
     item(p, MEM_DEVICE_STAGE, "checkpoint staging", gather ? MEM_STAGE_FLOATS * 4 : 0, MEM_ON_DEVICE, 0);
     size_t offload_buf = 0;
     if (off) offload_buf = p->opt_n * X;  // gradients down, then the updated weights up, in place
@@ -257,7 +262,7 @@ static double change_seconds(const GPT2Config* cfg, const EngineOptions* o, int 
     double frac = plan_recompute_fraction(o->recompute);
     double tokens = (double)o->B * o->T;
     if (tokens < 8192) frac += 0.05 * log2(8192.0 / tokens);
-    if (o->zero_stage == 2) frac += 0.02;
+    if (o->zero_stage >= 2) frac += 0.02;  // stage 3: its gathers hide under compute (counted no more)
     double s = compute * (1.0 + frac);
     if (o->offload != OFFLOAD_NONE) {
         double pcie = (double)p->opt_n * 2 * p->floatx_bytes / COMM_HOST_LINK.bytes_per_s;
@@ -319,8 +324,8 @@ MemoryFit memory_plan_fit_step(const GPT2Config* cfg, const EngineOptions* opts,
             if (opts->B % div != 0 ||
                 !run_shape_check(opts->B / div, opts->T, nr, step_seqs * opts->T * nr, &steps_accum, why, sizeof(why)))
                 continue;
-            for (int z = opts->zero_stage; z <= (ranks ? 2 : opts->zero_stage); z++)
-                for (int off = opts->offload; off <= OFFLOAD_GRADS; off++) {
+            for (int z = opts->zero_stage; z <= (ranks && opts->zero_stage < 2 ? 2 : opts->zero_stage); z++)
+                for (int off = opts->offload; off <= (z == 3 ? OFFLOAD_NONE : OFFLOAD_GRADS); off++) {
                     EngineOptions c = *opts;
                     c.recompute = r;
                     c.B = opts->B / div;

@@ -26,7 +26,10 @@ extern "C" {
 
 // The components, in the order the start-up report and --plan print them.
 enum {
-    MEM_PARAMS,         // floatX parameters, the whole model on every rank (padded to the shards)
+    MEM_PARAMS,         // floatX parameters, the whole model on every rank (padded to the shards);
+                        // stage 3: only this rank's shard
+    MEM_PARAM_GATHER,   // stage 3: floatX gather buffers: two layers' parameters, the embeddings', the
+                        // final LayerNorm's (the layout of the gradient buckets)
     MEM_GRADS,          // floatX gradients: the whole model (stages 0, 1) or per-layer buckets (stage 2)
     MEM_GRAD_SHARD,     // floatX: this rank's reduced gradients (stages 1, 2)
     MEM_GRAD_ACC,       // fp32: their sum over the step's micro-steps (stage 2)
@@ -68,7 +71,8 @@ typedef struct {
     size_t shard, padded;    // entries per rank's shard (n rounded up to the ranks), shard * ranks
     size_t shard_begin, shard_n;  // this rank's shard: first entry, real entries (<= shard)
     size_t opt_begin, opt_n;      // the range this rank's optimizer keeps: all (stage 0) or its shard
-    size_t layer_bucket_n;   // stage 2: one layer's gradients (its 12 tensors' slices)
+    size_t layer_bucket_n;   // stages 2, 3: one layer's gradients (its 12 tensors' slices); stage 3's
+                             // parameter gather buffers have the same layout
     size_t bucket_offset[GPT2_NUM_PARAM_TENSORS];  // a layer tensor's slice within a layer bucket
     size_t embed_n, lnf_n;   // stage 2: the wte + wpe bucket, the final LayerNorm's
     int recompute_every;     // K at recompute level 3

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# test_comm_volume.sh: the communication volume of ZeRO stages 0, 1, 2, counted by the CPU runtime's
+# test_comm_volume.sh: the communication volume of ZeRO stages 0-3, counted by the CPU runtime's
 # NCCL (NCCL_CPU_TRAFFIC, test/cuda_cpu/nccl_cpu.cpp) while the trainer (build/emu/train_gpt2_emu_fp16)
 # runs under mpirun, equals the closed form to the byte for the model's parameter count Ψ (padded
 # vocabulary; shards padded to P = R·⌈Ψ/R⌉): with --overlap 0, -z 0 one all-reduce of Ψ gradients a
 # step and -z 1 a reduce-scatter of P gradients and an all-gather of P parameters; by default (the
 # gradients reduced layer by layer beside the last backward) -z 0 all-reduces of Ψ in all, -z 1
 # reduces of Ψ to the owners and the all-gather, once a step; -z 2 reduces of Ψ to the owners on
-# every micro-step and the all-gather; beside them one 16-byte all-reduce a step (loss, squared norm,
+# every micro-step and the all-gather; -z 3 those reduces and, instead of the all-gather, broadcasts
+# of the parameters from their owners before each layer is used; beside them one 16-byte all-reduce a step (loss, squared norm,
 # non-finite count), and a checkpoint's broadcast of the fp32 master weights. The three stages send
 # the same ring bytes a rank when R divides Ψ (the ZeRO paper's 2Ψ).
 # And the planner's communication (`--plan --json`, common/comm_plan.c) equals the count: for stages
@@ -129,6 +130,16 @@ if run z2acc $R -b 1 -d $((1 * T * R * 2)) -z 2; then
         "reduce_bytes=$((N * 2 * psi * X)) allgather_calls=$N allgather_bytes=$((N * P * X)) allreduce_calls=$N allreduce_bytes=$((N * 16))" 1
 fi
 
+# -z 3: the parameters gathered from their owners (broadcasts) before use. At L=2 forward gathers the
+# embeddings, the final LayerNorm and both layers once, and backward finds both layers still in
+# their buffers: Ψ parameters a micro-step; the gradients reduced as at stage 2; no all-gather.
+if run z3 $R -b 2 -z 3; then
+    expect z3 "broadcasts of Ψ parameters from their owners, reduces of Ψ gradients, 16 B of statistics a step, per rank" \
+        "broadcast_bytes=$((N * psi * X)) reduce_bytes=$((N * psi * X)) allreduce_calls=$N allreduce_bytes=$((N * 16))" 0
+    expect z3 "ring bytes over both ranks: each gathered parameter sent once (by its owner), each gradient by the non-owner" \
+        "broadcast_sent=$((N * psi * X)) reduce_sent=$((N * (R - 1) * psi * X)) allreduce_sent=$((N * 2 * (R - 1) * 16))"
+fi
+
 # plan_matches NAME RANKS ARGS...: the planner's communication for the run's flags (--plan --json
 # --ranks RANKS) equals what the counter counted over the run's N steps (and its checkpoints).
 plan_matches() {
@@ -199,6 +210,13 @@ for z in 0 1; do
     run z${z}acc 2 -b 1 -d $((T * 2 * 2)) -z $z && plan_matches z${z}acc 2 -b 1 -d $((T * 2 * 2)) -z $z
     run z${z}acc0 2 -b 1 -d $((T * 2 * 2)) -z $z --overlap 0 && plan_matches z${z}acc0 2 -b 1 -d $((T * 2 * 2)) -z $z --overlap 0
 done
+# -z 3 with accumulation; and on 4 layers at recompute level 3 (segments of 2): backward gathers the
+# first segment's layers again for its recompute.
+plan_matches z3 2 -b 2 -z 3
+run z3acc 2 -b 1 -d $((T * 2 * 2)) -z 3 && plan_matches z3acc 2 -b 1 -d $((T * 2 * 2)) -z 3
+$gen model "$dir/model4.bin" 4 $C $NH $V $MAXT 1 || fail "comm_volume" "gen_data model4"
+run z3l4 2 -b 1 -z 3 -r 3 --recompute-every 2 -e "$dir/model4.bin" \
+    && plan_matches z3l4 2 -b 1 -z 3 -r 3 --recompute-every 2 -e "$dir/model4.bin"
 # --offload grads at stage 0: the gradients all-reduced bucket by bucket on every micro-step.
 run z0offacc 2 -b 1 -d $((T * 2 * 2)) -z 0 --offload grads && plan_matches z0offacc 2 -b 1 -d $((T * 2 * 2)) -z 0 --offload grads
 
@@ -219,7 +237,8 @@ run z1r3ov 3 -b 1 -z 1 && plan_matches z1r3ov 3 -b 1 -z 1
 for z in 0 2; do
     run z${z}r3 3 -b 1 -z $z && plan_matches z${z}r3 3 -b 1 -z $z
 done
-for z in 0 1 2; do
+run z3r3ck 3 -b 1 -z 3 -n $N -o "$dir/ck3" && echo 1 > "$dir/z3r3ck.ckpts" && plan_matches z3r3ck 3 -b 1 -z 3 -n $N -o "$dir/ck3"
+for z in 0 1 2 3; do
     run z${z}r3acc 3 -b 1 -d $((T * 3 * 2)) -z $z && plan_matches z${z}r3acc 3 -b 1 -d $((T * 3 * 2)) -z $z
 done
 

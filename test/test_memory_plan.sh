@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # test_memory_plan.sh: the memory planner (common/memory_plan.c) against what the GPU engine
 # allocates, through ./train_gpt2_emu on the CPU runtime (whose device counts every byte):
-#   - over a grid of models (d2-d6), B, T, the three precisions, -r 0-3, -z 0-2 at 1-3 ranks and
+#   - over a grid of models (d2-d6), B, T, the three precisions, -r 0-3, -z 0-3 at 1-3 ranks and
 #     --offload: every component planned = allocated = taken from the device, to the byte, and the
 #     start-up table equal to `./train_gpt2 --plan --json` for the same flags;
-#   - d48's model states equal the closed forms (16, 4 + 12/N, 2 + 14/N bytes per parameter);
+#   - d48's model states equal the closed forms (16, 4 + 12/N, 2 + 14/N, 16/N bytes per parameter);
 #   - --memory-budget: fits / the largest -b / the cheapest change, checked by planning the answer;
 #   - --max-memory refuses a plan over it (exit 1, the advice); a device too small ends with the
 #     plan, the advice and one line naming the component;
@@ -85,6 +85,11 @@ check_case fp32 d3 2 32 0 2 2 optimizer
 check_case fp16 d3 2 64 2 0 1 grads
 check_case fp32 d2 2 64 0 1 2 grads
 check_case bf16 d2 2 64 3 2 3 grads
+# ZeRO-3: the parameter shard and the gather buffers, at 1, 2 and 3 ranks, in each precision.
+check_case fp32 d2 2 64 0 3 1 none
+check_case fp16 d3 2 64 3 3 2 none
+check_case fp32 d2 2 64 1 3 3 none
+check_case bf16 d2 2 32 2 3 2 none
 
 # --- d48's model states against the closed forms (psi = 1,557,686,400) --------------------------
 r=$(python3 - "$planner" <<'EOF'
@@ -112,8 +117,15 @@ for n in (2, 4, 8):
     if got != 2 * psi + 14 * psi // n: bad.append(f"ZeRO-2 N={n}: {got} != 2 psi + 14 psi/N = {2 * psi + 14 * psi // n}")
     acc = states(p2, ["gradient accumulator (fp32)"])
     if acc != 4 * psi // n: bad.append(f"ZeRO-2 N={n}: fp32 accumulator {acc} != 4 psi/N")
+    p3 = plan("-z", "3", "--ranks", str(n))
+    got = states(p3, ["parameter shard", "gradient shard"] + opt)
+    if got != 16 * psi // n: bad.append(f"ZeRO-3 N={n}: {got} != 16 psi/N = {16 * psi // n}")
+    acc = states(p3, ["gradient accumulator (fp32)"])
+    if acc != 4 * psi // n: bad.append(f"ZeRO-3 N={n}: fp32 accumulator {acc} != 4 psi/N")
+    if states(p3, ["parameter gather buffers"]) != states(p3, ["gradient buckets"]):
+        bad.append(f"ZeRO-3 N={n}: the gather buffers are not the size of the gradient buckets")
 if bad: print("; ".join(bad)); sys.exit(1)
-print("16 psi; 4 psi + 12 psi/N and 2 psi + 14 psi/N (+ 4 psi/N fp32 accumulator) at N = 2, 4, 8")
+print("16 psi; 4 psi + 12 psi/N, 2 psi + 14 psi/N and 16 psi/N (+ 4 psi/N fp32 accumulator) at N = 2, 4, 8")
 EOF
 ) && pass "d48 model states equal the closed forms: $r" || fail "d48 closed forms" "$r"
 

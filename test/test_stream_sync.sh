@@ -18,13 +18,16 @@ pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; status=1; }
 export CUDA_CPU_THREADS=1 OMP_NUM_THREADS=1
 
-# Four layers, so that backward reuses each of the two layer buckets; two micro-steps a step, so that
-# the edge buckets and the step's sums are reused too.
+# Four layers, so that backward reuses each of the two layer buckets (and -z 3 each of its two
+# parameter gather buffers); two micro-steps a step, so that the edge buckets, the step's sums and
+# -z 3's embedding gather buffer are reused too. -z 3 runs on one rank: its gathers are copies on
+# the comm stream, ordered by the same events as over ranks.
 $gen model "$dir/model.bin" 4 32 2 257 32 1 > /dev/null && $gen shard "$dir/train.bin" 20000 257 2 > /dev/null \
     || { echo "FAIL stream_sync: gen_data"; exit 1; }
 common=(-e "$dir/model.bin" -i "$dir/train.bin" -t 16 -b 2 -d 64 -v 0 -s 0 -l 3e-3 -u 1 -x 2 -o "")
 declare -A config=(
     [z2]="-z 2"
+    [z3]="-z 3"
     [grads]="-z 2 --offload grads"
     [optimizer]="--offload optimizer"
     [z0ov]="-z 0 -b 1"
@@ -47,6 +50,7 @@ declare -A fn_config=(
     [bucket_reduce_edges]=z2 [reduce_step_gradients]=z2 [offload_adamw]=optimizer
     [offload_step_gradients]=grads [gpu_optimizer_step]=z2
     [overlap_reduce_layer]="z0ov z1ov" [overlap_reduce_edges]="z0ov z1ov" [overlap_step_gradients]="z0ov z1ov"
+    [zero3_gather_layer]=z3 [zero3_layer]=z3 [zero3_begin_pass]=z3
 )
 # Calls that order nothing CUDA leaves unordered (the test checks that the run is unchanged without
 # them): the step's statistics come down into pageable memory, which CUDA's copy returns complete.
@@ -62,7 +66,7 @@ mpi_configs="z0ov z1ov"
 command -v mpirun > /dev/null 2>&1 || mpi_configs=""
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # Everything in place: each configuration runs to the end.
-for c in z2 grads optimizer $mpi_configs; do
+for c in z2 z3 grads optimizer $mpi_configs; do
     # shellcheck disable=SC2086
     if CUDA_CPU_DROP="" $(launch $c) $emu "${common[@]}" ${config[$c]} > "$dir/ok_$c.out" 2>&1; then
         pass "all synchronization in place: ${config[$c]} runs without a finding"

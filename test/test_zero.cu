@@ -1,11 +1,13 @@
 // test_zero.cu: the GPU engine over several ranks (run under mpirun; NCCL over MPI through the CPU
-// runtime), driven through the Engine contract: ZeRO stages 0, 1 and 2 with R ranks each equal one
+// runtime), driven through the Engine contract: ZeRO stages 0, 1, 2 and 3 (stage 3 also at
+// recompute levels 1-3, level 3 with segments of 1 and 2 layers) with R ranks each equal one
 // process that takes the same global batch by accumulation (every step's loss and gradient norm,
 // and the model's loss on a held-out batch afterwards); shards need no divisibility (the model's
 // parameter count is odd); a planted overflow on one rank only makes every rank skip the same
 // step; the optimizer state each rank keeps shrinks with the stage; checkpoints of a sharded run
 // resume bit for bit on as many ranks, and in one process (the shards assembled) within rounding.
-// Every rank prints its checks; test/test_zero.sh runs it with 2 and 3 ranks.
+// Every rank prints its checks; test/test_zero.sh runs stages 0-2 with 2 and 3 ranks,
+// test/test_zero3.sh stage 3.
 #define TRAIN_GPT2_NO_MAIN
 #include "train_gpt2.cu"
 
@@ -27,7 +29,7 @@ static Ranks g_ranks;
 static double tolerance(int accum) { return floatx_tol(g_ranks.num_ranks * accum + 1); }
 
 
-static EngineOptions options(int ranks, int stage) {
+static EngineOptions options(int ranks, int stage, int recompute = 0, int recompute_every = 0) {
     EngineOptions o;
     memset(&o, 0, sizeof(o));
     o.precision = BUILD_PRECISION;
@@ -37,6 +39,8 @@ static EngineOptions options(int ranks, int stage) {
     o.num_ranks = ranks;
     o.local_rank = o.rank;
     o.zero_stage = stage;
+    o.recompute = recompute;
+    o.recompute_every = recompute_every;
     o.loss_scale_init = 65536.0f;
     o.loss_scale_interval = 2000;
     return o;
@@ -67,11 +71,11 @@ static void report(int ok, const char* name, const char* why) {
 }
 
 // R ranks x `accum` micro-steps of B against one process with R*accum micro-steps of B.
-static void test_stage(int stage, int accum) {
+static void test_stage(int stage, int accum, int recompute = 0, int recompute_every = 0) {
     int R = g_ranks.num_ranks;
     std::vector<float> p(gpt2_param_layout(&CFG).num_parameters);
     gpt2_init_params(&CFG, p.data(), 21);
-    Engine* dist = make(options(R, stage), p);
+    Engine* dist = make(options(R, stage, recompute, recompute_every), p);
     Engine* ref = make(options(1, 0), p);
     std::vector<int> in, tg;
     double worst_loss = 0, worst_norm = 0;
@@ -97,19 +101,20 @@ static void test_stage(int stage, int accum) {
         if (step == 0) worst_norm = fabs(rd.grad_norm - rr.grad_norm) / fabs(rr.grad_norm);
     }
     char name[160], why[160];
-    snprintf(name, sizeof(name), "ZeRO %d, %d ranks x %d micro-steps: 3 steps' losses and the first norm equal one "
-             "process's", stage, R, accum);
+    snprintf(name, sizeof(name), "ZeRO %d, %d ranks x %d micro-steps, -r %d%s: 3 steps' losses and the first norm "
+             "equal one process's", stage, R, accum, recompute, recompute_every == 2 ? " (segments of 2 layers)" : "");
     double tol = tolerance(accum);
     snprintf(why, sizeof(why), "worst relative difference: loss %.3g, first norm %.3g (tolerance %.3g)", worst_loss,
              worst_norm, tol);
     report(worst_loss <= tol && worst_norm <= tol, name, why);
-    // The weights after the steps: the loss on a batch no step saw (every rank holds the whole model).
+    // The weights after the steps: the loss on a batch no step saw (stages 0-2: every rank holds the
+    // whole model; stage 3 gathers it for the forward).
     batch(999, in, tg);
     double ld = dist->forward(dist, in.data(), tg.data(), B, T), lr = ref->forward(ref, in.data(), tg.data(), B, T);
     snprintf(name, sizeof(name), "ZeRO %d, %d ranks: the updated weights give one process's loss", stage, R);
     snprintf(why, sizeof(why), "loss %.9g, one process %.9g", ld, lr);
     report(fabs(ld - lr) <= tol * fabs(lr), name, why);
-    // What each rank keeps: stage 0 all the optimizer state, stages 1 and 2 a shard of it.
+    // What each rank keeps: stage 0 all the optimizer state, stages 1-3 a shard of it.
     MemoryReport m;
     memset(&m, 0, sizeof(m));
     dist->memory_report(dist, &m);
@@ -120,6 +125,13 @@ static void test_stage(int stage, int accum) {
     snprintf(name, sizeof(name), "ZeRO %d, %d ranks: AdamW m is %zu bytes (%s)", stage, R, mbytes,
              stage == 0 ? "all of it" : "this rank's shard");
     report(mbytes == mine * sizeof(float), name, "wrong size");
+    // Stage 3: the floatX parameters a rank keeps are its shard (padded), no longer the whole model.
+    size_t pbytes = 0;
+    for (int i = 0; i < m.count; i++)
+        if (strcmp(m.items[i].name, stage == 3 ? "parameter shard" : "parameters") == 0) pbytes = m.items[i].bytes;
+    snprintf(name, sizeof(name), "ZeRO %d, %d ranks: the floatX parameters are %zu bytes (%s)", stage, R, pbytes,
+             stage == 3 ? "this rank's shard" : "the whole model, padded");
+    report(pbytes == (stage == 3 ? shard : shard * R) * sizeof(floatX), name, "wrong size");
     dist->destroy(dist);
     ref->destroy(ref);
 }
@@ -210,16 +222,19 @@ static void test_checkpoint(int stage, const char* dir) {
 }
 
 // NaN in the padding rows of wte on one rank only: its gradients are NaN, the sums over ranks are
-// too, and every rank skips the update (and with FP16 loss scaling halves the scale).
+// too, and every rank skips the update (and with FP16 loss scaling halves the scale). Stage 3 keeps
+// one copy of the parameters (each rank its shard), so there the last rank's micro-step is the
+// NaN: its loss gradient is scaled by NaN.
 static void test_overflow_on_one_rank(int stage) {
     std::vector<float> p(gpt2_param_layout(&CFG).num_parameters);
     gpt2_init_params(&CFG, p.data(), 22);
-    if (g_ranks.rank == g_ranks.num_ranks - 1)
+    int last = g_ranks.rank == g_ranks.num_ranks - 1;
+    if (last && stage < 3)
         for (int c = 0; c < CFG.channels; c++) p[(size_t)CFG.vocab_size * CFG.channels + c] = NAN;
     Engine* e = make(options(g_ranks.num_ranks, stage), p);
     std::vector<int> in, tg;
     batch(g_ranks.rank, in, tg);
-    e->micro_step(e, in.data(), tg.data(), B, T, 1.0f, 1);
+    e->micro_step(e, in.data(), tg.data(), B, T, last && stage == 3 ? NAN : 1.0f, 1);
     StepResult r = e->optimizer_step(e, &OPT, 2e-3f, 1.0f);
     int applied[1] = {r.applied}, skipped_everywhere = !r.applied;
     ranks_max(applied, 1);  // 0 only if no rank applied the step
@@ -230,17 +245,27 @@ static void test_overflow_on_one_rank(int stage) {
     e->destroy(e);
 }
 
-int main() {
+// No arguments: stages 0, 1 and 2 (test_zero.sh). "3": stage 3 and its recompute levels, "3 basic":
+// stage 3 without the recompute levels (test_zero3.sh).
+int main(int argc, char** argv) {
+    int zero3 = argc > 1 && strcmp(argv[1], "3") == 0, basic = argc > 2 && strcmp(argv[2], "basic") == 0;
     ranks_init(&g_ranks);
     if (g_ranks.rank == 0) printf("precision %s, %d ranks\n", PRECISION_NAME, g_ranks.num_ranks);
     char dir[64] = "/tmp/test_zero_XXXXXX";
     if (g_ranks.rank == 0 && !mkdtemp(dir)) fatal("cannot make a temporary directory");
     ranks_broadcast(dir, sizeof(dir), 0);
-    for (int stage = 0; stage <= 2; stage++) {
+    for (int stage = zero3 ? 3 : 0; stage <= (zero3 ? 3 : 2); stage++) {
         test_stage(stage, 1);
         test_stage(stage, 2);
         test_overflow_on_one_rank(stage);
         test_checkpoint(stage, dir);
+    }
+    // Stage 3 gathers each layer again for what recompute rebuilds (level 3: a segment's layers).
+    if (zero3 && !basic) {
+        test_stage(3, 1, 1);
+        test_stage(3, 1, 2);
+        test_stage(3, 1, 3);
+        test_stage(3, 2, 3, 2);
     }
     if (g_ranks.rank == 0) {
         char cmd[128];
