@@ -46,7 +46,7 @@ typedef struct {
     const char* engine;        // auto | gpu | cpu
     int gelu_fusion;           // GPU: 0 none, 1 forward, 2 forward and backward (llm.c's -ge)
     int recompute;             // activation recompute level 0..3 (llm.c's -r, extended)
-    int recompute_every;       // level 3: keep every K-th block's input (0 = about sqrt(L))
+    int recompute_every;       // level 3: keep every K-th block's input (0 = the K that keeps the fewest bytes)
     float loss_scale;          // FP16: initial dynamic loss scale
     int loss_scale_interval;   // FP16: finite steps before the loss scale doubles
     float skip_outliers;       // Z: skip an update whose loss or grad norm is a z-score outlier; 0 = off

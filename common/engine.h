@@ -52,7 +52,7 @@ typedef struct {
     int B, T;                 // the largest micro-batch: activations are sized for it, once
     int recompute;            // activation recompute level: 0 keeps every activation, 1 recomputes GELU,
                               // 2 also the LayerNorms, 3 whole blocks from kept block inputs
-    int recompute_every;      // level 3: keep every K-th block's input; 0 = the engine's choice (~sqrt(L))
+    int recompute_every;      // level 3: keep every K-th block's input; 0 = the K that keeps the fewest bytes
     int zero_stage;           // ZeRO stage; 0 = every rank holds all state
     size_t memory_budget;     // device bytes a rank may use (--max-memory), 0 = no limit
     int offload;              // an Offload

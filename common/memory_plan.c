@@ -53,7 +53,7 @@ void memory_plan_make(MemoryPlan* p, const GPT2Config* cfg, const EngineOptions*
     p->lnf_n = 2 * lay.tensors[PT_LNFW].numel;
     size_t buckets = (2 * p->layer_bucket_n + p->embed_n + p->lnf_n) * X;
 
-    p->recompute_every = gpt2_recompute_every(cfg->num_layers, opts->recompute_every);
+    p->recompute_every = gpt2_recompute_every(cfg, opts->B, opts->T, X, opts->recompute_every);
     gpt2_activation_layout(&p->acts, cfg, opts->B, opts->T, X, opts->recompute, opts->recompute_every);
     gpt2_scratch_layout(&p->scratch, cfg, opts->B, opts->T, X);
 

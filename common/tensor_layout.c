@@ -28,18 +28,39 @@ int tensor_group_add(TensorGroup* g, const char* name, DType dtype, size_t layer
     return g->count++;
 }
 
-int gpt2_recompute_every(int num_layers, int requested) {
-    if (requested > 0) return requested < num_layers ? requested : num_layers;
-    int k = (int)(sqrt((double)num_layers) + 0.5);
-    return k < 1 ? 1 : k;
+// The layout at a given K (level 3) or at levels 0-2 (K is then L: every layer kept).
+static void activation_layout_k(TensorGroup* g, const GPT2Config* cfg, int B, int T, size_t floatx_bytes, int recompute,
+                                size_t K);
+
+// Level 3 keeps K layers' working sets and ceil(L/K) - 1 segment inputs. A working set is many times
+// a segment input (32sbh against 2sbh at d48), so the textbook K = sqrt(L), right when the two are
+// the same size, is not the smallest: the table itself is summed for every K and the least taken
+// (the smallest K on a tie). Time does not depend on K: every segment re-runs its forward once.
+int gpt2_recompute_every(const GPT2Config* cfg, int B, int T, size_t floatx_bytes, int requested) {
+    int L = cfg->num_layers;
+    if (requested > 0) return requested < L ? requested : L;
+    int best = 1;
+    size_t best_bytes = 0;
+    for (int k = 1; k <= L; k++) {
+        TensorGroup t;
+        activation_layout_k(&t, cfg, B, T, floatx_bytes, 3, (size_t)k);
+        if (k == 1 || t.bytes < best_bytes) best = k, best_bytes = t.bytes;
+    }
+    return best;
 }
 
 void gpt2_activation_layout(TensorGroup* g, const GPT2Config* cfg, int B, int T, size_t floatx_bytes, int recompute,
                             int recompute_every) {
+    size_t K = recompute == 3 ? (size_t)gpt2_recompute_every(cfg, B, T, floatx_bytes, recompute_every)
+                              : (size_t)cfg->num_layers;
+    activation_layout_k(g, cfg, B, T, floatx_bytes, recompute, K);
+}
+
+static void activation_layout_k(TensorGroup* g, const GPT2Config* cfg, int B, int T, size_t floatx_bytes, int recompute,
+                                size_t K) {
     size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
     size_t BT = (size_t)B * T;
     // Layers each stacked tensor holds at this level (see the header).
-    size_t K = recompute == 3 ? (size_t)gpt2_recompute_every((int)L, recompute_every) : L;
     size_t gelu_layers = recompute == 1 || recompute == 2 ? 1 : K;
     size_t ln_layers = recompute == 2 ? 1 : K;
     size_t segments = (L + K - 1) / K;

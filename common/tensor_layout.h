@@ -52,7 +52,8 @@ size_t dtype_bytes(DType dtype, size_t floatx_bytes);
 //   3  whole blocks: the layers run in segments of K (recompute_every); only each segment's input
 //      is kept (ACT_BLOCK_INPUTS, one per segment after the first, whose input is ACT_ENCODED),
 //      the per-layer tensors hold K layers (layer l in slot l % K), and backward re-runs a
-//      segment's forward before going back through it. K ~ sqrt(L) gives the O(sqrt(L)) schedule.
+//      segment's forward before going back through it. By default K is the one that keeps the fewest
+//      bytes (gpt2_recompute_every), not sqrt(L): a layer's working set is ~16x a segment's input.
 enum {
     ACT_ENCODED,    // (B,T,C)     floatX  token + position embedding: layer 0's residual input
     ACT_LN1,        // L x (B,T,C) floatX
@@ -96,8 +97,8 @@ enum {
 
 void gpt2_scratch_layout(TensorGroup* g, const GPT2Config* cfg, int B, int T, size_t floatx_bytes);
 
-// K for level 3: the request if positive (at most L), else the nearest integer to sqrt(L).
-int gpt2_recompute_every(int num_layers, int requested);
+// K for level 3: the request if positive (at most L), else the K whose layout is the smallest.
+int gpt2_recompute_every(const GPT2Config* cfg, int B, int T, size_t floatx_bytes, int requested);
 void gpt2_activation_layout(TensorGroup* g, const GPT2Config* cfg, int B, int T, size_t floatx_bytes, int recompute,
                             int recompute_every);
 

@@ -22,6 +22,8 @@ GIB = float(1 << 30)
 COLUMNS = ["parameters", "gradients", "master", "m", "v", "activations", "other", "estimates"]
 COMPONENT_COLUMN = {
     "parameters": "parameters",
+    "parameter shard": "parameters",
+    "parameter gather buffers": "parameters",
     "gradients": "gradients",
     "gradient buckets": "gradients",
     "gradient shard": "gradients",
@@ -162,7 +164,8 @@ def main():
         cells += [peak, toks]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append("Columns: *gradients* are every device gradient buffer (the full-size one, or ZeRO-2's and "
+    lines.append("Columns: *parameters* are the floatX parameters (ZeRO-3: the rank's shard and the buffers each layer "
+                 "is gathered into); *gradients* are every device gradient buffer (the full-size one, or ZeRO-2's and "
                  "offload's per-layer buckets, gradient shard and fp32 accumulator); *master*, *m*, *v* the fp32 "
                  "optimizer state on the device (on the host with --offload; none in FP32, where the parameters "
                  "are the master weights); *other* scratch, cuBLASLt's workspace and checkpoint staging; "

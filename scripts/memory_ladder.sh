@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # memory_ladder.sh: the memory-technique ladder for one model (issue 11). Step by step from the FP32
-# baseline: FP16 mixed precision, activation recompute 1/2/3, ZeRO-1 at 2/4/8 ranks, ZeRO-2, a smaller
+# baseline: FP16 mixed precision, activation recompute 1/2/3, ZeRO-1 at 2/4/8 ranks, ZeRO-2, ZeRO-3, a smaller
 # micro-batch with accumulation (same tokens per step), optimizer offload, gradient offload; for each
 # row the device memory a rank needs, per component (from the planner, `./train_gpt2 --plan --json`),
 # for the ZeRO rows the bytes a rank sends per step and their time at the planner's default link,
@@ -101,6 +101,7 @@ for n in $zero_ranks; do
 done
 if [ "$last_n" -gt 1 ]; then
     row "+ ZeRO-2, $last_n ranks"       $prev $last_n --precision fp16 -b $B -r 3 -z 2
+    row "+ ZeRO-3, $last_n ranks"       ${#labels[@]} $last_n --precision fp16 -b $B -r 3 -z 3
 fi
 # Back to one card: half the micro-batch in twice the micro-steps, then offload.
 row "1 rank, micro-batch $half x 2 micro-steps"  5  1 --precision fp16 -b $half -r 3 -d $((B * T))

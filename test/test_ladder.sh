@@ -44,7 +44,7 @@ for l in lines:
         rows.append(dict(zip(cols, cells)))
 bad = []
 want = ["FP32 baseline", "FP16 mixed precision", "recompute 1", "recompute 2", "recompute 3", "ZeRO-1, 2 ranks",
-        "ZeRO-1, 4 ranks", "ZeRO-1, 8 ranks", "ZeRO-2, 8 ranks", "micro-batch 4 x 2", "offload optimizer", "offload gradients"]
+        "ZeRO-1, 4 ranks", "ZeRO-1, 8 ranks", "ZeRO-2, 8 ranks", "ZeRO-3, 8 ranks", "micro-batch 4 x 2", "offload optimizer", "offload gradients"]
 if len(rows) != len(want):
     print(f"{len(rows)} rows in ladder.md, expected {len(want)}"); sys.exit(1)
 for i, (r, w) in enumerate(zip(rows, want)):
@@ -65,10 +65,12 @@ def less(a, b, strict=True):   # rows numbered from 1
     ok = total[a - 1] < total[b - 1] if strict else total[a - 1] <= total[b - 1]
     if not ok: bad.append(f"row {a} ({rows[a - 1]['step']}, {total[a - 1]}) not {'<' if strict else '<='} row {b} ({rows[b - 1]['step']}, {total[b - 1]})")
 less(2, 1); less(3, 2, False); less(4, 3, False); less(5, 4, False); less(5, 2)
-less(6, 5); less(7, 6); less(8, 7); less(8, 6); less(9, 8)
-less(10, 5); less(11, 10); less(12, 11)
-for a in (11, 12):
-    for b in range(1, 11): less(a, b)
+less(6, 5); less(7, 6); less(8, 7); less(8, 6); less(9, 8); less(10, 9)
+less(11, 5); less(12, 11); less(13, 12)
+# Offloading the optimizer beats every row but ZeRO-3 at 8 ranks; offloading the gradients too, all.
+for b in range(1, 12):
+    if b != 10: less(12, b)
+    less(13, b)
 # Model states: 16Ψ in FP16 (2 + 2 + 4 + 4 + 4 bytes), ZeRO-1's optimizer state 12Ψ/N.
 def states(r, names): return sum(float(r[c]) for c in names)
 fp16 = states(rows[1], ["parameters", "gradients", "master", "m", "v"])
@@ -86,14 +88,14 @@ for i, r in enumerate(rows):
     tok = int(r["tokens per step"].split()[0].replace(",", ""))
     if int(r["micro-batch"]) != B or tok != d: bad.append(f"row {i + 1}: micro-batch {r['micro-batch']}, tokens {tok}; flags say {B}, {d}")
     if "-d" in flags and f"({d // (B * 1024)} micro-steps)" not in r["tokens per step"]: bad.append(f"row {i + 1}: micro-steps not shown")
-if [int(r["tokens per step"].split()[0].replace(",", "")) for r in rows[5:9]] != [16384, 32768, 65536, 65536]:
+if [int(r["tokens per step"].split()[0].replace(",", "")) for r in rows[5:10]] != [16384, 32768, 65536, 65536, 65536]:
     bad.append("the ZeRO rows' tokens per step are not B*T*ranks")
 j = json.load(open(os.path.join(out, "ladder.json")))
 if len(j["rows"]) != len(rows) or j["parameters"] != PSI: bad.append("ladder.json: rows or parameters differ from the table")
 # The chart's layout: one panel per path, each branch starting from the row it changes, drawn again.
 panels = [(p["parent"], p["rows"]) for p in j["panels"]]
-if panels != [(None, [1, 2, 3, 4, 5]), (5, [5, 6, 7, 8, 9]), (5, [5, 10, 11, 12])]:
-    bad.append(f"chart panels {panels}, expected the trunk 1-5 and the branches 5-9 and 5, 10-12")
+if panels != [(None, [1, 2, 3, 4, 5]), (5, [5, 6, 7, 8, 9, 10]), (5, [5, 11, 12, 13])]:
+    bad.append(f"chart panels {panels}, expected the trunk 1-5 and the branches 5-10 and 5, 11-13")
 # Colours: every component its own, far apart in CIELAB (delta E 1976 >= 30; the three greens the
 # chart had for master, m and v were 18-20 apart).
 def lab(h):
@@ -107,11 +109,13 @@ close = [(a, b) for a in colors for b in colors
          if a < b and sum((x - y) ** 2 for x, y in zip(lab(colors[a]), lab(colors[b]))) ** 0.5 < 30]
 if sorted(colors) != sorted(parts) or close: bad.append(f"component colours too close: {close}")
 # Host memory: the offload rows hold 20-26 GiB of it, in the table and ladder.json.
-for i in (10, 11):
+for i in (11, 12):
     if float(rows[i]["host"]) < 15 or j["rows"][i]["host_bytes"] < 15 * GIB: bad.append(f"row {i + 1}: host memory {rows[i]['host']} GiB")
 # Communication, the ZeRO rows only: a rank sends 2(N-1)/N·Ψ·2 bytes a step (fp16 ring collectives;
-# ZeRO-1 and -2 alike, the 16-byte statistics and the shards' padding within 0.1%), and the time is
-# those bytes over the default link's 450 GB/s.
+# ZeRO-1 and -2 alike, the 16-byte statistics and the shards' padding within 0.1%); ZeRO-3 sends
+# stage 2's reduce-scatter, (N-1)/N·2Ψ, plus its parameter gathers: each layer gathered for forward,
+# again for level 3's recompute and backward, between (N-1)/N·2Ψ·1 and ·3 more. The time is those
+# bytes over the default link's 450 GB/s.
 mscol = next(c for c in cols if c.startswith("comm ms at nvlink"))
 for i, r in enumerate(rows):
     n, c = int(r["ranks"]), r["comm GB a step per rank"]
@@ -119,18 +123,21 @@ for i, r in enumerate(rows):
         if c != "–" or r[mscol] != "–": bad.append(f"row {i + 1}: one rank, yet communication {c}, {r[mscol]}")
         continue
     want = 2 * (n - 1) / n * PSI * 2 / 1e9
-    if abs(float(c) - want) > 1e-3 * want: bad.append(f"row {i + 1}: {c} GB a step per rank, the ring's 2(N-1)/N·2Ψ is {want:.3f}")
+    if "-z 3" in r["flags"]:
+        rs = (n - 1) / n * PSI * 2 / 1e9
+        if not 2 * rs < float(c) < 4 * rs: bad.append(f"row {i + 1}: ZeRO-3 sends {c} GB a step per rank, outside (2, 4) x (N-1)/N·2Ψ = {rs:.3f} GB")
+    elif abs(float(c) - want) > 1e-3 * want: bad.append(f"row {i + 1}: {c} GB a step per rank, the ring's 2(N-1)/N·2Ψ is {want:.3f}")
     ms = float(r[mscol].split()[0])
     if abs(ms - float(c) * 1e9 / 450e9 * 1e3) > 0.01: bad.append(f"row {i + 1}: {ms} ms for {c} GB at 450 GB/s")
 if bad: print("; ".join(bad)); sys.exit(1)
 print(f"{len(rows)} rows, {total[0]:.2f} GiB (FP32) -> {total[1]:.2f} (FP16) -> {total[4]:.2f} (-r 3) -> "
-      f"{total[8]:.2f} (ZeRO-2 at 8) | {total[11]:.2f} (offload)")
+      f"{total[8]:.2f} (ZeRO-2 at 8) -> {total[9]:.2f} (ZeRO-3 at 8) | {total[12]:.2f} (offload)")
 EOF
 ) && pass "ladder table: $r" || fail "ladder table" "$r"
 
 # Progress: a line per row as the ladder goes (a measured row takes minutes on a GPU).
-rows_said=$(grep -cE '^memory_ladder: row [0-9]+/12: ' "$dir/ladder.out")
-[ "$rows_said" = 12 ] && pass "the ladder says each row as it goes (row k/12)" || fail "ladder progress" "$rows_said row lines"
+rows_said=$(grep -cE '^memory_ladder: row [0-9]+/13: ' "$dir/ladder.out")
+[ "$rows_said" = 13 ] && pass "the ladder says each row as it goes (row k/13)" || fail "ladder progress" "$rows_said row lines"
 
 # The chart: where this machine's matplotlib is, the PNG must be there and be a PNG.
 if /usr/bin/python3 -c 'import matplotlib' 2> /dev/null || python3 -c 'import matplotlib' 2> /dev/null; then

@@ -129,6 +129,40 @@ print("16 psi; 4 psi + 12 psi/N, 2 psi + 14 psi/N and 16 psi/N (+ 4 psi/N fp32 a
 EOF
 ) && pass "d48 model states equal the closed forms: $r" || fail "d48 closed forms" "$r"
 
+# --- level 3's default segment length, and the issue's ZeRO-3 fit figures ------------------------
+# The default K is the one whose activation table is the smallest: checked against the table at every
+# K the planner takes with --recompute-every, for d12 and d48. Then -r 3 -z 3 at d48 (FP16, B=8,
+# T=1024, with the CUDA context and NCCL estimates) within 12 GiB on 4 ranks and 8 GiB on 8.
+r=$(python3 - "$planner" <<'EOF'
+import json, subprocess, sys
+planner = sys.argv[1]
+GiB = 1 << 30
+def plan(model, *flags):
+    out = subprocess.run([planner, "--plan", "--json", "-e", model, "-t", "1024", "-b", "8", "--precision", "fp16", "-r", "3", *flags],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+def acts(p):
+    return next(c["bytes"] for c in p["components"] if c["name"] == "activations")
+bad, said = [], []
+for model, L in (("d12", 12), ("d48", 48)):
+    d = plan(model)
+    k = d["options"]["recompute_every"]
+    sizes = {j: acts(plan(model, "--recompute-every", str(j))) for j in range(1, L + 1)}
+    best = min(sizes.values())
+    if acts(d) != sizes[k]: bad.append(f"{model}: the default K={k} plans {acts(d)} B, --recompute-every {k} plans {sizes[k]}")
+    if sizes[k] != best or any(sizes[j] == best for j in range(1, k)):
+        bad.append(f"{model}: default K={k} keeps {sizes[k]} B, the least is {best} at K={min(j for j in sizes if sizes[j] == best)}")
+    sq = round(L ** 0.5)
+    said.append(f"{model} K={k} ({acts(d) / GiB:.2f} GiB; sqrt(L)={sq}: {sizes[sq] / GiB:.2f})")
+for n, cap in ((4, 12), (8, 8)):
+    t = plan("d48", "-z", "3", "--ranks", str(n))["device_total"]
+    if t > cap * GiB: bad.append(f"-z 3 --ranks {n} needs {t} B = {t / GiB:.2f} GiB > {cap} GiB")
+    said.append(f"-z 3 --ranks {n}: {t / GiB:.2f} GiB <= {cap}")
+if bad: print("; ".join(bad)); sys.exit(1)
+print(", ".join(said))
+EOF
+) && pass "level 3's default segment is the least table; d48 -r 3 -z 3 fits: $r" || fail "level 3 default K / ZeRO-3 fit" "$r"
+
 # --- --memory-budget: the answers, checked by planning them -------------------------------------
 r=$(python3 - "$planner" <<'EOF'
 import json, subprocess, sys
