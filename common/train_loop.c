@@ -1264,9 +1264,9 @@ static void llmc_resume_load(TrainSetup* s, Engine* e, const char* mp, TrainStat
         remove(ts);
     }
     char more[64] = "";
-    if (ls.num_processes > 1)
-        snprintf(more, sizeof(more), " (and ranks 1-%d's: %s)", ls.num_processes - 1,
-                 ls.zero ? "ZeRO-1 shards, joined" : "copies");
+    const char* how = ls.zero ? "ZeRO-1 shares, joined" : "whole copies";
+    if (ls.num_processes == 2) snprintf(more, sizeof(more), " (and rank 1's: %s)", how);
+    else if (ls.num_processes > 2) snprintf(more, sizeof(more), " (and ranks 1-%d's: %s)", ls.num_processes - 1, how);
     printf("resume: step %lld from llm.c's checkpoint %s + %s%s: weights (%s), AdamW m and v, step; not restored: "
            "llm.c's stochastic-rounding RNG, the -sl/-sg statistics (start afresh)\n", (long long)ls.step, mp, lp, more,
            ls.master_weights ? "its fp32 master weights" : "its model file");

@@ -178,9 +178,10 @@ for c in "2 z=1" "4 z=1 master=1" "3 z=0"; do
     make_llmc "$out" procs="$@"
     ls "$out"/state_00000004_0000[0-9].bin > /dev/null 2>&1 && [ "$(ls "$out" | grep -c '^state_')" -eq "$1" ] ||
         fail "setup: $1 llm.c state files" "$(ls "$out" | tr '\n' ' ')"
-    how=copies && [ "$2" = z=1 ] && how="ZeRO-1 shards, joined"
+    how="whole copies" && [ "$2" = z=1 ] && how="ZeRO-1 shares, joined"
+    others="ranks 1-$(($1 - 1))'s" && [ "$1" = 2 ] && others="rank 1's"
     if ./train_gpt2 "${run[@]}" -o "$out" -y 1 > "$out.out" 2>&1 &&
-        grep -q "^resume: step 4 from llm.c's checkpoint .*state_00000004_00000.bin (and ranks 1-$(($1 - 1))'s: $how): weights" "$out.out" &&
+        grep -q "^resume: step 4 from llm.c's checkpoint .*state_00000004_00000.bin (and $others: $how): weights" "$out.out" &&
         [ "$(losses "$out/log.jsonl")" = "$want" ] && [ "$(weights "$out/model_00000008.bin")" = "$(weights "$dir/ours/model_00000008.bin")" ] &&
         [ -z "$(ls "$out" | grep tmp)" ]; then
         pass "llm.c's state of $1 processes ($c) resumes on one process: losses of steps 5-8 and step-8 weights equal ours, bit for bit"
