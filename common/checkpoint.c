@@ -804,17 +804,23 @@ CheckpointStatus checkpoint_verify(const char* model_path, const char* state_pat
     return CHECKPOINT_OK;
 }
 
-// ---- llm.c's state file ----
+// ---- llm.c's state files ----
 
 #define LLMC_STATE_MAGIC 20240527
 #define LLMC_STATE_VERSION 1
 #define LLMC_MT19937_BYTES 2520  // its mt19937_state: seed (8), left and next (8), 624 words, 2 words
+#define LLMC_HEADER_BYTES 1024
+
+void llmc_state_path(const char* dir, long step, int rank, char* path, size_t cap) {
+    snprintf(path, cap, "%s/state_%08ld_%05d.bin", dir, step, rank);
+}
 
 static void llmc_read_exact(FILE* f, const char* path, void* out, size_t bytes, const char* what) {
     if (fread(out, 1, bytes, f) != bytes) fatal("llm.c state file %s is truncated: it ends inside %s", path, what);
 }
 
-void llmc_state_read(const char* path, size_t n, int nproc, LlmcState* ls, float* m, float* v, float* master) {
+// Opens one rank's file and reads its header into ls (magic and version checked); *size: its bytes.
+static FILE* llmc_file_open(const char* path, LlmcState* ls, uint64_t* size) {
     FILE* f = fopen(path, "rb");
     if (!f) fatal("llm.c state file %s cannot be opened: %s", path, strerror(errno));
     int32_t h[256];
@@ -823,6 +829,7 @@ void llmc_state_read(const char* path, size_t n, int nproc, LlmcState* ls, float
         fatal("llm.c state file %s has magic %d, expected %d (llm.c's state_STEP_RANK.bin)", path, h[0], LLMC_STATE_MAGIC);
     if (h[1] != LLMC_STATE_VERSION)
         fatal("llm.c state file %s has version %d, expected %d", path, h[1], LLMC_STATE_VERSION);
+    memset(ls, 0, sizeof(*ls));
     ls->num_processes = h[2];
     ls->rank = h[3];
     ls->master_weights = h[4];
@@ -830,46 +837,142 @@ void llmc_state_read(const char* path, size_t n, int nproc, LlmcState* ls, float
     ls->step = h[10];
     memcpy(&ls->shard_idx, &h[30], 8);
     memcpy(&ls->sample_idx, &h[32], 8);
-    if (ls->num_processes != nproc)
-        fatal("llm.c state file %s was written by %d process%s; this run has %d (the optimizer state maps only onto "
-              "the same number of processes)", path, ls->num_processes, ls->num_processes == 1 ? "" : "es", nproc);
-    if (ls->num_processes != 1)
-        fatal("llm.c state file %s was written by %d processes; only llm.c states of one process (no ZeRO) are read "
-              "here", path, ls->num_processes);
-    if (ls->rank != 0) fatal("llm.c state file %s is rank %d's, expected rank 0's", path, ls->rank);
     if (ls->step < 0) fatal("llm.c state file %s holds step %lld, expected a step >= 0", path, (long long)ls->step);
     if ((ls->master_weights != 0 && ls->master_weights != 1) || (ls->shuffle != 0 && ls->shuffle != 1))
         fatal("llm.c state file %s: header words 4 and 5 are %d and %d, expected 0 or 1 each", path, ls->master_weights,
               ls->shuffle);
-    // The size the header implies for a model of n parameters: a short or long file is not this model's.
     struct stat sb;
     if (fstat(fileno(f), &sb) != 0) fatal("llm.c state file %s cannot be read: %s", path, strerror(errno));
-    uint64_t arrays = (uint64_t)(2 + ls->master_weights) * n * sizeof(float);
-    uint64_t expect = sizeof(h) + arrays, size = (uint64_t)sb.st_size;
+    *size = (uint64_t)sb.st_size;
+    return f;
+}
+
+// The size a file of `entries` AdamW entries a buffer would have: header, m, v (and master
+// weights), and with shuffling the loader's tail, whose two counts are read from where they would
+// stand. 0 when those counts cannot be this file's (the entries are then not the file's).
+static uint64_t llmc_size_for(FILE* f, uint64_t size, const LlmcState* ls, uint64_t entries) {
+    uint64_t expect = LLMC_HEADER_BYTES + (uint64_t)(2 + ls->master_weights) * entries * sizeof(float);
+    if (!ls->shuffle) return expect;
     uint64_t nshards = 0, nsamples = 0;
-    if (ls->shuffle && size >= expect + 8) {  // the loader's permutation sizes say how long the tail is
-        fseek(f, (long)expect, SEEK_SET);
-        llmc_read_exact(f, path, &nshards, 8, "the loader's shard count");
-        if (nshards > (size - expect) / 4) fatal("llm.c state file %s is truncated: it ends inside the shard order", path);
-        fseek(f, (long)(expect + 8 + nshards * 4), SEEK_SET);
-        llmc_read_exact(f, path, &nsamples, 8, "the loader's sample count");
-        if (nsamples > (size - expect) / 4) fatal("llm.c state file %s is truncated: it ends inside the sample order", path);
-        fseek(f, (long)sizeof(h), SEEK_SET);
+    if (size < expect + 8 || fseek(f, (long)expect, SEEK_SET) != 0 || fread(&nshards, 8, 1, f) != 1 ||
+        nshards > (size - expect) / 4)
+        return 0;
+    uint64_t at = expect + 8 + nshards * 4;
+    if (size < at + 8 || fseek(f, (long)at, SEEK_SET) != 0 || fread(&nsamples, 8, 1, f) != 1 ||
+        nsamples > (size - expect) / 4)
+        return 0;
+    return at + 8 + nsamples * 4 + LLMC_MT19937_BYTES;
+}
+
+// llm.c's ZeRO-1 (llmc/zero.cuh, gpt2_update): every tensor is cut per layer (the 12 layer tensors)
+// or whole (wte, wpe, lnf), each piece split into num_processes equal parts; a rank's buffer holds its
+// part of every piece, tensor after tensor, layer after layer. Fatal when a piece does not split.
+static void llmc_shard_check(const ParamLayout* lay, int layers, int nproc, const char* path) {
+    for (int i = 0; i < GPT2_NUM_PARAM_TENSORS; i++) {
+        const ParamTensor* t = &lay->tensors[i];
+        size_t piece = (i >= PT_LN1W && i <= PT_FCPROJB) ? t->numel / (size_t)layers : t->numel;
+        if (piece % (size_t)nproc != 0)
+            fatal("llm.c state file %s holds 1/%d of the parameters (ZeRO-1), but tensor %s's %zu entries a layer do "
+                  "not split %d ways as llm.c's sharding needs (another model?)", path, nproc, t->name, piece, nproc);
     }
-    if (ls->shuffle) expect += 8 + nshards * 4 + 8 + nsamples * 4 + LLMC_MT19937_BYTES;
-    if (size != expect)
-        fatal("llm.c state file %s is %llu bytes; a model of %zu parameters needs %llu (header, m, v%s%s)%s", path,
-              (unsigned long long)size, n, (unsigned long long)expect, ls->master_weights ? ", master weights" : "",
-              ls->shuffle ? ", the shuffled loader's state" : "",
-              size < expect ? ": the file is truncated" : ": the file is longer (another model?)");
-    if (m) {
-        llmc_read_exact(f, path, m, n * sizeof(float), "AdamW m");
-        llmc_read_exact(f, path, v, n * sizeof(float), "AdamW v");
-        if (ls->master_weights && master) llmc_read_exact(f, path, master, n * sizeof(float), "the master weights");
-        for (size_t i = 0; i < n; i++)
-            if (!isfinite(m[i]) || !isfinite(v[i]) || v[i] < 0.0f)
-                fatal("llm.c state file %s: AdamW entry %zu is m=%g v=%g, expected finite values and v >= 0", path, i,
-                      m[i], v[i]);
+}
+
+// Places rank `rank`'s buffer (part) into full (the whole, in parameter order).
+static void llmc_shard_scatter(const ParamLayout* lay, int layers, int nproc, int rank, const float* part, float* full) {
+    size_t at = 0;
+    for (int i = 0; i < GPT2_NUM_PARAM_TENSORS; i++) {
+        const ParamTensor* t = &lay->tensors[i];
+        int slices = (i >= PT_LN1W && i <= PT_FCPROJB) ? layers : 1;
+        size_t piece = t->numel / (size_t)slices, share = piece / (size_t)nproc;
+        for (int l = 0; l < slices; l++) {
+            memcpy(full + t->offset + (size_t)l * piece + (size_t)rank * share, part + at, share * sizeof(float));
+            at += share;
+        }
+    }
+}
+
+void llmc_states_read(const char* dir, long step, const GPT2Config* cfg, LlmcState* ls, float* m, float* v,
+                      float* master) {
+    ParamLayout lay = gpt2_param_layout(cfg);
+    size_t n = lay.num_parameters;
+    char path[4200], path0[4200];
+    llmc_state_path(dir, step, 0, path0, sizeof(path0));
+    uint64_t size;
+    FILE* f = llmc_file_open(path0, ls, &size);
+    int nproc = ls->num_processes;
+    if (nproc < 1) fatal("llm.c state file %s says %d processes wrote it, expected 1 or more", path0, nproc);
+    if (ls->rank != 0) fatal("llm.c state file %s is rank %d's, expected rank 0's (its name)", path0, ls->rank);
+    // Without ZeRO every rank keeps all of m and v; with ZeRO-1 (llm.c's -z 1, only when the
+    // parameters split evenly) each keeps 1/nproc. llm.c's header does not say which: the size does.
+    uint64_t whole = llmc_size_for(f, size, ls, n);
+    uint64_t part = nproc > 1 && n % (size_t)nproc == 0 ? llmc_size_for(f, size, ls, n / (size_t)nproc) : 0;
+    if (size == part) ls->zero = 1;
+    else if (size != whole) {
+        uint64_t plain = LLMC_HEADER_BYTES + (uint64_t)(2 + ls->master_weights) * n * sizeof(float);
+        char alt[160] = "";
+        if (nproc > 1 && n % (size_t)nproc == 0)
+            snprintf(alt, sizeof(alt), " or %llu (1/%d of them each, llm.c's ZeRO-1)",
+                     (unsigned long long)(LLMC_HEADER_BYTES + (plain - LLMC_HEADER_BYTES) / (uint64_t)nproc), nproc);
+        fatal("llm.c state file %s is %llu bytes; a model of %zu parameters needs %llu%s (header, m, v%s%s)%s", path0,
+              (unsigned long long)size, n, (unsigned long long)(whole ? whole : plain), alt,
+              ls->master_weights ? ", master weights" : "", ls->shuffle ? ", the shuffled loader's state" : "",
+              size > plain ? ": the file is longer (another model?)" : ": the file is truncated");
+    }
+    size_t entries = ls->zero ? n / (size_t)nproc : n;
+    if (ls->zero) llmc_shard_check(&lay, cfg->num_layers, nproc, path0);
+    float* buf = m && ls->zero ? (float*)malloc_check(entries * sizeof(float), "an llm.c state buffer") : NULL;
+    // Every rank's file: all of one checkpoint (same header but the rank, same size); with ZeRO-1
+    // each adds its part, without it rank 0's copy is the state (the others hold the same).
+    for (int k = 0; k < nproc; k++) {
+        LlmcState o;
+        if (k > 0) {
+            fclose(f);
+            llmc_state_path(dir, step, k, path, sizeof(path));
+            FILE* g = fopen(path, "rb");
+            if (!g)
+                fatal("llm.c's checkpoint of step %ld has no state file %s (%s): rank 0's file %s says %d processes "
+                      "wrote it", step, path, strerror(errno), path0, nproc);
+            fclose(g);
+            f = llmc_file_open(path, &o, &size);
+            if (o.num_processes != nproc)
+                fatal("llm.c state file %s says %d processes wrote it; rank 0's file %s says %d", path, o.num_processes,
+                      path0, nproc);
+            if (o.rank != k) fatal("llm.c state file %s is rank %d's, expected rank %d's (its name)", path, o.rank, k);
+            const char* field = o.step != ls->step ? "step" : o.master_weights != ls->master_weights ? "master weights"
+                                : o.shuffle != ls->shuffle ? "shuffle" : o.shard_idx != ls->shard_idx ? "shard index"
+                                : o.sample_idx != ls->sample_idx ? "sample index" : NULL;
+            if (field)
+                fatal("llm.c state file %s disagrees with rank 0's %s on the %s (header words 4, 5, 10, 30-33 must be "
+                      "equal): not one checkpoint", path, path0, field);
+            uint64_t want = llmc_size_for(f, size, &o, entries);
+            if (size != want)
+                fatal("llm.c state file %s is %llu bytes; like rank 0's %s it should hold %zu entries a buffer, %llu "
+                      "bytes", path, (unsigned long long)size, path0, entries, (unsigned long long)want);
+        }
+        if (!m || (k > 0 && !ls->zero)) continue;
+        fseek(f, LLMC_HEADER_BYTES, SEEK_SET);
+        float* outs[3] = {m, v, master};
+        const char* names[3] = {"AdamW m", "AdamW v", "the master weights"};
+        for (int b = 0; b < 2 + ls->master_weights; b++) {
+            if (!outs[b]) break;
+            float* dst = ls->zero ? buf : outs[b];
+            llmc_read_exact(f, k ? path : path0, dst, entries * sizeof(float), names[b]);
+            if (ls->zero) llmc_shard_scatter(&lay, cfg->num_layers, nproc, k, buf, outs[b]);
+        }
     }
     fclose(f);
+    free(buf);
+    if (m) {
+        for (size_t i = 0; i < n; i++)
+            if (!isfinite(m[i]) || !isfinite(v[i]) || v[i] < 0.0f)
+                fatal("llm.c state files %s...: AdamW entry %zu is m=%g v=%g, expected finite values and v >= 0",
+                      path0, i, m[i], v[i]);
+    }
+    if (nproc < 99999) {  // a file of one more rank: left from another run, which these are not
+        llmc_state_path(dir, step, nproc, path, sizeof(path));
+        struct stat sb;
+        if (stat(path, &sb) == 0)
+            fatal("llm.c state file %s is there, but rank 0's file %s says %d process%s wrote the checkpoint", path,
+                  path0, nproc, nproc == 1 ? "" : "es");
+    }
 }

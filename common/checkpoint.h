@@ -169,21 +169,28 @@ void state_file_write(const char* path, const GPT2Config* cfg, const TrainState*
 void state_file_read(const char* path, const GPT2Config* cfg, TrainState* st, OptimizerCounters* oc, float* m,
                      float* v, size_t n);
 
-// ---- llm.c's optimizer state (train_gpt2.cu, state_STEP_RANK.bin), read for a resume ----
+// ---- llm.c's optimizer state (train_gpt2.cu, state_STEP_RANK.bin, one per process), read for a resume ----
 // 256 int32 header words: 0 magic 20240527, 1 version 1, 2 processes, 3 rank, 4 fp32 master
-// weights follow m and v, 5 the loader shuffled, 10 step, 20-23 two stochastic-rounding RNG words,
-// 30-33 (size_t) shard and sample index; then m, v (and master weights) as fp32 over the rank's
-// part of the parameters; with shuffling, the loader's permutations and its MT19937 state.
+// weights follow m and v, 5 the loader shuffled, 10 step, 20-23 two stochastic-rounding RNG words
+// (each rank its own), 30-33 (size_t) shard and sample index; then m, v (and master weights) as
+// fp32: all of them in every rank's file, or with llm.c's ZeRO-1 (-z 1) each rank's 1/processes of
+// every tensor's layer (see llmc_shard_scatter); with shuffling, the loader's permutations and its
+// MT19937 state.
 typedef struct {
     int num_processes, rank, master_weights, shuffle;
+    int zero;  // 1: the files hold llm.c's ZeRO-1 shards (told by their size)
     int64_t step;
     uint64_t shard_idx, sample_idx;
 } LlmcState;
-// Reads path for a model of n parameters in a run of nproc processes (this project maps one
-// process, no ZeRO: the file must then hold the whole of m and v). Fatal in one line naming the
-// file and what was expected on a short or long file, wrong magic/version, or other rank count.
-// m, v (n floats each) may be NULL to check only; master (n floats) is filled when the file has them.
-void llmc_state_read(const char* path, size_t n, int nproc, LlmcState* ls, float* m, float* v, float* master);
+void llmc_state_path(const char* dir, long step, int rank, char* path, size_t cap);
+// Reads llm.c's checkpoint state of `step` in dir, for a model of cfg: rank 0's file says how many
+// processes wrote it; every rank's file must be there (and no more), name its rank and agree with
+// rank 0's header (step, master weights, shuffle, data position) and size. m, v (and master when the
+// files have master weights), n floats each in parameter order, get the whole state, mapped from
+// the shards; m NULL checks only (headers and sizes). Fatal in one line naming the file and what
+// was expected.
+void llmc_states_read(const char* dir, long step, const GPT2Config* cfg, LlmcState* ls, float* m, float* v,
+                      float* master);
 
 // ---- checking a pair before a resume ----
 typedef enum {

@@ -257,10 +257,6 @@ static long llmc_checkpoint_newest(const char* dir) {
     return newest;
 }
 
-static void llmc_state_path(const char* dir, long step, int rank, char* path, size_t cap) {
-    snprintf(path, cap, "%s/state_%08ld_%05d.bin", dir, step, rank);
-}
-
 // Steps of the state files in dir, newest first; the count in *count (caller frees). With
 // any_file, every checkpoint file counts (models, shards, damaged ones: does the dir hold any?).
 static long* checkpoint_list(const char* dir, int any_file, int* count) {
@@ -566,8 +562,8 @@ static void resume_corpus_kind(TrainSetup* s, const TrainState* newest, char* ki
 }
 
 // -y 1 found llm.c's checkpoint of `step`, newer than any of ours: checked whole here (model file
-// of this run's model, rank 0's state file of this model and this number of processes), so a bad
-// one stops the run before anything is written. Read in llmc_resume_load.
+// of this run's model, every llm.c rank's state file of this model, however many processes wrote
+// them and however many this run has), so a bad one stops the run before anything is written. Read in llmc_resume_load.
 static void resume_choose_llmc(TrainSetup* s, long step) {
     const TrainOptions* o = &s->opts;
     char mp[4200], sp[4200], lp[4200], diff[512];
@@ -582,7 +578,7 @@ static void resume_choose_llmc(TrainSetup* s, long step) {
     gpt2_config_diff(&s->config, &cfg, diff, sizeof(diff));
     if (diff[0]) fatal("flag -y 1: llm.c's model file %s holds another model than this run's: %s", mp, diff);
     LlmcState ls;
-    llmc_state_read(lp, gpt2_param_layout(&s->config).num_parameters, s->num_ranks, &ls, NULL, NULL, NULL);
+    llmc_states_read(o->output_dir, step, &s->config, &ls, NULL, NULL, NULL);
     if (ls.step != step) fatal("llm.c state file %s holds step %lld, its name says %ld", lp, (long long)ls.step, step);
     if (ls.step > s->max_steps)
         fatal("flag -x (steps) is %d but llm.c's checkpoint %s is at step %lld", s->max_steps, lp, (long long)ls.step);
@@ -1224,26 +1220,24 @@ static void stop_report(const TrainSetup* s, int sig, int step, int abandoned) {
 }
 
 // Loads llm.c's checkpoint chosen by resume_choose_llmc. Restored: the weights (llm.c's fp32
-// master weights when its state holds them, else its model file), AdamW m and v, and the step (also
-// AdamW's bias-correction count: llm.c updates at every step). The data position is this loader's
-// after step x accum batches from the start (where a run of ours would stand): llm.c's recorded
-// shard and sample are printed beside it, and its shuffled order (-sf 1) is its own MT19937
-// permutation, which this loader does not reproduce. Not restored: llm.c's stochastic-rounding
-// RNG, the -sl/-sg outlier statistics (they start afresh), the loss-scale (llm.c has none).
-// The pair goes to the engine as a checkpoint of ours through two temporary files in -o, deleted
-// once loaded, so every engine reads it through its own checked path.
+// master weights when its state holds them, else its model file), AdamW m and v (from every llm.c
+// rank's file, mapped from its ZeRO-1 shards into the whole), and the step (also AdamW's
+// bias-correction count: llm.c updates at every step). The data position is this loader's after
+// step x accum batches from the start (where a run of ours would stand): llm.c's recorded shard and
+// sample are printed beside it, and its shuffled order (-sf 1) is its own MT19937 permutation, which
+// this loader does not reproduce. Not restored: llm.c's stochastic-rounding RNG, the -sl/-sg
+// outlier statistics (they start afresh), the loss-scale (llm.c has none). Rank 0 hands the whole
+// state to the engine as an unsharded checkpoint of ours through two temporary files in -o, which
+// every rank loads (taking its own part, as from any checkpoint of ours) and rank 0 then deletes, so
+// every engine reads it through its own checked path, on any number of ranks.
 static void llmc_resume_load(TrainSetup* s, Engine* e, const char* mp, TrainState* st) {
     const TrainOptions* o = &s->opts;
     const GPT2Config* cfg = &s->config;
     size_t n = gpt2_param_layout(cfg).num_parameters;
     char lp[4200], tm[4300], ts[4300];
     llmc_state_path(o->output_dir, s->resume_step, 0, lp, sizeof(lp));
-    float* params = (float*)malloc_check(n * sizeof(float), "parameters");
-    float* m = (float*)malloc_check(n * sizeof(float), "AdamW m");
-    float* v = (float*)malloc_check(n * sizeof(float), "AdamW v");
     LlmcState ls;
-    llmc_state_read(lp, n, s->num_ranks, &ls, m, v, params);
-    if (!ls.master_weights) model_file_read_params(mp, cfg, params);
+    llmc_states_read(o->output_dir, s->resume_step, cfg, &ls, NULL, NULL, NULL);
     st->step = ls.step;
     st->run_id = 0;
     memcpy(st->record, s->record, sizeof(st->record));
@@ -1251,19 +1245,34 @@ static void llmc_resume_load(TrainSetup* s, Engine* e, const char* mp, TrainStat
     int64_t batches = o->overfit ? 1 : ls.step * s->accum;
     for (int64_t i = 0; i < batches; i++) dataloader_next_batch(&s->train);
     st->train_pos = dataloader_get_pos(&s->train);
-    OptimizerCounters oc = {ls.step, 0.0, 0};
     snprintf(tm, sizeof(tm), "%s/llmc_import_model.tmp", o->output_dir);
     snprintf(ts, sizeof(ts), "%s/llmc_import_state.tmp", o->output_dir);
-    model_file_write_checkpoint(tm, cfg, params, st);
-    state_file_write(ts, cfg, st, &oc, m, v, n);
-    free(params);
-    free(m);
-    free(v);
+    if (s->rank == 0) {
+        float* params = (float*)malloc_check(n * sizeof(float), "parameters");
+        float* m = (float*)malloc_check(n * sizeof(float), "AdamW m");
+        float* v = (float*)malloc_check(n * sizeof(float), "AdamW v");
+        llmc_states_read(o->output_dir, s->resume_step, cfg, &ls, m, v, params);
+        if (!ls.master_weights) model_file_read_params(mp, cfg, params);
+        OptimizerCounters oc = {ls.step, 0.0, 0};
+        model_file_write_checkpoint(tm, cfg, params, st);
+        state_file_write(ts, cfg, st, &oc, m, v, n);
+        free(params);
+        free(m);
+        free(v);
+    }
+    ranks_barrier();
     e->checkpoint_load(e, tm, ts, st);
-    remove(tm);
-    remove(ts);
-    printf("resume: step %lld from llm.c's checkpoint %s + %s: weights (%s), AdamW m and v, step; not restored: "
-           "llm.c's stochastic-rounding RNG, the -sl/-sg statistics (start afresh)\n", (long long)ls.step, mp, lp,
+    ranks_barrier();
+    if (s->rank == 0) {
+        remove(tm);
+        remove(ts);
+    }
+    char more[64] = "";
+    const char* how = ls.zero ? "ZeRO-1 shares, joined" : "whole copies";
+    if (ls.num_processes == 2) snprintf(more, sizeof(more), " (and rank 1's: %s)", how);
+    else if (ls.num_processes > 2) snprintf(more, sizeof(more), " (and ranks 1-%d's: %s)", ls.num_processes - 1, how);
+    printf("resume: step %lld from llm.c's checkpoint %s + %s%s: weights (%s), AdamW m and v, step; not restored: "
+           "llm.c's stochastic-rounding RNG, the -sl/-sg statistics (start afresh)\n", (long long)ls.step, mp, lp, more,
            ls.master_weights ? "its fp32 master weights" : "its model file");
     // Unshuffled, both loaders read shard k's window i at tokens i*B*T*ranks (+ rank*B*T) and go
     // through the shards in name order; at a shard's end llm.c still names the shard just read

@@ -7,9 +7,10 @@
 # and nothing llm.c's file lacks, its RNG or the outlier statistics, enters a run without -sl/-sg
 # or sampling). Also: llm.c's fp32 master weights win over its model file, a shuffled llm.c state
 # says its order is not ours, our own newer checkpoint wins, the GPU engine (emulated, FP32 and
-# FP16) resumes bit for bit too, and bad files (truncated, wrong magic or version, wrong size,
-# another process count either way, 2 processes under mpirun) stop the run in one line with
-# nothing written.
+# FP16) resumes bit for bit too, states of several llm.c processes (ZeRO-1 shares or whole copies)
+# resume on one process and on 2 ranks under mpirun, bit for bit, and bad files (truncated, wrong
+# magic or version, wrong size, a rank's file missing or extra, headers that disagree) stop the run
+# in one line with nothing written.
 set -u
 export OMP_NUM_THREADS=1
 . "$(dirname "$0")/lib.sh"
@@ -21,12 +22,18 @@ run=(-e "$dir/m.bin" -i "$dir/train.bin" -j "$dir/val.bin" -b 2 -t 16 -v 0 -s 0 
 ./train_gpt2 "${run[@]}" -o "$dir/ours" > "$dir/ours.out" 2>&1 || { echo "FAIL setup: run: $(tail -2 "$dir/ours.out")"; exit 1; }
 
 # make_llmc OUT [key=value...]: OUT holds llm.c's checkpoint of step 4 (and nothing of ours): our
-# model file (llm.c reads header words 0-7 only, so it is llm.c's too), DONE_00000004 and an llm.c
-# state file with our step-4 m and v. Keys: magic, version, nproc, shuffle, master (fp32 master
-# weights = our weights; the model file then holds them halved, so only the master weights give our
-# losses), cut (bytes cut off the end), extra (bytes appended), head (only that many bytes kept),
-# zero (m and v written as zeros), step (of the checkpoint, 4 by default), sample (llm.c's sample
-# index, the step by default). SRC: the run of ours to take them from ($dir/ours by default).
+# model file (llm.c reads header words 0-7 only, so it is llm.c's too), DONE_00000004 and llm.c
+# state files with our step-4 m and v. Keys: procs (llm.c processes: one state file each, 1 by
+# default), z (1: llm.c's ZeRO-1, each file its rank's part of every tensor's layer, as gpt2_update
+# shards them; 0: every file all of m and v), naive (1: ZeRO-1 files cut as one flat array instead,
+# the control), magic, version, nproc (header word 2, procs by default), shuffle, master (fp32
+# master weights = our weights; the model file then holds them halved, so only the master weights
+# give our losses), cut (bytes cut off the end of rank 0's file), extra (bytes appended to it), head
+# (only that many bytes of it kept), zero (m and v written as zeros), step (of the checkpoint, 4 by
+# default), sample (llm.c's sample index, the step by default), drop (a rank whose file is not
+# written), more (1: a file of rank `procs` too), whole (a rank whose ZeRO-1 file holds all of m
+# and v), rR_W=X (header word W of rank R's file set to X).
+# SRC: the run of ours to take them from ($dir/ours by default).
 make_llmc() {
     local out=$1
     shift
@@ -43,11 +50,16 @@ h = struct.unpack_from("<256i", st, 0)
 w = struct.unpack_from("<32q", st, 1024)
 n, rec = w[5], (h[11] + 3) // 4 * 4
 off = 1024 + 256 + rec
-mv = st[off:off + 8 * n]
-assert len(mv) == 8 * n and w[0] == step
+m, v = st[off:off + 4 * n], st[off + 4 * n:off + 8 * n]
+assert len(v) == 4 * n and w[0] == step
 model = open(os.path.join(src, "model_%08d.bin" % step), "rb").read()
 params = model[1024:]
 assert len(params) == 4 * n
+# llm.c's parameter tensors (fill_in_parameter_sizes), from the model header {.., maxT, V, L, NH, C, Vp}
+maxT, V, L, NH, C, Vp = struct.unpack_from("<6i", model, 8)
+sizes = [Vp * C, maxT * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C, L * C, L * C, L * C,
+         L * 4 * C * C, L * 4 * C, L * 4 * C * C, L * C, C, C]
+assert sum(sizes) == n
 if opt.get("master") == "1":  # llm.c's model file rounded, its master weights exact: here halved
     vals = struct.unpack("<%df" % n, params)
     model = model[:1024] + struct.pack("<%df" % n, *[x * 0.5 for x in vals])
@@ -55,27 +67,52 @@ if opt.get("master") == "1":  # llm.c's model file rounded, its master weights e
 model = model[:32] + bytes(1024 - 32) + model[1024:]
 open(os.path.join(out, "model_%08d.bin" % step), "wb").write(model)
 open(os.path.join(out, "DONE_%08d" % step), "wb").close()
-# llm.c's save_state: 256 int32 {magic 20240527, version 1, processes, rank, master weights,
-# shuffle, ..., [10] step, [20:24] two uint64 RNG states, [30:34] size_t shard and sample index}.
-hd = [0] * 256
-hd[0] = int(opt.get("magic", 20240527)); hd[1] = int(opt.get("version", 1)); hd[2] = int(opt.get("nproc", 1))
-hd[3] = 0; hd[4] = int(opt.get("master", 0)); hd[5] = int(opt.get("shuffle", 0)); hd[10] = step
-b = bytearray(struct.pack("<256i", *hd))
-struct.pack_into("<QQ", b, 80, 0x1234, 0x5678)
-# shard 0; sample index = batches read (B*T tokens each; at a shard's end llm.c's stays there)
-struct.pack_into("<QQ", b, 120, 0, int(opt.get("sample", step)))
-if opt.get("zero") == "1": mv = bytes(len(mv))  # the control: m and v lost
-b += mv
-if hd[4]: b += params
-if hd[5]:  # the permuted loader: shard count and order, sample count and order, its mt19937_state
-    nshards, nsamples = 1, 624
-    b += struct.pack("<Q", nshards) + struct.pack("<%di" % nshards, *range(nshards))
-    b += struct.pack("<Q", nsamples) + struct.pack("<%di" % nsamples, *reversed(range(nsamples)))
-    b += struct.pack("<Qii", 1337, 624, 0) + struct.pack("<624I", *range(624)) + struct.pack("<2I", 0, 0x9908b0df)
-if "cut" in opt: b = b[:len(b) - int(opt["cut"])]
-if "extra" in opt: b += bytes(int(opt["extra"]))
-if "head" in opt: b = b[:int(opt["head"])]
-open(os.path.join(out, "state_%08d_%05d.bin" % (step, 0)), "wb").write(b)
+if opt.get("zero") == "1": m = v = bytes(len(m))  # the control: m and v lost
+procs = int(opt.get("procs", 1))
+def part(buf, r):
+    """Rank r's share of a whole fp32 buffer as llm.c keeps it."""
+    if opt.get("z") != "1" or opt.get("whole") == str(r): return buf
+    if opt.get("naive") == "1": return buf[4 * n * r // procs:4 * n * (r + 1) // procs]
+    # ZeRO-1: each tensor cut per layer (the 12 layer tensors) or whole; each piece in procs equal
+    # shares; rank r's buffer: its share of every piece, tensor after tensor, layer after layer.
+    got, at = [], 0
+    for i, e in enumerate(sizes):
+        slices = L if 2 <= i <= 13 else 1
+        piece = e // slices
+        assert piece % procs == 0
+        share = piece // procs
+        for l in range(slices):
+            a = at + l * piece + r * share
+            got.append(buf[4 * a:4 * (a + share)])
+        at += e
+    return b"".join(got)
+for r in range(procs + (opt.get("more") == "1")):
+    if str(r) == opt.get("drop"): continue
+    # llm.c's save_state: 256 int32 {magic 20240527, version 1, processes, rank, master weights,
+    # shuffle, ..., [10] step, [20:24] two uint64 RNG states (each rank its own), [30:34] size_t shard
+    # and sample index}.
+    hd = [0] * 256
+    hd[0] = int(opt.get("magic", 20240527)); hd[1] = int(opt.get("version", 1)); hd[2] = int(opt.get("nproc", procs))
+    hd[3] = r; hd[4] = int(opt.get("master", 0)); hd[5] = int(opt.get("shuffle", 0)); hd[10] = step
+    b = bytearray(struct.pack("<256i", *hd))
+    struct.pack_into("<QQ", b, 80, 0x1234 + r, 0x5678 + r)
+    # shard 0; sample index = batches read (B*T tokens each; at a shard's end llm.c's stays there)
+    struct.pack_into("<QQ", b, 120, 0, int(opt.get("sample", step)))
+    for k, val in opt.items():
+        if k.startswith("r%d_" % r): struct.pack_into("<i", b, 4 * int(k.split("_")[1]), int(val))
+    hd[4], hd[5] = struct.unpack_from("<2i", b, 16)
+    b += part(m, r % procs) + part(v, r % procs)
+    if hd[4]: b += part(params, r % procs)
+    if hd[5]:  # the permuted loader: shard count and order, sample count and order, its mt19937_state
+        nshards, nsamples = 1, 624
+        b += struct.pack("<Q", nshards) + struct.pack("<%di" % nshards, *range(nshards))
+        b += struct.pack("<Q", nsamples) + struct.pack("<%di" % nsamples, *reversed(range(nsamples)))
+        b += struct.pack("<Qii", 1337, 624, 0) + struct.pack("<624I", *range(624)) + struct.pack("<2I", 0, 0x9908b0df)
+    if r == 0:
+        if "cut" in opt: b = b[:len(b) - int(opt["cut"])]
+        if "extra" in opt: b += bytes(int(opt["extra"]))
+        if "head" in opt: b = b[:int(opt["head"])]
+    open(os.path.join(out, "state_%08d_%05d.bin" % (step, r)), "wb").write(b)
 PYEOF
 }
 # losses LOG [FROM]: "step loss" of the steps after FROM (4) in log.jsonl.
@@ -131,6 +168,34 @@ cp -r "$dir/l1" "$dir/l4" && make_llmc "$dir/l4"
     ! grep -q "llm.c's checkpoint" "$dir/l4.out" && pass "our newer checkpoint (step 8) wins over llm.c's step 4" ||
     fail "newer own checkpoint" "$(grep -m2 '^resume' "$dir/l4.out")"
 
+# 4b. Several llm.c processes, one state file each, on this one process: with llm.c's ZeRO-1 the
+# files' shares are joined into the whole m and v (2 and 4 processes, the latter with master
+# weights); without it (3 processes: 23008 parameters do not split 3 ways, so llm.c keeps ZeRO off)
+# each file holds all of them. Each resumes to our unbroken run's losses and weights, bit for bit.
+for c in "2 z=1" "4 z=1 master=1" "3 z=0"; do
+    set -- $c
+    out="$dir/p$1$2"
+    make_llmc "$out" procs="$@"
+    ls "$out"/state_00000004_0000[0-9].bin > /dev/null 2>&1 && [ "$(ls "$out" | grep -c '^state_')" -eq "$1" ] ||
+        fail "setup: $1 llm.c state files" "$(ls "$out" | tr '\n' ' ')"
+    how="whole copies" && [ "$2" = z=1 ] && how="ZeRO-1 shares, joined"
+    others="ranks 1-$(($1 - 1))'s" && [ "$1" = 2 ] && others="rank 1's"
+    if ./train_gpt2 "${run[@]}" -o "$out" -y 1 > "$out.out" 2>&1 &&
+        grep -q "^resume: step 4 from llm.c's checkpoint .*state_00000004_00000.bin (and $others: $how): weights" "$out.out" &&
+        [ "$(losses "$out/log.jsonl")" = "$want" ] && [ "$(weights "$out/model_00000008.bin")" = "$(weights "$dir/ours/model_00000008.bin")" ] &&
+        [ -z "$(ls "$out" | grep tmp)" ]; then
+        pass "llm.c's state of $1 processes ($c) resumes on one process: losses of steps 5-8 and step-8 weights equal ours, bit for bit"
+    else
+        fail "llm.c state of $1 processes ($c)" "losses '$(losses "$out/log.jsonl" | tr '\n' ' ')'; $(grep -m2 -E '^resume|error' "$out.out")"
+    fi
+done
+# The control: ZeRO-1 files cut as one flat array (not llm.c's per-tensor, per-layer shares) resume
+# to other losses, so the joining is what the comparison above checks.
+make_llmc "$dir/pn" procs=2 z=1 naive=1
+./train_gpt2 "${run[@]}" -o "$dir/pn" -y 1 > "$dir/pn.out" 2>&1 && got=$(losses "$dir/pn/log.jsonl") &&
+    [ "$(echo "$got" | wc -l)" -eq 4 ] && [ "$got" != "$want" ] &&
+    pass "control: 2 ZeRO-1 files cut as one flat array resume to other losses" || fail "flat-cut control" "'$got'"
+
 # At the end of the data's only shard (624 windows of B*T): llm.c still names it (sample 624), this
 # loader the next epoch's window 0; the same position, and the losses after it equal ours.
 ./train_gpt2 "${run[@]}" -x 626 -n 624 -o "$dir/b" > "$dir/b.out" 2>&1 || fail "run to 626" "$(tail -2 "$dir/b.out")"
@@ -171,7 +236,7 @@ bad() {
     # train.lock (the run's lock note) is written before the data is read, as for every run.
     rm -f "$dir/bad/train.lock"
     if [ $rc -eq 1 ] && [ "$(wc -l < "$dir/bad.err")" -eq 1 ] && grep -qE "$pattern" "$dir/bad.err" &&
-        [ "$(cd "$dir/bad" && md5sum *)" = "$before" ] && [ "$(ls -A "$dir/bad" | wc -l)" -eq 3 ]; then
+        [ "$(cd "$dir/bad" && md5sum *)" = "$before" ] && [ "$(ls -A "$dir/bad" | wc -l)" -eq "$(echo "$before" | wc -l)" ]; then
         pass "$name"
     else
         fail "$name" "exit $rc, stderr: $(head -c 300 "$dir/bad.err"); files: $(ls "$dir/bad" | tr '\n' ' ')"
@@ -183,20 +248,49 @@ bad "an llm.c state cut inside its header is refused" "llm.c state file .*$sf is
 bad "a wrong magic is refused" "llm.c state file .*$sf has magic 20240526, expected 20240527" magic=20240526
 bad "a wrong version is refused" "llm.c state file .*$sf has version 2, expected 1" version=2
 bad "an llm.c state of another model size is refused" "llm.c state file .*$sf is [0-9]+ bytes; a model of 23008 parameters needs [0-9]+ .*longer \(another model\?\)" extra=8
-bad "an llm.c state of 2 processes on 1 is refused, naming both counts" "llm.c state file .*$sf was written by 2 processes; this run has 1" nproc=2
+# Several processes' files: missing, more, counts, ranks and headers that disagree, sizes.
+s1=state_00000004_00001.bin
+bad "a state whose header says 2 processes, with rank 1's file missing, is refused" "llm.c's checkpoint of step 4 has no state file .*$s1 \(No such file or directory\): rank 0's file .*$sf says 2 processes wrote it" nproc=2
+bad "2 ZeRO-1 files without rank 1's are refused" "has no state file .*$s1 .*says 2 processes wrote it" procs=2 z=1 drop=1
+bad "a third file beside 2 processes' is refused" "llm.c state file .*state_00000004_00002.bin is there, but rank 0's file .*$sf says 2 processes wrote the checkpoint" procs=2 z=1 more=1
+bad "process counts that disagree are refused" "llm.c state file .*$s1 says 3 processes wrote it; rank 0's file .*$sf says 2" procs=2 z=1 r1_2=3
+bad "a file naming another rank than its name is refused" "llm.c state file .*$s1 is rank 0's, expected rank 1's \(its name\)" procs=2 z=1 r1_3=0
+bad "a step that disagrees with rank 0's is refused" "llm.c state file .*$s1 disagrees with rank 0's .*$sf on the step" procs=2 z=1 r1_10=3
+bad "a data position that disagrees with rank 0's is refused" "llm.c state file .*$s1 disagrees with rank 0's .*$sf on the sample index" procs=2 z=1 r1_32=5
+bad "a master-weights word that disagrees with rank 0's is refused" "llm.c state file .*$s1 disagrees with rank 0's .*$sf on the master weights" procs=2 z=1 r1_4=1
+bad "a whole-state file beside a ZeRO-1 one is refused" "llm.c state file .*$s1 is [0-9]+ bytes; like rank 0's .*$sf it should hold 11504 entries a buffer, [0-9]+ bytes" procs=2 z=1 whole=1
+bad "a truncated ZeRO-1 file is refused, naming both sizes it could have" "llm.c state file .*$sf is [0-9]+ bytes; a model of 23008 parameters needs [0-9]+ or [0-9]+ \(1/2 of them each, llm.c's ZeRO-1\) \(header, m, v\): the file is truncated" procs=2 z=1 cut=4
 
-# A run of 2 processes (the GPU engine under mpirun) refuses a state of 1, naming both counts.
+# Our 2 ranks (the GPU engine, FP32, under mpirun, B=1 each) resume llm.c's states of 2 processes
+# (ZeRO-1 shares) and of 1: rank 0 joins them into the whole, every rank takes its part as from a
+# checkpoint of ours. Each gives the losses and weights of our unbroken 2-rank run, bit for bit;
+# with our own ZeRO-1 (-z 1), those of our own step-4 checkpoint resumed with -z 1.
 emu=build/emu/train_gpt2_emu_fp32
 if [ -x "$emu" ] && have_mpi; then
-    rm -rf "$dir/bad" && make_llmc "$dir/bad"
-    before=$(cd "$dir/bad" && md5sum *)
-    timeout 300 mpirun -np 2 "$emu" "${run[@]}" -b 1 -o "$dir/bad" -y 1 > "$dir/mpi.out" 2>&1
-    rc=$?
-    rm -f "$dir/bad/train.lock"
-    [ $rc -ne 0 ] && grep -q "llm.c state file .*$sf was written by 1 process; this run has 2 (the optimizer state maps only onto the same number of processes)" "$dir/mpi.out" &&
-        [ "$(cd "$dir/bad" && md5sum *)" = "$before" ] && [ "$(ls -A "$dir/bad" | wc -l)" -eq 3 ] &&
-        pass "a run of 2 processes refuses an llm.c state of 1, naming both counts, nothing written" ||
-        fail "2 processes, state of 1" "exit $rc: $(grep -m2 -iE 'error|llm.c' "$dir/mpi.out")"
+    mpi() { timeout 300 mpirun -np 2 "$emu" "${run[@]}" -b 1 -f 0 "$@"; }
+    if mpi -o "$dir/ours2" > "$dir/ours2.out" 2>&1; then
+        want2=$(losses "$dir/ours2/log.jsonl")
+        for c in "2 z=1 -z 0" "1 z=0 -z 0" "2 z=1 -z 1"; do
+            set -- $c
+            out="$dir/r$1$2$3$4"
+            SRC="$dir/ours2" make_llmc "$out" procs=$1 $2
+            w2=$want2 wm=$(weights "$dir/ours2/model_00000008.bin")
+            if [ "$4" = 1 ]; then
+                mkdir -p "$dir/o2z1" && cp "$dir/ours2/"*_00000004* "$dir/o2z1/"
+                mpi -o "$dir/o2z1" -y 1 -z 1 > "$dir/o2z1.out" 2>&1 || fail "our own resume, 2 ranks -z 1" "$(grep -m2 -iE 'error' "$dir/o2z1.out")"
+                w2=$(losses "$dir/o2z1/log.jsonl") wm=$(weights "$dir/o2z1/model_00000008.bin")
+            fi
+            mpi -o "$out" -y 1 -z "$4" > "$out.out" 2>&1
+            rc=$?
+            [ $rc -eq 0 ] && grep -q "^resume: step 4 from llm.c's checkpoint" "$out.out" && [ "$(echo "$w2" | wc -l)" -eq 4 ] &&
+                [ "$(losses "$out/log.jsonl")" = "$w2" ] && [ "$(weights "$out/model_00000008.bin")" = "$wm" ] &&
+                [ -z "$(ls "$out" | grep tmp)" ] &&
+                pass "2 ranks (-z $4) resume llm.c's state of $1 process(es) ($2): losses and weights equal ours, bit for bit" ||
+                fail "2 ranks (-z $4), llm.c state of $1" "exit $rc: '$(losses "$out/log.jsonl" | tr '\n' ' ')' vs '$(echo "$w2" | tr '\n' ' ')'; $(grep -m2 -iE '^resume|error' "$out.out")"
+        done
+    else
+        fail "2-rank run" "$(grep -m2 -iE 'error' "$dir/ours2.out")"
+    fi
 else
     echo "SKIP 2 processes: needs $emu and OpenMPI (mpirun, mpicc)"
 fi
