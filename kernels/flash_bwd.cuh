@@ -1,8 +1,10 @@
-// dev/cuda/flash_bwd.cuh: a FlashAttention-2-style causal attention backward (FP16 and BF16, head
+// kernels/flash_bwd.cuh: the FlashAttention-2-style causal attention backward (FP16 and BF16, head
 // sizes 32 and 64) through kernels/mma.cuh, the companion of kernels/flash_fwd.cuh (issue 17). Same
-// arguments, layouts and lse convention as kernels/attention.cuh's attention_backward, which it may
-// replace once measured on a GPU; not wired into the trainer. dev/cuda/test_flash_bwd.cu checks it
-// against a double-precision reference with derived bounds, against attention.cuh's backward, and for
+// arguments, layouts and lse convention as kernels/attention.cuh's backward: attention.cuh includes
+// this file and its attention_backward launches flash_backward wherever attention_uses_flash()
+// (kernels/sizes.h) says so, the tiled backward (attention_backward_tiled) elsewhere.
+// kernels/test_attention.cu checks it against the C engine's backward; dev/cuda/test_flash_bwd.cu
+// against a double-precision reference with derived bounds, against the tiled backward, and for
 // bit-identical repeats.
 //
 // flash_backward_kv_kernel: a block of 4 warps owns a 64-key tile of one (batch, head); each warp 16 of
@@ -31,8 +33,9 @@
 // attention.cuh pays) and re-reads K, V, Q, dO; the partials cost no products but memory and its
 // traffic: n (n + 1) / 2 slots of 64 HS fp32 per (b, h), n = ceil(T / 64), i.e. (n + 1) / 2 times
 // dQ in fp32 (T = 1024, HS = 64: 8.5 x; B = 8, NH = 12: 214 MB of scratch), each written once and
-// read once. flash_backward_scratch_floats() gives the size. A GPU measurement decides; FA2's
-// atomicAdd into an fp32 dQ is cheaper still but not deterministic.
+// read once. flash_backward_scratch_floats() (kernels/sizes.h, so the memory planner counts it as the
+// attention scratch) gives the size. A GPU measurement decides; FA2's atomicAdd into an fp32 dQ is
+// cheaper still but not deterministic, and the trainer promises bit-identical weights run to run.
 //
 // Rows past T: Q, dO, K and V rows past T are zero-filled by the copies; lse of a query row past T
 // is +inf in shared memory so its P is 2^-inf = 0; key rows past T give dS K = 0 rows; nothing past
@@ -42,7 +45,7 @@
 // static (under the 48 KiB default). Not double-buffered yet: Q/dO of tile i+1 are copied after tile i
 // is done (there is no room for a second buffer in static shared memory at HS = 64).
 //
-// ptxas (nvcc 13.0, -Xptxas -v on dev/cuda/test_flash_bwd.cu; f16 and bf16 the same):
+// ptxas (nvcc 13.0, -Xptxas -v; f16 and bf16 the same):
 //   flash_backward_kv_kernel<HS=64>: sm_90 238 registers, sm_80 236; no spills; 46592 bytes smem.
 //   flash_backward_kv_kernel<HS=32>: sm_90 163 registers, sm_80 168; no spills; 30208 bytes smem.
 //   flash_backward_dq_kernel: sm_90 34 registers, sm_80 39; no spills, no shared memory.
@@ -55,6 +58,10 @@
 #include <math.h>
 
 #include "flash_fwd.cuh"
+#include "sizes.h"
+
+static_assert(FLASH_ROWS == ATTENTION_FLASH_TILE && FLASH_COLS == ATTENTION_FLASH_TILE,
+              "kernels/sizes.h sizes the dQ partials by ATTENTION_FLASH_TILE");
 
 constexpr int FLASHB_LDS = FLASH_COLS + 8;  // row stride of the shared dS tile ([query][key])
 
@@ -271,16 +278,11 @@ __global__ void __launch_bounds__(FLASH_THREADS)
     }
 }
 
-// fp32 floats of the dQ partials flash_backward needs (see the header).
-static inline size_t flash_backward_scratch_floats(int B, int seq, int NH, int HS) {
-    const size_t n = (size_t)((seq + FLASH_ROWS - 1) / FLASH_ROWS);
-    return (size_t)B * NH * (n * (n + 1) / 2) * FLASH_ROWS * HS;
-}
-
 // dqkv (B,T,3C) OVERWRITTEN with dq, dk, dv, from dout (B,T,C), qkv (B,T,3C), the forward's out
 // (B,T,C) and lse (B,NH,T fp32), C = NH*HS a multiple of 8; scratch: flash_backward_scratch_floats
-// fp32, OVERWRITTEN. Launches flash_backward_kv_kernel then flash_backward_dq_kernel, grid
-// (ceil(T/64), NH, B), 128 threads each.
+// (kernels/sizes.h) fp32, OVERWRITTEN (the kv kernel writes every slot the dq kernel reads). Launches
+// flash_backward_kv_kernel then flash_backward_dq_kernel, grid (ceil(T/64), NH, B), 128 threads each,
+// static shared memory only (46 KiB at HS = 64: under the 48 KiB default, no cudaFuncSetAttribute).
 template <class T, int HS>
 void flash_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse, int B,
                     int seq, int NH, cudaStream_t stream) {
