@@ -51,6 +51,10 @@
 //   about (T/64 + 1)/2 times dQ in fp32 (214 MB at d12, 446 MB at d48, B = 8, T = 1024), against the
 //   tiled backward's B NH T floats; the memory planner counts whichever runs (kernels/sizes.h). Both
 //   are deterministic (fixed summation order, no float atomics), so two runs give identical weights.
+//   Predicted, not measured (docs/speed.md): the partials' traffic (written once, read once: 891 MB
+//   a layer at d48) makes the flash backward DRAM-bound, about 20.9 ms a step at d48 on H100 against
+//   the tiled backward's 8.05 ms by the kernel report's model; a GPU measurement decides, and the
+//   next step is fewer partials (see kernels/flash_bwd.cuh).
 // - Tiled forward (attention_forward_kernel): block = 64 query rows of one (b, h), grid (T/64, NH, B),
 //   last query tiles first (they have the most keys). Q stays in fragments; per key tile
 //   S = Q K^T, online softmax in fp32 (base 2: exp2 of s*scale*log2 e), O = O*alpha + P V with P

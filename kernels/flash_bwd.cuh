@@ -51,8 +51,13 @@
 //   flash_backward_dq_kernel: sm_90 34 registers, sm_80 39; no spills, no shared memory.
 // At HS = 64 the registers (S^T, dP^T, dK, dV accumulators: 128 floats, K and V fragments: 32) allow
 // 2 blocks (8 warps) an SM, as attention.cuh's backward; the shared memory would allow 4 on sm_90.
-// Next steps, for a GPU to measure: double-buffer Q/dO (dynamic shared memory), hold V or K in shared
-// memory rather than registers to reach 3 blocks an SM, and compare the dQ partials with a dQ pass.
+// Predicted, not measured (the kernel report's model by hand, H100 SXM, FP16, B = 8, T = 1024; see
+// docs/speed.md): DRAM-bound on the partials (445.6 MB a layer at d48 written, then read), kv 199 us
+// and dq 235 us a layer, 20.9 ms a step at d48 against the tiled backward's 8.05 ms: at T = 1024 the
+// partials' traffic costs more than the 2 products they save.
+// Next steps, for a GPU to measure: fewer partials (two key tiles a block, or a fixed-order reduction
+// into one fp32 dQ inside the kv kernel), double-buffer Q/dO (dynamic shared memory), hold V or K in
+// shared memory rather than registers to reach 3 blocks an SM, and compare with a dQ pass.
 #pragma once
 
 #include <math.h>
