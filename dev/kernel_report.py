@@ -335,8 +335,8 @@ def report(precision, counts_dir, model_name):
                      "primitives' memory traffic (cp.async global reads and shared writes, ldmatrix and WMMA "
                      "fragment loads), so the flash kernels' cp.async reads (K/V; Q/dO in the backward) and every "
                      "attention kernel's fragment loads are missing from these bytes: the flash forward's time here "
-                     "is its tensor time, and the flash backward's its tensor time or its plain dO/O reads and dQ "
-                     "partials.")
+                     "is its tensor time, and the flash backward's its tensor time or its plain O reads and "
+                     "stores.")
         if not PTXAS:
             lines.append("")
             lines.append("(no ptxas output given (--ptxas): registers from the runtime's table, sm_90 only)")

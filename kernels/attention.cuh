@@ -7,8 +7,8 @@
 //                       dqkv (B,T,3C floatX) and scratch (attention_backward_scratch_floats fp32).
 // Which kernels run (attention_uses_flash(), kernels/sizes.h): in the FP16 and BF16 builds at head
 // sizes 32 and 64 (every GPT-2 size has 64), the FlashAttention-2-style kernels of
-// kernels/flash_fwd.cuh (forward) and kernels/flash_bwd.cuh (backward: 5 tile products per tile
-// pair, D folded in, dQ from per-pair fp32 partials summed in a fixed order, no atomics); everywhere
+// kernels/flash_fwd.cuh (forward) and kernels/flash_bwd.cuh (backward: a query-major dQ kernel that
+// also writes D, then a key-major dK/dV kernel, 7 tile products per tile pair, no atomics); everywhere
 // else (the FP32 build, other head sizes) the tiled WMMA kernels of this file. Why, below under
 // "Which forward runs" and "Which backward runs".
 // Reference: attention_forward_cpu / attention_backward_cpu (reference/ops_cpu.h), which keep the
@@ -44,17 +44,14 @@
 //   rounding points, the same natural-log lse), which either backward reads.
 // - Which backward runs: attention_backward launches kernels/flash_bwd.cuh's flash_backward where the
 //   flash forward runs (the same predicate, for the same reasons: mma.sync has no fp32 inputs, and its
-//   K, V, Q, dO and dS tiles fit 48 KiB of static shared memory up to HS = 64), and the tiled backward
-//   below (attention_backward_tiled) elsewhere. The flash backward does 5 tile products per tile pair
-//   against the tiled one's 7 (no dQ pass recomputing S and dP) and computes D inside (no rowdot
-//   kernel); the price is its scratch, one 64 x HS fp32 dQ partial per (key tile, query tile) pair,
-//   about (T/64 + 1)/2 times dQ in fp32 (214 MB at d12, 446 MB at d48, B = 8, T = 1024), against the
-//   tiled backward's B NH T floats; the memory planner counts whichever runs (kernels/sizes.h). Both
-//   are deterministic (fixed summation order, no float atomics), so two runs give identical weights.
-//   Predicted, not measured (docs/speed.md): the partials' traffic (written once, read once: 891 MB
-//   a layer at d48) makes the flash backward DRAM-bound, about 20.9 ms a step at d48 on H100 against
-//   the tiled backward's 8.05 ms by the kernel report's model; a GPU measurement decides, and the
-//   next step is fewer partials (see kernels/flash_bwd.cuh).
+//   K, V, Q and dO tiles fit 48 KiB of static shared memory up to HS = 64), and the tiled backward
+//   below (attention_backward_tiled) elsewhere. Both do 7 tile products per tile pair and keep the
+//   same scratch, D = rowsum(dout * out), B NH T floats (the flash one computes D in its dQ kernel:
+//   no rowdot kernel); the flash one keeps S, dP, P and dS in registers (no fp32 round trip through
+//   shared memory) and streams its tiles by cp.async, double-buffered. Both are deterministic (every
+//   output written once from sums in a fixed order, no float atomics), so two runs give identical
+//   weights. Predicted, not measured (docs/speed.md, the kernel report's model): 12.8 ms a step at
+//   d48 on H100 against the tiled backward's 21.2 ms; a GPU measurement decides.
 // - Tiled forward (attention_forward_kernel): block = 64 query rows of one (b, h), grid (T/64, NH, B),
 //   last query tiles first (they have the most keys). Q stays in fragments; per key tile
 //   S = Q K^T, online softmax in fp32 (base 2: exp2 of s*scale*log2 e), O = O*alpha + P V with P
@@ -733,7 +730,7 @@ static inline void attention_forward(floatX* out, float* lse, const floatX* qkv,
 }
 
 // fp32 floats of scratch attention_backward needs in this build (kernels/sizes.h, the planner's
-// formula): the flash backward's dQ partials where it runs, else the tiled backward's B NH T.
+// formula): D, B NH T floats, whichever backward runs.
 static inline size_t attention_backward_scratch_floats(int B, int T, int NH, int HS) {
     return attention_backward_scratch_floats_for(B, T, NH, HS, sizeof(floatX));
 }
@@ -766,8 +763,8 @@ static inline void attention_backward_tiled(floatX* dqkv, float* scratch, const 
 
 // attention_backward: the backward the trainer calls; arguments as attention_backward_tiled's, but
 // scratch is attention_backward_scratch_floats(B, T, NH, HS) fp32 (OVERWRITTEN). FP16/BF16 at HS = 32
-// or 64: flash_backward (kernels/flash_bwd.cuh): flash_backward_kv_kernel then flash_backward_dq_kernel,
-// grid (ceil(T/64), NH, B), 128 threads, static shared memory (46 KiB at HS = 64); otherwise
+// or 64: flash_backward (kernels/flash_bwd.cuh): flash_backward_dq_kernel then flash_backward_kv_kernel,
+// grid (ceil(T/64), NH, B), 128 threads, static shared memory (36.5 KiB at HS = 64); otherwise
 // attention_backward_tiled (why: the header's "Which backward runs").
 static inline void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const floatX* qkv,
                                       const floatX* out, const float* lse, int B, int T, int NH, int HS,
@@ -778,7 +775,7 @@ static inline void attention_backward(floatX* dqkv, float* scratch, const floatX
         if (B <= 0 || T <= 0 || NH <= 0) return;
         if (HS == 64) flash_backward<floatX, 64>(dqkv, scratch, dout, qkv, out, lse, B, T, NH, stream);
         else flash_backward<floatX, 32>(dqkv, scratch, dout, qkv, out, lse, B, T, NH, stream);
-        cudaCheckLaunch("flash_backward_kv_kernel / flash_backward_dq_kernel");
+        cudaCheckLaunch("flash_backward_dq_kernel / flash_backward_kv_kernel");
         return;
     }
 #endif

@@ -78,14 +78,14 @@ static inline size_t matmul_dbias_scratch_floats(int N, int OC) {
 static inline int attention_uses_flash(int HS, size_t floatx_bytes) {
     return floatx_bytes == 2 && (HS == 32 || HS == 64);
 }
-// The flash backward's dQ partials: one 64 x HS fp32 slot per (b, h, key tile j <= query tile i),
-// n (n + 1) / 2 slots a (b, h), n = ceil(T / 64): about (n + 1) / 2 times dQ in fp32.
+// The flash backward's scratch: D = rowsum(dout * out), one fp32 per (b, h, t), written by its dQ
+// kernel and read by its dK/dV kernel (dQ itself needs no scratch: one query-major pass writes it).
 static inline size_t flash_backward_scratch_floats(int B, int T, int NH, int HS) {
-    size_t n = (size_t)((T + ATTENTION_FLASH_TILE - 1) / ATTENTION_FLASH_TILE);
-    return (size_t)B * NH * (n * (n + 1) / 2) * ATTENTION_FLASH_TILE * HS;
+    (void)HS;
+    return (size_t)B * NH * T;
 }
-// attention_backward's fp32 scratch: the flash backward's dQ partials where it runs, else the tiled
-// backward's D = rowsum(dout * out), one per (b, h, t).
+// attention_backward's fp32 scratch: D = rowsum(dout * out), one per (b, h, t), in either backward
+// (the flash one's, above, or the tiled one's).
 static inline size_t attention_backward_scratch_floats_for(int B, int T, int NH, int HS, size_t floatx_bytes) {
     if (attention_uses_flash(HS, floatx_bytes)) return flash_backward_scratch_floats(B, T, NH, HS);
     return (size_t)B * NH * T;

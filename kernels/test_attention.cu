@@ -4,8 +4,8 @@
 // 64, 100, 130, 200), B and NH > 1; two runs bit-identical; dev/cuda/attention_naive.cuh at one
 // shape. Every output buffer starts as NaN (fresh cudaMalloc), so a missed element fails.
 // Which kernels: in FP16 and BF16 at head sizes 32 and 64, attention_forward is kernels/flash_fwd.cuh's
-// (mma.sync, softmax in registers) and attention_backward kernels/flash_bwd.cuh's (dQ from per-pair
-// partials), elsewhere the tiled WMMA kernels; the backward reads that forward's out and lse, so out,
+// (mma.sync, softmax in registers) and attention_backward kernels/flash_bwd.cuh's (dK, dV key-major, dQ
+// query-major), elsewhere the tiled WMMA kernels; the backward reads that forward's out and lse, so out,
 // lse, dq, dk, dv check the pair the trainer runs. At HS 64 the tiled forward and backward
 // (attention_forward_tiled, attention_backward_tiled) are checked too, in every precision, against
 // the same bounds.

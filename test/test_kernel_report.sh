@@ -43,13 +43,12 @@ else
 fi
 # Attention at head size 32 in FP16: the flash forward and the flash backward (mma.sync through
 # kernels/mma.cuh), each with its tensor-core FLOPs and its mangled symbol (how the report finds ptxas's
-# lines), the backward's dQ kernel with its symbol; the tiled (WMMA) kernels must not run.
+# lines), the backward's two kernels (dQ, then dK/dV) both; the tiled (WMMA) kernels must not run.
 pass_flops=1
-for k in 'attention_forward_flash_kernel<T,HS>' 'flash_backward_kv_kernel<T,HS>'; do
+for k in 'attention_forward_flash_kernel<T,HS>' 'flash_backward_dq_kernel<T,HS>' 'flash_backward_kv_kernel<T,HS>'; do
     grep -qF "kernel name=$k symbol=_Z" "$dir/tiny_L3_B3.count" &&
         grep -F "kernel name=$k symbol=_Z" "$dir/tiny_L3_B3.count" | grep -q ' mma_flops=[1-9]' || pass_flops=0
 done
-grep -qF "kernel name=flash_backward_dq_kernel<T,HS> symbol=_Z" "$dir/tiny_L3_B3.count" || pass_flops=0
 grep -qE '^kernel name=attention_(forward|backward_dkdv|backward_dq|backward_rowdot)_kernel' "$dir/tiny_L3_B3.count" && pass_flops=0
 [ $pass_flops = 1 ] && echo "PASS kernel_report: attention's tensor-core FLOPs counted (the flash forward, the flash backward), symbols named for ptxas's registers" \
     || { echo "FAIL kernel_report: no flash forward and backward lines with symbols and FLOPs (or a tiled kernel ran): $(grep -oE 'name=(attention|flash)[^ ]*' "$dir/tiny_L3_B3.count" | sort -u | tr '\n' ' ')"; status=1; }

@@ -21,8 +21,8 @@
 //   dS: dP and D are fp32 sums of HS products of T inputs: (HS + 1) e (sum |dO v| + sum |dO out|);
 //      with P's error and the product's, then rounded to T for the products:
 //      E_dS = P (|dP - D| (dp + u + 2 e) + (1 + dp)(HS + 1) e (sum |dO v| + sum |dO out|)) + eta.
-//   dK = scale sum_q round(dS) q (fp32, at most T terms; dQ's partials are summed in fp32 too, still at
-//      most T terms in all), rounded to T:
+//   dK = scale sum_q round(dS) q (fp32, at most T terms; dQ = scale sum_k round(dS) k likewise, one
+//      fp32 accumulation over at most T keys), rounded to T:
 //      |err| <= scale (sum_q E_dS |q| + (T + 2) e sum_q |dS| |q|) + u |dK| + eta; dQ likewise with k.
 // A wrong fragment index, mask, lse or D gives errors of the order of the sums themselves, hundreds
 // of times these bounds. kernels/attention.cuh's tiled backward rounds at the same points (P and dS to T,
