@@ -88,7 +88,7 @@ enum {
     SCR_DBIG,       // (B,T,4C) floatX: the MLP hidden gradient, then the qkv gradient
     SCR_LN,         // fp32 partial sums of LayerNorm's weight and bias gradients
     SCR_DBIAS,      // fp32 partial sums of the bias gradients
-    SCR_ATT,        // fp32 attention backward's per-row terms
+    SCR_ATT,        // fp32 attention backward's per-row terms (D; either backward, kernels/sizes.h)
     SCR_NORM,       // fp32 partial sums of the gradient norm
     SCR_STATS,      // fp32 [0] the step's loss, [1] an evaluation's loss, [2] sum of squared grads, [3] non-finite count
     SCR_PLAN,       // int32 the encoder backward's grouping of positions by token

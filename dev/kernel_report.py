@@ -149,10 +149,16 @@ def gemm_time(gpu, dims, launch, bt):
     return max(tf, tb) / filled + 5e-6, ("tensor" if tf >= tb else "dram")
 
 
+# The attention backward's families: the flash backward (kernels/flash_bwd.cuh: FP16/BF16 at head sizes
+# 32 and 64) or the tiled one (kernels/attention.cuh), whichever the counted run launched.
+ATTENTION_BACKWARD = ("flash_backward_kv", "flash_backward_dq", "attention_backward_dkdv", "attention_backward_dq",
+                      "attention_backward_rowdot")
+
+
 def family(name):
     n = name.split("<")[0]
     for f in ("attention_forward_flash", "attention_forward", "attention_backward_dkdv", "attention_backward_dq", "attention_backward_rowdot",
-              "layernorm_forward", "layernorm_backward_reduce", "layernorm_backward", "gelu_forward", "gelu_backward",
+              "flash_backward_kv", "flash_backward_dq", "layernorm_forward", "layernorm_backward_reduce", "layernorm_backward", "gelu_forward", "gelu_backward",
               "matmul_dbias_partial", "matmul_dbias_finish", "fused_classifier", "encoder_forward", "encoder_backward",
               "adamw", "global_norm", "loss_accumulate"):
         if n.startswith(f):
@@ -302,7 +308,7 @@ def report(precision, counts_dir, model_name):
                          f"{F['smem'] / 1e6:,.0f} | {F['flops'] / 1e12:.2f} | {shape} | {bound} | "
                          f"{F['t'] * 1e3:.2f} | {100 * F['t'] / total:.1f} |")
         att = fam["attention_forward"]["t"] + fam["attention_forward_flash"]["t"]
-        attb = sum(fam[f]["t"] for f in ("attention_backward_dkdv", "attention_backward_dq", "attention_backward_rowdot"))
+        attb = sum(fam[f]["t"] for f in ATTENTION_BACKWARD)
         lines.append("")
         # The attention kernels with ptxas's resources for both architectures (sm_90 is what the model
         # uses), what they move and compute, and their TFLOP/s: counted tensor-core FLOPs (masked
@@ -310,8 +316,7 @@ def report(precision, counts_dir, model_name):
         lines.append("| attention kernel | ptxas sm_90: regs, spill B, smem KiB | sm_80 | requested MB | unique MB | "
                      "smem MB | tensor TFLOP | ms | tensor TFLOP/s | causal TFLOP/s |")
         lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
-        for f in ("attention_forward_flash", "attention_forward", "attention_backward_dkdv", "attention_backward_dq",
-                  "attention_backward_rowdot"):
+        for f in ("attention_forward_flash", "attention_forward") + ATTENTION_BACKWARD:
             F = fam.get(f)
             if not F or F["launches"] == 0:
                 continue

@@ -28,10 +28,12 @@ TESTS += $(BUILD)/dev/test_qk_tile
 $(foreach p,fp16 bf16,$(eval $(call cuda_cpu_program,$(BUILD)/dev/test_flash_fwd_$(p),dev/cuda/test_flash_fwd.cu,\
 	kernels dev/cuda test common,$(HOST_LIB),$(call precision_define,$(p)) $(CUDA_CPU_CHECK_FLAGS))))
 TESTS += $(BUILD)/dev/test_flash_fwd_fp16 $(BUILD)/dev/test_flash_fwd_bf16
-# dev/cuda/flash_bwd.cuh, the FlashAttention-2-style causal backward (5 products per tile pair, D inside,
-# dQ from per-pair partials reduced in a fixed order), checked against a double-precision reference with
-# derived bounds, against kernels/attention.cuh's backward, and for bit-identical repeats. Built per
-# precision; the bf16 one (the same code paths) only in the long tests.
+# kernels/flash_bwd.cuh, the FlashAttention-2-style causal backward (a query-major dQ kernel that also
+# writes D, then a key-major dK/dV kernel; the trainer's backward in FP16/BF16 at head sizes 32 and 64), checked against a double-precision reference with derived bounds, against
+# kernels/attention.cuh's tiled backward, and for bit-identical repeats. Built per precision; the bf16
+# one (the same code paths) only in the long tests. Here beside test_flash_fwd.cu rather than in
+# kernels/: kernels/module.mk builds every kernels/test_*.cu in FP32 too, which mma.sync cannot serve
+# (kernels/test_attention.cu checks both flash kernels in the trainer's dispatch, every precision).
 $(foreach p,fp16 bf16,$(eval $(call cuda_cpu_program,$(BUILD)/dev/test_flash_bwd_$(p),dev/cuda/test_flash_bwd.cu,\
 	kernels dev/cuda test common,$(HOST_LIB),$(call precision_define,$(p)) $(CUDA_CPU_CHECK_FLAGS))))
 TESTS += $(BUILD)/dev/test_flash_bwd_fp16

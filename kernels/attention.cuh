@@ -5,6 +5,12 @@
 //                       lse (B,NH,T fp32, natural log).
 //   attention_backward: reads dout (B,T,C floatX), qkv, out and lse of the forward; OVERWRITES
 //                       dqkv (B,T,3C floatX) and scratch (attention_backward_scratch_floats fp32).
+// Which kernels run (attention_uses_flash(), kernels/sizes.h): in the FP16 and BF16 builds at head
+// sizes 32 and 64 (every GPT-2 size has 64), the FlashAttention-2-style kernels of
+// kernels/flash_fwd.cuh (forward) and kernels/flash_bwd.cuh (backward: a query-major dQ kernel that
+// also writes D, then a key-major dK/dV kernel, 7 tile products per tile pair, no atomics); everywhere
+// else (the FP32 build, other head sizes) the tiled WMMA kernels of this file. Why, below under
+// "Which forward runs" and "Which backward runs".
 // Reference: attention_forward_cpu / attention_backward_cpu (reference/ops_cpu.h), which keep the
 // (B,NH,T,T) probabilities; the reference backward accumulates into dinp, this one overwrites.
 //
@@ -35,12 +41,22 @@
 //   of the C engine, which TF32 products would not meet); other head sizes, since flash_fwd.cuh's Q and
 //   double-buffered K/V tiles fit the 48 KiB of static shared memory only up to HS = 64, and 32 and 64
 //   are the sizes its tests cover. Both forwards write the same out and lse up to rounding (the same
-//   rounding points, the same natural-log lse), which the one backward reads.
+//   rounding points, the same natural-log lse), which either backward reads.
+// - Which backward runs: attention_backward launches kernels/flash_bwd.cuh's flash_backward where the
+//   flash forward runs (the same predicate, for the same reasons: mma.sync has no fp32 inputs, and its
+//   K, V, Q and dO tiles fit 48 KiB of static shared memory up to HS = 64), and the tiled backward
+//   below (attention_backward_tiled) elsewhere. Both do 7 tile products per tile pair and keep the
+//   same scratch, D = rowsum(dout * out), B NH T floats (the flash one computes D in its dQ kernel:
+//   no rowdot kernel); the flash one keeps S, dP, P and dS in registers (no fp32 round trip through
+//   shared memory) and streams its tiles by cp.async, double-buffered. Both are deterministic (every
+//   output written once from sums in a fixed order, no float atomics), so two runs give identical
+//   weights. Predicted, not measured (docs/speed.md, the kernel report's model): 12.8 ms a step at
+//   d48 on H100 against the tiled backward's 21.2 ms; a GPU measurement decides.
 // - Tiled forward (attention_forward_kernel): block = 64 query rows of one (b, h), grid (T/64, NH, B),
 //   last query tiles first (they have the most keys). Q stays in fragments; per key tile
 //   S = Q K^T, online softmax in fp32 (base 2: exp2 of s*scale*log2 e), O = O*alpha + P V with P
 //   rounded to floatX; at the end out = O / l and lse = (m + log2 l) ln 2.
-// - Backward: (1) attention_backward_rowdot_kernel: D = rowsum(dout * out) (fp32, scratch).
+// - Tiled backward: (1) attention_backward_rowdot_kernel: D = rowsum(dout * out) (fp32, scratch).
 //   (2) attention_backward_dkdv_kernel: block = 64 keys, loops over the query tiles at or after
 //   them: S^T = K Q^T, dP^T = V dO^T, P^T = exp(scale S^T - lse), dS^T = P^T (dP^T - D),
 //   dV += P^T dO, dK += dS^T Q, all in registers until one write. (3) attention_backward_dq_kernel:
@@ -74,6 +90,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "flash_bwd.cuh"
 #include "flash_fwd.cuh"
 #include "sizes.h"
 #if !defined(ENABLE_FP32)
@@ -702,7 +719,7 @@ static inline void attention_forward(floatX* out, float* lse, const floatX* qkv,
                                      cudaStream_t stream) {
     attention_check_shape("attention_forward", HS);
 #if !defined(ENABLE_FP32)
-    if (HS == 64 || HS == 32) {
+    if (attention_uses_flash(HS, sizeof(floatX))) {
         if (HS == 64) flash_forward<floatX, 64>(out, lse, qkv, B, T, NH, stream);
         else flash_forward<floatX, 32>(out, lse, qkv, B, T, NH, stream);
         cudaCheckLaunch("attention_forward_flash_kernel");
@@ -712,18 +729,24 @@ static inline void attention_forward(floatX* out, float* lse, const floatX* qkv,
     attention_forward_tiled(out, lse, qkv, B, T, NH, HS, stream);
 }
 
-// fp32 floats of scratch attention_backward needs: attention_backward_scratch_floats(B, T, NH)
-// (kernels/sizes.h), D = rowsum(dout * out), one per (b, h, t).
+// fp32 floats of scratch attention_backward needs in this build (kernels/sizes.h, the planner's
+// formula): D, B NH T floats, whichever backward runs.
+static inline size_t attention_backward_scratch_floats(int B, int T, int NH, int HS) {
+    return attention_backward_scratch_floats_for(B, T, NH, HS, sizeof(floatX));
+}
+// What attention_backward_tiled needs, whichever backward attention_backward runs.
+static inline size_t attention_backward_tiled_scratch_floats(int B, int T, int NH) { return (size_t)B * NH * T; }
 
-// dqkv (B, T, 3C) floatX is OVERWRITTEN (dq, dk, dv in the qkv layout). dout (B,T,C), out and lse are
-// those of the forward. scratch: fp32, attention_backward_scratch_floats(B, T, NH) floats, OVERWRITTEN
-// with D = rowsum(dout * out) (B, NH, T).
+// attention_backward_tiled: the WMMA backward, every head size and precision. dqkv (B, T, 3C) floatX is
+// OVERWRITTEN (dq, dk, dv in the qkv layout). dout (B,T,C), out and lse are those of the forward.
+// scratch: fp32, attention_backward_tiled_scratch_floats(B, T, NH) floats, OVERWRITTEN with
+// D = rowsum(dout * out) (B, NH, T).
 // Launches: attention_backward_rowdot_kernel (grid ceil(B*T*NH/8), 256 threads, no shared memory),
 // then attention_backward_dkdv_kernel<HS> and attention_backward_dq_kernel<HS> (grid (ceil(T/64), NH, B),
 // 128 threads, AttGeom<HS>::dkdv_smem / dq_smem bytes: 88.5 / 79.5 KiB at HS = 64, fp16).
-static inline void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const floatX* qkv,
-                                      const floatX* out, const float* lse, int B, int T, int NH, int HS,
-                                      cudaStream_t stream) {
+static inline void attention_backward_tiled(floatX* dqkv, float* scratch, const floatX* dout, const floatX* qkv,
+                                            const floatX* out, const float* lse, int B, int T, int NH, int HS,
+                                            cudaStream_t stream) {
     attention_check_shape("attention_backward", HS);
     if (B <= 0 || T <= 0 || NH <= 0) return;
     const int rows = B * T * NH, warps_per_block = 8;
@@ -736,4 +759,25 @@ static inline void attention_backward(floatX* dqkv, float* scratch, const floatX
         ATT_FOR_EACH_HS(ATT_CASE)
 #undef ATT_CASE
     }
+}
+
+// attention_backward: the backward the trainer calls; arguments as attention_backward_tiled's, but
+// scratch is attention_backward_scratch_floats(B, T, NH, HS) fp32 (OVERWRITTEN). FP16/BF16 at HS = 32
+// or 64: flash_backward (kernels/flash_bwd.cuh): flash_backward_dq_kernel then flash_backward_kv_kernel,
+// grid (ceil(T/64), NH, B), 128 threads, static shared memory (36.5 KiB at HS = 64); otherwise
+// attention_backward_tiled (why: the header's "Which backward runs").
+static inline void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const floatX* qkv,
+                                      const floatX* out, const float* lse, int B, int T, int NH, int HS,
+                                      cudaStream_t stream) {
+    attention_check_shape("attention_backward", HS);
+#if !defined(ENABLE_FP32)
+    if (attention_uses_flash(HS, sizeof(floatX))) {
+        if (B <= 0 || T <= 0 || NH <= 0) return;
+        if (HS == 64) flash_backward<floatX, 64>(dqkv, scratch, dout, qkv, out, lse, B, T, NH, stream);
+        else flash_backward<floatX, 32>(dqkv, scratch, dout, qkv, out, lse, B, T, NH, stream);
+        cudaCheckLaunch("flash_backward_dq_kernel / flash_backward_kv_kernel");
+        return;
+    }
+#endif
+    attention_backward_tiled(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, stream);
 }

@@ -70,8 +70,26 @@ static inline size_t matmul_dbias_scratch_floats(int N, int OC) {
     return MATMUL_DBIAS_COUNTERS + (n + MATMUL_DBIAS_CHUNK_ROWS - 1) / MATMUL_DBIAS_CHUNK_ROWS * (size_t)(OC > 0 ? OC : 0);
 }
 
-// ---- attention backward (kernels/attention.cuh): D = rowsum(dout * out), one per (b, h, t) ----
-static inline size_t attention_backward_scratch_floats(int B, int T, int NH) { return (size_t)B * NH * T; }
+// ---- attention (kernels/attention.cuh, kernels/flash_fwd.cuh, kernels/flash_bwd.cuh) ----
+#define ATTENTION_FLASH_TILE 64  // the flash kernels' query and key tile (FLASH_ROWS = FLASH_COLS)
+// Whether attention_forward and attention_backward run the flash kernels (mma.sync) rather than the
+// tiled WMMA ones: 16-bit floatX (mma.sync has no fp32 inputs) at the head sizes their shared memory
+// and tests cover. One predicate, so the scratch planned is the scratch the launched kernels use.
+static inline int attention_uses_flash(int HS, size_t floatx_bytes) {
+    return floatx_bytes == 2 && (HS == 32 || HS == 64);
+}
+// The flash backward's scratch: D = rowsum(dout * out), one fp32 per (b, h, t), written by its dQ
+// kernel and read by its dK/dV kernel (dQ itself needs no scratch: one query-major pass writes it).
+static inline size_t flash_backward_scratch_floats(int B, int T, int NH, int HS) {
+    (void)HS;
+    return (size_t)B * NH * T;
+}
+// attention_backward's fp32 scratch: D = rowsum(dout * out), one per (b, h, t), in either backward
+// (the flash one's, above, or the tiled one's).
+static inline size_t attention_backward_scratch_floats_for(int B, int T, int NH, int HS, size_t floatx_bytes) {
+    if (attention_uses_flash(HS, floatx_bytes)) return flash_backward_scratch_floats(B, T, NH, HS);
+    return (size_t)B * NH * T;
+}
 
 // ---- encoder backward's plan (kernels/encoder.cuh) ----
 #define ENCODER_BWD_WARPS 16  // warps (slots) per block

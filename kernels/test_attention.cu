@@ -3,10 +3,12 @@
 // lse, dq, dk, dv at head sizes 16..128, T at, below and past the 64-row tile (T = 1, 7, 17, 33,
 // 64, 100, 130, 200), B and NH > 1; two runs bit-identical; dev/cuda/attention_naive.cuh at one
 // shape. Every output buffer starts as NaN (fresh cudaMalloc), so a missed element fails.
-// Which forward: in FP16 and BF16 at head sizes 32 and 64, attention_forward is kernels/flash_fwd.cuh's
-// (mma.sync, softmax in registers), elsewhere the tiled WMMA forward; the backward then reads that
-// forward's out and lse, so dq, dk, dv check the pair the trainer runs. At HS 64 the tiled forward
-// (attention_forward_tiled) is checked too, in every precision, against the same bounds.
+// Which kernels: in FP16 and BF16 at head sizes 32 and 64, attention_forward is kernels/flash_fwd.cuh's
+// (mma.sync, softmax in registers) and attention_backward kernels/flash_bwd.cuh's (dK, dV key-major, dQ
+// query-major), elsewhere the tiled WMMA kernels; the backward reads that forward's out and lse, so out,
+// lse, dq, dk, dv check the pair the trainer runs. At HS 64 the tiled forward and backward
+// (attention_forward_tiled, attention_backward_tiled) are checked too, in every precision, against
+// the same bounds.
 //
 // Tolerances (test/kernel_check.cuh: inputs rounded to floatX, the reference on the same values,
 // k roundings of floatX; FP32 is held to 1e-5). Scores, softmax statistics, lse and D are fp32
@@ -123,7 +125,7 @@ static void test_shape(int B, int T, int NH, int HS, bool determinism, TestRng& 
     floatX* d_out = device_alloc<floatX>(n_out);
     float* d_lse = device_alloc<float>(n_lse);
     floatX* d_dqkv = device_alloc<floatX>(n_qkv);
-    float* d_scratch = device_alloc<float>(attention_backward_scratch_floats(B, T, NH));
+    float* d_scratch = device_alloc<float>(attention_backward_scratch_floats(B, T, NH, HS));
     attention_forward(d_out, d_lse, d_qkv, B, T, NH, HS, 0);
     attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, NH, HS, 0);
     cudaCheck(cudaDeviceSynchronize());
@@ -143,17 +145,28 @@ static void test_shape(int B, int T, int NH, int HS, bool determinism, TestRng& 
         else check_tensor(name, third(dqkv, B * T, C, part), third(ref_dqkv, B * T, C, part), floatx_tol(ks[part]));
     }
 
-    if (HS == 64) {  // the other forward at the GPT-2 head size (the trainer's in FP32, a fallback elsewhere)
+    if (HS == 64) {  // the other kernels at the GPT-2 head size (the trainer's in FP32, a fallback elsewhere)
         floatX* d_out_t = device_alloc<floatX>(n_out);
         float* d_lse_t = device_alloc<float>(n_lse);
+        floatX* d_dqkv_t = device_alloc<floatX>(n_qkv);
+        float* d_scratch_t = device_alloc<float>(attention_backward_tiled_scratch_floats(B, T, NH));
         attention_forward_tiled(d_out_t, d_lse_t, d_qkv, B, T, NH, HS, 0);
+        attention_backward_tiled(d_dqkv_t, d_scratch_t, d_dout, d_qkv, d_out_t, d_lse_t, B, T, NH, HS, 0);
         cudaCheck(cudaDeviceSynchronize());
         snprintf(name, sizeof(name), "attention_forward_tiled out %s", shape);
         check_tensor(name, device_download_float(d_out_t, n_out), ref_out, floatx_tol(2));
         snprintf(name, sizeof(name), "attention_forward_tiled lse %s", shape);
         check_tensor(name, device_download_float(d_lse_t, n_lse), ref_lse, 1e-5);
+        std::vector<float> dqkv_t = device_download_float(d_dqkv_t, n_qkv);
+        for (int part = 0; part < 3; part++) {
+            snprintf(name, sizeof(name), "attention_backward_tiled %s %s", parts[part], shape);
+            if (T == 1 && part < 2) check_vanishing(name, dqkv_t, qkv.f, dout.f, B, NH, HS, part);
+            else check_tensor(name, third(dqkv_t, B * T, C, part), third(ref_dqkv, B * T, C, part), floatx_tol(ks[part]));
+        }
         cudaCheck(cudaFree(d_out_t));
         cudaCheck(cudaFree(d_lse_t));
+        cudaCheck(cudaFree(d_dqkv_t));
+        cudaCheck(cudaFree(d_scratch_t));
     }
 
     if (determinism) {

@@ -53,14 +53,21 @@ else
     echo "FAIL kernel_report: the flash forward's counts (cp.async and ldmatrix traffic counted?): $line"
     status=1
 fi
-# Attention at head size 32 in FP16: the flash forward (mma.sync through kernels/mma.cuh) and the WMMA
-# backward, each with its tensor-core FLOPs and its mangled symbol (how the report finds ptxas's lines).
+# Attention at head size 32 in FP16: the flash forward and the flash backward (mma.sync through
+# kernels/mma.cuh), each with its tensor-core FLOPs and its mangled symbol (how the report finds ptxas's
+# lines), the backward's two kernels (dQ, then dK/dV) both; the tiled (WMMA) kernels must not run.
 pass_flops=1
-for k in 'attention_forward_flash_kernel<T,HS>' 'attention_backward_dkdv_kernel<HS>'; do
+for k in 'attention_forward_flash_kernel<T,HS>' 'flash_backward_dq_kernel<T,HS>' 'flash_backward_kv_kernel<T,HS>'; do
     grep -qF "kernel name=$k symbol=_Z" "$dir/tiny_L3_B3.count" &&
         grep -F "kernel name=$k symbol=_Z" "$dir/tiny_L3_B3.count" | grep -q ' mma_flops=[1-9]' || pass_flops=0
 done
-grep -q '^kernel name=attention_forward_kernel<HS>' "$dir/tiny_L3_B3.count" && pass_flops=0  # the tiled forward must not run
-[ $pass_flops = 1 ] && echo "PASS kernel_report: attention's tensor-core FLOPs counted (the flash forward, the backward), symbols named for ptxas's registers" \
-    || { echo "FAIL kernel_report: no flash forward and backward lines with symbols and FLOPs (or the tiled forward ran): $(grep -o 'name=attention[^ ]*' "$dir/tiny_L3_B3.count" | sort -u | tr '\n' ' ')"; status=1; }
+grep -qE '^kernel name=attention_(forward|backward_dkdv|backward_dq|backward_rowdot)_kernel' "$dir/tiny_L3_B3.count" && pass_flops=0
+[ $pass_flops = 1 ] && echo "PASS kernel_report: attention's tensor-core FLOPs counted (the flash forward, the flash backward), symbols named for ptxas's registers" \
+    || { echo "FAIL kernel_report: no flash forward and backward lines with symbols and FLOPs (or a tiled kernel ran): $(grep -oE 'name=(attention|flash)[^ ]*' "$dir/tiny_L3_B3.count" | sort -u | tr '\n' ' ')"; status=1; }
+# The report names the flash backward's two families (its attention table and step sum read them).
+fams=$(python3 -c 'import sys; sys.path.insert(0, "dev"); import kernel_report as k; print(k.family("flash_backward_kv_kernel<T,HS>"), k.family("flash_backward_dq_kernel<T,HS>"), " ".join(k.ATTENTION_BACKWARD))')
+case "$fams" in
+    "flash_backward_kv flash_backward_dq flash_backward_kv flash_backward_dq "*) echo "PASS kernel_report: the flash backward's kernels are their own families (flash_backward_kv, flash_backward_dq) in attention's backward" ;;
+    *) echo "FAIL kernel_report: the flash backward's families: $fams"; status=1 ;;
+esac
 exit $status

@@ -219,9 +219,14 @@ int main(int argc, char** argv) {
     // the WMMA forward attention_forward replaced in FP16/BF16 at head sizes 32 and 64 (still FP32's)
     row_flops("attention_forward_tiled (WMMA)", time_ms([&] { attention_forward_tiled(b, lse, qkv, B, T, NH, HS, 0); }),
               att_flops);
-    float* att_scratch = dalloc<float>(attention_backward_scratch_floats(B, T, NH));
+    float* att_scratch = dalloc<float>(attention_backward_scratch_floats(B, T, NH, HS));
     double b_ms = time_ms([&] { attention_backward(dqkv, att_scratch, a, qkv, b, lse, B, T, NH, HS, 0); });
     row_flops("attention_backward (flash)", b_ms, 2.5 * att_flops);
+    // the WMMA backward attention_backward replaced in FP16/BF16 at head sizes 32 and 64 (still FP32's)
+    float* att_scratch_t = dalloc<float>(attention_backward_tiled_scratch_floats(B, T, NH));
+    row_flops("attention_backward_tiled (WMMA)",
+              time_ms([&] { attention_backward_tiled(dqkv, att_scratch_t, a, qkv, b, lse, B, T, NH, HS, 0); }),
+              2.5 * att_flops);
     row_flops("attention forward+backward (flash)", f_ms + b_ms, 3.5 * att_flops);
     void* naive_scratch = dalloc<char>(attention_naive_scratch_bytes(B, T, NH, HS));
     double n_ms = time_ms([&] { attention_naive_forward(b, naive_scratch, qkv, B, T, NH, HS, mm.handle, 0); });

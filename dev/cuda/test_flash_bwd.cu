@@ -1,6 +1,7 @@
-// test_flash_bwd.cu: dev/cuda/flash_bwd.cuh (FlashAttention-2-style causal backward) against a
-// double-precision reference computed from the same rounded inputs, and against kernels/attention.cuh's
-// backward, in the build's precision (floatX: test_flash_bwd_fp16 or _bf16), head sizes 64 and 32, for
+// test_flash_bwd.cu: kernels/flash_bwd.cuh (FlashAttention-2-style causal backward, the trainer's in
+// FP16/BF16 at head sizes 32 and 64) against a double-precision reference computed from the same
+// rounded inputs, and against kernels/attention.cuh's tiled backward (attention_backward_tiled, the
+// trainer's elsewhere), in the build's precision (floatX: test_flash_bwd_fp16 or _bf16), head sizes 64 and 32, for
 // sequence lengths that leave the last 64-row tile partly empty (37, 100, 130, 200) or fill it (64),
 // and several batch x head counts; then a repeat of the same call must give bit-identical dqkv
 // (determinism: no float atomics). Run through the CPU runtime (checked); compiles with nvcc too.
@@ -20,11 +21,11 @@
 //   dS: dP and D are fp32 sums of HS products of T inputs: (HS + 1) e (sum |dO v| + sum |dO out|);
 //      with P's error and the product's, then rounded to T for the products:
 //      E_dS = P (|dP - D| (dp + u + 2 e) + (1 + dp)(HS + 1) e (sum |dO v| + sum |dO out|)) + eta.
-//   dK = scale sum_q round(dS) q (fp32, at most T terms; dQ's partials are summed in fp32 too, still at
-//      most T terms in all), rounded to T:
+//   dK = scale sum_q round(dS) q (fp32, at most T terms; dQ = scale sum_k round(dS) k likewise, one
+//      fp32 accumulation over at most T keys), rounded to T:
 //      |err| <= scale (sum_q E_dS |q| + (T + 2) e sum_q |dS| |q|) + u |dK| + eta; dQ likewise with k.
 // A wrong fragment index, mask, lse or D gives errors of the order of the sums themselves, hundreds
-// of times these bounds. kernels/attention.cuh's backward rounds at the same points (P and dS to T,
+// of times these bounds. kernels/attention.cuh's tiled backward rounds at the same points (P and dS to T,
 // exp2f instead of ex2.approx), so it must meet the same bounds, and the two may differ by at most
 // the sum of their bounds.
 #include <cuda_bf16.h>
@@ -87,7 +88,7 @@ static void run(const char* name, int B, int seq, int NH) {
     CK(cudaMalloc(&d_dout, n_out * sizeof(T)));
     CK(cudaMalloc(&d_lse, n_lse * sizeof(float)));
     CK(cudaMalloc(&d_part, n_part * sizeof(float)));
-    CK(cudaMalloc(&d_scratch, attention_backward_scratch_floats(B, seq, NH) * sizeof(float)));
+    CK(cudaMalloc(&d_scratch, attention_backward_tiled_scratch_floats(B, seq, NH) * sizeof(float)));
     CK(cudaMemcpy(d_qkv, qkv.data(), n_qkv * sizeof(T), cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d_dout, dout.data(), n_out * sizeof(T), cudaMemcpyHostToDevice));
     flash_forward<T, HS>(d_out, d_lse, d_qkv, B, seq, NH, 0);
@@ -98,7 +99,7 @@ static void run(const char* name, int B, int seq, int NH) {
     flash_backward<T, HS>(d_dqkv, d_part, d_dout, d_qkv, d_out, d_lse, B, seq, NH, 0);
     CK(cudaGetLastError());
     CK(cudaMemset(d_dqkv2, 0xff, n_qkv * sizeof(T)));
-    attention_backward(d_dqkv2, d_scratch, d_dout, d_qkv, d_out, d_lse, B, seq, NH, HS, 0);
+    attention_backward_tiled(d_dqkv2, d_scratch, d_dout, d_qkv, d_out, d_lse, B, seq, NH, HS, 0);
     CK(cudaDeviceSynchronize());
     std::vector<T> out(n_out), dg(n_qkv), da(n_qkv), dg2(n_qkv);
     std::vector<float> lse(n_lse);
@@ -206,10 +207,10 @@ static void run(const char* name, int B, int seq, int NH) {
         snprintf(why, sizeof(why), "worst error %.3g times the bound", worst[p]);
         test_report(worst[p] <= 1.0, n, why);
         snprintf(n, sizeof(n), "%s_%s_attention_cuh", name, part[p]);
-        snprintf(why, sizeof(why), "kernels/attention.cuh's backward: worst error %.3g times the bound", worst_att[p]);
+        snprintf(why, sizeof(why), "kernels/attention.cuh's tiled backward: worst error %.3g times the bound", worst_att[p]);
         test_report(worst_att[p] <= 1.0, n, why);
         snprintf(n, sizeof(n), "%s_%s_vs_attention_cuh", name, part[p]);
-        snprintf(why, sizeof(why), "flash vs attention.cuh: worst difference %.3g times their bounds' sum", worst_pair[p]);
+        snprintf(why, sizeof(why), "flash vs attention.cuh's tiled backward: worst difference %.3g times their bounds' sum", worst_pair[p]);
         test_report(worst_pair[p] <= 1.0, n, why);
         printf("  %s %s: flash %.3f, attention.cuh %.3f of the bound; difference %.3f of the bounds' sum\n", name,
                part[p], worst[p], worst_att[p], worst_pair[p]);

@@ -1,0 +1,389 @@
+// kernels/flash_bwd.cuh: the FlashAttention-2-style causal attention backward (FP16 and BF16, head
+// sizes 32 and 64) through kernels/mma.cuh, the companion of kernels/flash_fwd.cuh (issue 17). Same
+// arguments, layouts and lse convention as kernels/attention.cuh's backward: attention.cuh includes
+// this file and its attention_backward launches flash_backward wherever attention_uses_flash()
+// (kernels/sizes.h) says so, the tiled backward (attention_backward_tiled) elsewhere.
+// kernels/test_attention.cu checks it against the C engine's backward; dev/cuda/test_flash_bwd.cu
+// against a double-precision reference with derived bounds, against the tiled backward, and for
+// bit-identical repeats.
+//
+// Two kernels, both grid (ceil(T/64), NH, B) of 4 warps, deterministic and without atomics: every
+// output element is written once by one thread, from sums in a fixed order.
+//
+// flash_backward_dq_kernel (query-major, first; structured like flash_fwd.cuh's forward): a block owns
+// a 64-row query tile, each warp 16 of its rows, their Q and dO fragments loaded once into registers.
+//   prologue: D = rowsum(dO o O) of the warp's rows (fp32: dO from the shared tile, O from global, the
+//             4 lanes of a row a quarter of HS each), kept in registers and written to scratch
+//             (B NH T floats) for the kv kernel; lse log2(e) of the rows (+inf past T: P = 0 there);
+//   key tiles 0..i of 64 stream through two shared buffers by cp.async (tile j+1 in flight while the
+//   warps compute on tile j). Per tile:
+//     S = Q K^T and dP = dO V^T (mma m16n8k16, fp32, 16 rows x 64 keys a warp, K's and V's B fragments
+//     by ldmatrix); P = 2^(S scale log2(e) - lse log2(e)) (ex2.approx), the causal mask on the diagonal
+//     tile only (its 16-key chunks past a warp's rows skipped); dS = P (dP - D);
+//     dQ += dS K: dS's accumulators packed (rounded to T) into A fragments as the forward packs P,
+//     K's B fragments by ldmatrix .trans as the forward loads V.
+//   At the end dQ scaled by 1/sqrt(HS), rounded to T and written once. 3 tile products a pair.
+//   Why D here and not in the kv kernel: a query tile is one block of this kernel but n - i blocks of
+//   the kv kernel; computing D once and handing it over (B NH T floats, 0.8 MB at d48, B = 8) reads O
+//   once, where recomputing it in every kv block read O's tile n (n + 1) / 2 times a (b, h).
+// flash_backward_kv_kernel (key-major, second; reads D): a block owns a 64-key tile, each warp 16 of
+// its keys, their K and V fragments loaded once into registers. Query tiles i >= j (Q and dO) stream
+// through two shared buffers by cp.async, double-buffered (the first of them held K and V until the
+// fragments were loaded). Per query tile:
+//   S^T = K Q^T and dP^T = V dO^T (each warp 16 keys x 64 queries in registers);
+//   P^T = 2^(S^T scale log2(e) - lse log2(e)), the mask on the diagonal tile only (there the 16-query
+//   chunks wholly before a warp's keys are skipped); dS^T = P^T (dP^T - D);
+//   dV += P^T dO and dK += dS^T Q: P^T and dS^T packed (rounded to T) into A fragments, dO's and Q's
+//   B fragments by ldmatrix .trans; dK and dV stay in registers until one write at the end (dK
+//   scaled by 1/sqrt(HS)). 4 tile products a pair.
+// So 7 tile products a (key tile, query tile) pair, as attention.cuh's tiled backward, against
+// FA2's 5 with an atomic fp32 dQ (not deterministic) or 5 with per-pair dQ partials (this file's
+// previous version: deterministic, but n (n + 1) / 2 partials of 64 x HS fp32 a (b, h), 445 MB of
+// scratch at d48, B = 8, written once and read once: DRAM-bound by the model). The dQ pass re-reads K
+// and V and recomputes S and dP; its scratch is D alone, the tiled backward's size.
+//
+// Rows past T: Q, dO, K and V rows past T are zero-filled by the copies; lse of a query row past T is
+// +inf, so its P is 2^-inf = 0, and its D is 0; key rows past T give dS K = 0 and are not written;
+// nothing past T is written to dqkv or D.
+//
+// Shared memory, static (under the 48 KiB default), 4 tiles of 64 x (HS + 8) T each: dq kernel K, V
+// x 2 buffers (Q and dO arrive in the second before the loop): 36864 bytes at HS = 64, 20480 at 32;
+// kv kernel Q, dO x 2 buffers and lse, D of a tile: 37376 bytes at HS = 64, 20992 at 32.
+// ptxas (nvcc 13.0, -Xptxas -v, dev/cuda/test_flash_bwd.cu; f16 and bf16 the same), no spills:
+//   flash_backward_dq_kernel<HS=64>: sm_90 158 registers, sm_80 157.  <HS=32>: sm_90 124, sm_80 123.
+//   flash_backward_kv_kernel<HS=64>: sm_90 224 registers, sm_80 223.  <HS=32>: sm_90 164, sm_80 160.
+// At HS = 64 the kv kernel's registers (S^T, dP^T, dK, dV accumulators: 128 floats, K and V
+// fragments: 32) allow 2 blocks (8 warps) an SM, the dq kernel's 3 (12 warps); shared memory would
+// allow 6 on sm_90 and 4 on sm_80.
+// Predicted, not measured: the kernel report's model (dev/kernel_report.py, unchanged) on one counted
+// d48 layer (B = 1, T = 1024, CUDA_CPU_COUNT with cp.async and ldmatrix traffic counted) scaled to
+// B = 8, H100 SXM, FP16: both kernels shared-memory bound (ldmatrix of the streamed tiles): dq kernel
+// 107 us and kv kernel 159 us a layer, 5.15 + 7.63 = 12.8 ms a step at d48, against the tiled
+// backward's 21.2 ms (dkdv 11.79 + dq 8.43 + rowdot 1.02) and the per-pair partials' 22.7 ms by the
+// same model (docs/speed.md). A GPU measurement decides.
+// Next steps, for a GPU to measure: fewer ldmatrix bytes per FLOP (more query rows a warp in the dq
+// kernel, 128-key blocks in the kv kernel), K or V in shared memory rather than registers in the kv
+// kernel to reach 3 blocks an SM.
+#pragma once
+
+#include <math.h>
+
+#include "flash_fwd.cuh"
+#include "sizes.h"
+
+static_assert(FLASH_ROWS == ATTENTION_FLASH_TILE && FLASH_COLS == ATTENTION_FLASH_TILE,
+              "kernels/sizes.h names the flash kernels' tile ATTENTION_FLASH_TILE");
+
+__device__ __forceinline__ float flashb_f(__half x) { return __half2float(x); }
+__device__ __forceinline__ float flashb_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+// dQ of one 64-row query tile, and D = rowsum(dO o O) of its rows into Dsum (B,NH,T fp32) for
+// flash_backward_kv_kernel. Grid (ceil(T/64), NH, B).
+template <class T, int HS>
+__global__ void __launch_bounds__(FLASH_THREADS)
+    flash_backward_dq_kernel(T* dqkv, float* Dsum, const T* dout, const T* qkv, const T* out, const float* lse,
+                             int seq, int NH) {
+    typedef FlashGeom<HS> G;
+    // Q and dO arrive in the second K/V buffer, are loaded into registers, and give the buffer up
+    // before tile 1 is copied into it: 4 tiles of shared memory, not 6.
+    __shared__ __align__(16) T sK[2][FLASH_COLS * G::LD];
+    __shared__ __align__(16) T sV[2][FLASH_COLS * G::LD];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    const int g = lane >> 2, t = lane & 3;
+    const int q_tile = gridDim.x - 1 - blockIdx.x;  // the tiles with the most keys start first
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int C = NH * HS;
+    const size_t C3 = 3 * (size_t)C;
+    const int q0 = q_tile * FLASH_ROWS;
+    const T* qkv_bh = qkv + (size_t)b * seq * C3 + (size_t)h * HS;
+    const float scale = 1.0f / sqrtf((float)HS);
+    const float sl2 = scale * FLASH_LOG2E;
+    const int tiles = q_tile + 1;  // key tiles 0..q_tile; the last is the diagonal
+
+    flash_load_rows<T, HS>(sK[1], qkv_bh + (size_t)q0 * C3, C3, FLASH_ROWS, seq - q0);
+    flash_load_rows<T, HS>(sV[1], dout + ((size_t)b * seq + q0) * C + (size_t)h * HS, C, FLASH_ROWS, seq - q0);
+    flash_load_rows<T, HS>(sK[0], qkv_bh + C, C3, FLASH_COLS, seq);
+    flash_load_rows<T, HS>(sV[0], qkv_bh + 2 * C, C3, FLASH_COLS, seq);
+    mma_cp_async_commit();  // group: Q, dO and key tile 0
+    // lse of this lane's rows (g and g+8 of the warp's 16), in base 2; +inf past T makes P = 0 there
+    float L[2], D[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int q = q0 + warp * 16 + g + r * 8;
+        L[r] = q < seq ? lse[((size_t)b * NH + h) * seq + q] * FLASH_LOG2E : INFINITY;
+    }
+    mma_cp_async_wait<0>();
+    __syncthreads();
+    uint32_t qf[HS / 16][4], of[HS / 16][4];  // this warp's 16 rows of Q and dO as A fragments
+#pragma unroll
+    for (int kc = 0; kc < HS / 16; kc++) {
+        mma_ldmatrix_x4(qf[kc], &sK[1][(warp * 16 + (lane & 15)) * G::LD + kc * 16 + (lane >> 4) * 8]);
+        mma_ldmatrix_x4(of[kc], &sV[1][(warp * 16 + (lane & 15)) * G::LD + kc * 16 + (lane >> 4) * 8]);
+    }
+    // D of rows g and g+8: the 4 lanes of a row take a quarter of HS each (dO from shared memory, O
+    // from global), summed by two shuffles. Written once, for the kv kernel.
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = warp * 16 + g + r * 8, q = q0 + row;
+        float acc = 0.0f;
+        if (q < seq) {
+            const T* orow = out + ((size_t)b * seq + q) * C + (size_t)h * HS + t * (HS / 4);
+            const T* drow = &sV[1][row * G::LD + t * (HS / 4)];
+#pragma unroll
+            for (int c = 0; c < HS / 4; c++) acc += flashb_f(drow[c]) * flashb_f(orow[c]);
+        }
+        acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+        acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+        D[r] = acc;
+        if (t == 0 && q < seq) Dsum[((size_t)b * NH + h) * seq + q] = acc;
+    }
+    __syncthreads();  // every warp has its Q and dO fragments and D: tile 1 may overwrite the buffers
+
+    float dq[HS / 8][4];  // dQ: 16 rows x HS, one accumulator per 8 columns
+#pragma unroll
+    for (int d = 0; d < HS / 8; d++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) dq[d][i] = 0.0f;
+
+    for (int j = 0; j < tiles; j++) {
+        if (j + 1 < tiles) {  // prefetch tile j+1 into the buffers the barrier ending j-1 freed
+            const int k1 = (j + 1) * FLASH_COLS;
+            flash_load_rows<T, HS>(sK[(j + 1) & 1], qkv_bh + (size_t)k1 * C3 + C, C3, FLASH_COLS, seq - k1);
+            flash_load_rows<T, HS>(sV[(j + 1) & 1], qkv_bh + (size_t)k1 * C3 + 2 * C, C3, FLASH_COLS, seq - k1);
+            mma_cp_async_commit();
+            mma_cp_async_wait<1>();  // tile j's group done, j+1's still in flight
+        } else {
+            mma_cp_async_wait<0>();
+        }
+        __syncthreads();  // every thread's copies of tile j have landed
+        const T* kt = sK[j & 1];
+        const T* vt = sV[j & 1];
+        const bool diag = j == q_tile;
+        // on the diagonal, this warp's rows see no key past warp*16+15: later 16-key chunks are skipped
+        const int chunks = diag ? warp + 1 : FLASH_COLS / 16;
+
+        float s[FLASH_COLS / 8][4], dp[FLASH_COLS / 8][4];  // S = Q K^T, dP = dO V^T: 16 rows x 64 keys
+#pragma unroll
+        for (int n = 0; n < FLASH_COLS / 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) s[n][i] = dp[n][i] = 0.0f;
+#pragma unroll
+        for (int np = 0; np < FLASH_COLS / 16; np++) {
+            if (np >= chunks) continue;
+#pragma unroll
+            for (int kc = 0; kc < HS / 16; kc++) {
+                // x4: keys np*16 + 0..7 (head columns kc*16 + 0-7, 8-15), then keys np*16 + 8..15
+                const int off = (np * 16 + (lane & 7) + (lane >> 4) * 8) * G::LD + kc * 16 + ((lane >> 3) & 1) * 8;
+                uint32_t bk[4], bv[4];
+                mma_ldmatrix_x4(bk, &kt[off]);
+                mma_ldmatrix_x4(bv, &vt[off]);
+                const uint32_t k0f[2] = {bk[0], bk[1]}, k1f[2] = {bk[2], bk[3]};
+                const uint32_t v0f[2] = {bv[0], bv[1]}, v1f[2] = {bv[2], bv[3]};
+                mma_m16n8k16<T>(s[2 * np], qf[kc], k0f, s[2 * np]);
+                mma_m16n8k16<T>(s[2 * np + 1], qf[kc], k1f, s[2 * np + 1]);
+                mma_m16n8k16<T>(dp[2 * np], of[kc], v0f, dp[2 * np]);
+                mma_m16n8k16<T>(dp[2 * np + 1], of[kc], v1f, dp[2 * np + 1]);
+            }
+        }
+        // P = 2^(S sl2 - L), masked on the diagonal; dS = P (dP - D), kept in dp
+#pragma unroll
+        for (int n = 0; n < FLASH_COLS / 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int row = warp * 16 + g + (i >> 1) * 8, key = n * 8 + 2 * t + (i & 1);  // within the tiles
+                float x = s[n][i] * sl2 - L[i >> 1];
+                if (diag && key > row) x = -INFINITY;
+                dp[n][i] = mma_ex2(x) * (dp[n][i] - D[i >> 1]);
+            }
+        // dQ += dS K, 16 keys at a time: dS's two accumulators of those keys are an A fragment (rounded
+        // to T), and ldmatrix x4 .trans of K's rows gives the B fragments of two 8-column slices of HS
+#pragma unroll
+        for (int kc = 0; kc < FLASH_COLS / 16; kc++) {
+            if (kc >= chunks) continue;
+            const uint32_t da[4] = {mma_pack2<T>(dp[2 * kc][0], dp[2 * kc][1]),
+                                    mma_pack2<T>(dp[2 * kc][2], dp[2 * kc][3]),
+                                    mma_pack2<T>(dp[2 * kc + 1][0], dp[2 * kc + 1][1]),
+                                    mma_pack2<T>(dp[2 * kc + 1][2], dp[2 * kc + 1][3])};
+#pragma unroll
+            for (int dc = 0; dc < HS / 16; dc++) {
+                uint32_t bk[4];
+                mma_ldmatrix_x4_trans(bk, &kt[(kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * G::LD + dc * 16 + (lane >> 4) * 8]);
+                const uint32_t b0[2] = {bk[0], bk[1]}, b1[2] = {bk[2], bk[3]};
+                mma_m16n8k16<T>(dq[2 * dc], da, b0, dq[2 * dc]);
+                mma_m16n8k16<T>(dq[2 * dc + 1], da, b1, dq[2 * dc + 1]);
+            }
+        }
+        __syncthreads();  // all warps are done with tile j's buffers before tile j+2 is copied in
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int q = q0 + warp * 16 + g + r * 8;
+        if (q >= seq) continue;
+        T* qrow = dqkv + ((size_t)b * seq + q) * C3 + (size_t)h * HS;
+#pragma unroll
+        for (int d = 0; d < HS / 8; d++) flash_store2<T>(qrow + d * 8 + 2 * t, dq[d][0 + 2 * r] * scale, dq[d][1 + 2 * r] * scale);
+    }
+}
+
+// dK, dV of the block's 64 keys into dqkv, from D (Dsum, written by flash_backward_dq_kernel).
+// Grid (ceil(T/64), NH, B).
+template <class T, int HS>
+__global__ void __launch_bounds__(FLASH_THREADS)
+    flash_backward_kv_kernel(T* dqkv, const float* Dsum, const T* dout, const T* qkv, const float* lse, int seq,
+                             int NH) {
+    typedef FlashGeom<HS> G;
+    // Two Q/dO buffers: buffer 1 first holds the block's K and V tile, which the warps load into
+    // registers before the first query tile is copied over it.
+    __shared__ __align__(16) T sQ[2][FLASH_ROWS * G::LD];
+    __shared__ __align__(16) T sdO[2][FLASH_ROWS * G::LD];
+    __shared__ float sL[FLASH_ROWS], sD[FLASH_ROWS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    const int g = lane >> 2, t = lane & 3;
+    const int k_tile = blockIdx.x;  // key tile 0 sees every query tile: the longest blocks start first
+    const int n_tiles = gridDim.x;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int C = NH * HS;
+    const size_t C3 = 3 * (size_t)C;
+    const int k0 = k_tile * FLASH_COLS;
+    const T* qkv_bh = qkv + (size_t)b * seq * C3 + (size_t)h * HS;
+    const float scale = 1.0f / sqrtf((float)HS);
+    const float sl2 = scale * FLASH_LOG2E;
+
+    flash_load_rows<T, HS>(sQ[1], qkv_bh + (size_t)k0 * C3 + C, C3, FLASH_COLS, seq - k0);
+    flash_load_rows<T, HS>(sdO[1], qkv_bh + (size_t)k0 * C3 + 2 * C, C3, FLASH_COLS, seq - k0);
+    mma_cp_async_commit();
+    mma_cp_async_wait<0>();
+    __syncthreads();
+    uint32_t kf[HS / 16][4], vf[HS / 16][4];  // this warp's 16 keys of K and V as A fragments
+#pragma unroll
+    for (int kc = 0; kc < HS / 16; kc++) {
+        mma_ldmatrix_x4(kf[kc], &sQ[1][(warp * 16 + (lane & 15)) * G::LD + kc * 16 + (lane >> 4) * 8]);
+        mma_ldmatrix_x4(vf[kc], &sdO[1][(warp * 16 + (lane & 15)) * G::LD + kc * 16 + (lane >> 4) * 8]);
+    }
+    __syncthreads();  // every warp has its K and V fragments: buffer 1 is free
+    float dk[HS / 8][4], dv[HS / 8][4];
+#pragma unroll
+    for (int d = 0; d < HS / 8; d++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) dk[d][i] = dv[d][i] = 0.0f;
+
+    const T* dout_bh = dout + (size_t)b * seq * C + (size_t)h * HS;
+    {  // the first query tile (the diagonal one) into buffer 0
+        const int q0 = k_tile * FLASH_ROWS;
+        flash_load_rows<T, HS>(sQ[0], qkv_bh + (size_t)q0 * C3, C3, FLASH_ROWS, seq - q0);
+        flash_load_rows<T, HS>(sdO[0], dout_bh + (size_t)q0 * C, C, FLASH_ROWS, seq - q0);
+        mma_cp_async_commit();
+    }
+    for (int qt = k_tile; qt < n_tiles; qt++) {
+        const int q0 = qt * FLASH_ROWS, buf = (qt - k_tile) & 1;
+        if (qt + 1 < n_tiles) {  // prefetch query tile qt+1 into the buffer the barrier ending qt-1 freed
+            const int q1 = q0 + FLASH_ROWS;
+            flash_load_rows<T, HS>(sQ[buf ^ 1], qkv_bh + (size_t)q1 * C3, C3, FLASH_ROWS, seq - q1);
+            flash_load_rows<T, HS>(sdO[buf ^ 1], dout_bh + (size_t)q1 * C, C, FLASH_ROWS, seq - q1);
+            mma_cp_async_commit();
+        }
+        if (threadIdx.x < FLASH_ROWS) {  // lse (base 2) and D of the tile's rows: +inf and 0 past T
+            const int q = q0 + threadIdx.x;
+            const size_t i = ((size_t)b * NH + h) * seq + q;
+            sL[threadIdx.x] = q < seq ? lse[i] * FLASH_LOG2E : INFINITY;
+            sD[threadIdx.x] = q < seq ? Dsum[i] : 0.0f;
+        }
+        if (qt + 1 < n_tiles) mma_cp_async_wait<1>();  // tile qt's group done, qt+1's in flight
+        else mma_cp_async_wait<0>();
+        __syncthreads();
+        const T* sq = sQ[buf];
+        const T* so = sdO[buf];
+        const bool diag = qt == k_tile;
+        // on the diagonal, queries before this warp's first key (chunks np < warp) are all masked
+        const int first = diag ? warp : 0;
+
+        float s[FLASH_ROWS / 8][4], dp[FLASH_ROWS / 8][4];  // S^T, dP^T: 16 keys x 64 queries
+#pragma unroll
+        for (int n = 0; n < FLASH_ROWS / 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) s[n][i] = dp[n][i] = 0.0f;
+#pragma unroll
+        for (int np = 0; np < FLASH_ROWS / 16; np++) {
+            if (np < first) continue;
+#pragma unroll
+            for (int kc = 0; kc < HS / 16; kc++) {
+                // x4: queries np*16 + 0..7 (head columns kc*16 + 0-7, 8-15), then np*16 + 8..15
+                const int off = (np * 16 + (lane & 7) + (lane >> 4) * 8) * G::LD + kc * 16 + ((lane >> 3) & 1) * 8;
+                uint32_t bq[4], bo[4];
+                mma_ldmatrix_x4(bq, &sq[off]);
+                mma_ldmatrix_x4(bo, &so[off]);
+                const uint32_t q0f[2] = {bq[0], bq[1]}, q1f[2] = {bq[2], bq[3]};
+                const uint32_t o0f[2] = {bo[0], bo[1]}, o1f[2] = {bo[2], bo[3]};
+                mma_m16n8k16<T>(s[2 * np], kf[kc], q0f, s[2 * np]);
+                mma_m16n8k16<T>(s[2 * np + 1], kf[kc], q1f, s[2 * np + 1]);
+                mma_m16n8k16<T>(dp[2 * np], vf[kc], o0f, dp[2 * np]);
+                mma_m16n8k16<T>(dp[2 * np + 1], vf[kc], o1f, dp[2 * np + 1]);
+            }
+        }
+        // P^T = 2^(S^T sl2 - L), masked on the diagonal; dS^T = P^T (dP^T - D). P in s, dS in dp.
+#pragma unroll
+        for (int n = 0; n < FLASH_ROWS / 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int key = warp * 16 + g + (i >> 1) * 8, q = n * 8 + 2 * t + (i & 1);  // within the tiles
+                float x = s[n][i] * sl2 - sL[q];
+                if (diag && key > q) x = -INFINITY;
+                const float p = mma_ex2(x);
+                s[n][i] = p;
+                dp[n][i] = p * (dp[n][i] - sD[q]);
+            }
+        // dV += P^T dO, dK += dS^T Q, 16 queries at a time
+#pragma unroll
+        for (int kc = 0; kc < FLASH_ROWS / 16; kc++) {
+            if (kc < first) continue;
+            const uint32_t pa[4] = {mma_pack2<T>(s[2 * kc][0], s[2 * kc][1]), mma_pack2<T>(s[2 * kc][2], s[2 * kc][3]),
+                                    mma_pack2<T>(s[2 * kc + 1][0], s[2 * kc + 1][1]),
+                                    mma_pack2<T>(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+            const uint32_t da[4] = {mma_pack2<T>(dp[2 * kc][0], dp[2 * kc][1]),
+                                    mma_pack2<T>(dp[2 * kc][2], dp[2 * kc][3]),
+                                    mma_pack2<T>(dp[2 * kc + 1][0], dp[2 * kc + 1][1]),
+                                    mma_pack2<T>(dp[2 * kc + 1][2], dp[2 * kc + 1][3])};
+#pragma unroll
+            for (int dc = 0; dc < HS / 16; dc++) {
+                const int off = (kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * G::LD + dc * 16 + (lane >> 4) * 8;
+                uint32_t bo[4], bq[4];
+                mma_ldmatrix_x4_trans(bo, &so[off]);
+                mma_ldmatrix_x4_trans(bq, &sq[off]);
+                const uint32_t o0f[2] = {bo[0], bo[1]}, o1f[2] = {bo[2], bo[3]};
+                const uint32_t q0f[2] = {bq[0], bq[1]}, q1f[2] = {bq[2], bq[3]};
+                mma_m16n8k16<T>(dv[2 * dc], pa, o0f, dv[2 * dc]);
+                mma_m16n8k16<T>(dv[2 * dc + 1], pa, o1f, dv[2 * dc + 1]);
+                mma_m16n8k16<T>(dk[2 * dc], da, q0f, dk[2 * dc]);
+                mma_m16n8k16<T>(dk[2 * dc + 1], da, q1f, dk[2 * dc + 1]);
+            }
+        }
+        __syncthreads();  // Q, dO, lse and D of this tile are about to be replaced
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int key = k0 + warp * 16 + g + r * 8;
+        if (key >= seq) continue;
+        T* krow = dqkv + ((size_t)b * seq + key) * C3 + C + (size_t)h * HS;
+#pragma unroll
+        for (int d = 0; d < HS / 8; d++) {
+            flash_store2<T>(krow + d * 8 + 2 * t, dk[d][2 * r] * scale, dk[d][2 * r + 1] * scale);
+            flash_store2<T>(krow + C + d * 8 + 2 * t, dv[d][2 * r], dv[d][2 * r + 1]);
+        }
+    }
+}
+
+// dqkv (B,T,3C) OVERWRITTEN with dq, dk, dv, from dout (B,T,C), qkv (B,T,3C), the forward's out
+// (B,T,C) and lse (B,NH,T fp32), C = NH*HS a multiple of 8; scratch: flash_backward_scratch_floats
+// (kernels/sizes.h: B NH T) fp32, OVERWRITTEN with D. Launches flash_backward_dq_kernel (it writes
+// D) then flash_backward_kv_kernel (it reads D), grid (ceil(T/64), NH, B), 128 threads each, static
+// shared memory only (36 KiB at HS = 64: under the 48 KiB default, no cudaFuncSetAttribute).
+template <class T, int HS>
+void flash_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse, int B,
+                    int seq, int NH, cudaStream_t stream) {
+    if (B <= 0 || seq <= 0 || NH <= 0) return;
+    dim3 grid((seq + FLASH_ROWS - 1) / FLASH_ROWS, NH, B);
+    flash_backward_dq_kernel<T, HS><<<grid, FLASH_THREADS, 0, stream>>>(dqkv, scratch, dout, qkv, out, lse, seq, NH);
+    flash_backward_kv_kernel<T, HS><<<grid, FLASH_THREADS, 0, stream>>>(dqkv, scratch, dout, qkv, lse, seq, NH);
+}
