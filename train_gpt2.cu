@@ -11,8 +11,9 @@
 //   2. forward: embedding, L blocks (LayerNorm, attention, MLP, residual adds fused into the next
 //      LayerNorm), final LayerNorm, logits
 //   3. ranks and ZeRO: gradients all-reduced (stage 0), reduce-scattered (1) or reduced to their
-//      owner as backward produces them (2, 3); each rank updates its shard; parameters all-gathered
-//      after the update (1, 2) or layer by layer before use (3) (the collectives themselves, and
+//      owner as backward produces them (2, 3); each rank updates its shard; parameters gathered
+//      back after the update (1: piece by piece beside the next forward; 2: all-gathered) or layer
+//      by layer before use (3) (the collectives themselves, and
 //      their contract, in train_gpt2_zero.cuh)
 //   4. backward: the fused classifier, then the blocks in reverse; parameter gradients accumulate
 //   5. the optimizer step: one sync for the loss and the gradient norm, loss-scale decision, AdamW
@@ -83,6 +84,13 @@ typedef struct {
                             // finishes them, on comm_stream (0 with --overlap 0: after backward)
     int grads_reduced;      // the step's gradients were reduced that way (reduce_step_gradients waits)
     cudaEvent_t overlap_ready;
+    // Stage 1 with overlap: after the update each rank's shard goes back to the others piece by piece
+    // on comm_stream (the embeddings, layer 0, 1, ..., the final LayerNorm: forward's order), and the
+    // next forward waits for each piece just before it reads it. params_ready[0]: the embeddings,
+    // [1 + l]: layer l, [L + 1]: the final LayerNorm (NULL unless stage 1 with overlap);
+    // params_pending: gathers issued that the compute stream has not all waited for yet.
+    cudaEvent_t* params_ready;
+    int params_pending;
     // Stage 3: no rank holds the whole model. Each layer's parameters are gathered from their owners
     // into one of two buffers (layer l into layer_params[l % 2], laid out as the gradient buckets)
     // before its forward and its backward, the next layer's while this one computes; the embeddings'
@@ -210,6 +218,7 @@ static void zero3_begin_pass(GPUEngine* g);
 static void zero3_layer(GPUEngine* g, int l);
 static void zero3_prefetch(GPUEngine* g, int l);
 static void zero3_backward_layer(GPUEngine* g, int l);
+static void zero1_wait_lnf(GPUEngine* g);  // stage 1 with overlap: the final LayerNorm's gather
 
 // Out of device memory: the plan and the cheapest change that fits what the device had for this
 // engine, then one line naming the component (never a bare CUDA error).
@@ -303,6 +312,7 @@ static void layer_forward(GPUEngine* g, int l, int B, int T, int to_output) {
     floatX* proj = scratch_ptr<floatX>(g, SCR_PROJ);
     LayerActs a = layer_acts(g, l);
     zero3_layer(g, l);  // stage 3: this layer's parameters here, the next layer's gathered meanwhile
+                        // (stage 1 after an update: this layer's gather waited for)
     if (to_output) zero3_prefetch(g, l + 1);
 
     // attention
@@ -328,6 +338,7 @@ static void layer_forward(GPUEngine* g, int l, int B, int T, int to_output) {
         fused_residual_layernorm_forward(a.residual3, n.ln1, n.ln1_mean, n.ln1_rstd, a.residual2, proj,
                                          param_ptr(g, PT_LN1W, l + 1), param_ptr(g, PT_LN1B, l + 1), BT, C, st);
     } else {
+        zero1_wait_lnf(g);  // stage 1: the final LayerNorm's parameters gathered since the update
         fused_residual_layernorm_forward(a.residual3, act_ptr<floatX>(g, ACT_LNF), act_ptr<float>(g, ACT_LNF_MEAN),
                                          act_ptr<float>(g, ACT_LNF_RSTD), a.residual2, proj, param_ptr(g, PT_LNFW),
                                          param_ptr(g, PT_LNFB), BT, C, st);
@@ -340,6 +351,7 @@ static void gpu_forward_pass(GPUEngine* g, int B, int T) {
     int L = c->num_layers, C = c->channels, Vp = c->padded_vocab_size, BT = B * T;
     cudaStream_t st = g->stream;
     zero3_begin_pass(g);  // stage 3: the embeddings' and final LayerNorm's parameters gathered
+                          // (stage 1 after an update: the embeddings' gather waited for)
     encoder_forward(act_ptr<floatX>(g, ACT_ENCODED), act_ptr<int>(g, ACT_INPUTS), param_ptr(g, PT_WTE),
                     param_ptr(g, PT_WPE), B, T, C, st);
     LayerActs a0 = layer_acts(g, 0);
@@ -358,7 +370,9 @@ static void gpu_forward_pass(GPUEngine* g, int B, int T) {
 //   stage 0: the full gradients are all-reduced; every rank updates every parameter.
 //   stage 1: the full gradients are reduce-scattered: each rank gets the sum of its shard,
 //            updates it (its master weights, m and v are only the shard), and the parameters are
-//            all-gathered.
+//            all-gathered; by default piece by piece (the embeddings, each layer, the final
+//            LayerNorm) on the second stream, each waited for by the next forward just before it
+//            reads it (--overlap 0: one all-gather after the update; the same bits).
 //   Both reduce layer by layer on a second stream as the step's last backward finishes each
 //   layer's gradients (--overlap 0: all at once after backward; the same bits).
 //   stage 2: no full gradient buffer: backward writes each layer's gradients into a bucket that is
@@ -371,7 +385,8 @@ static void gpu_forward_pass(GPUEngine* g, int B, int T) {
 //            gathered after the update.
 // The story calls into it from four places: at stage 3 forward and backward (and level 3's
 // recompute) gather each layer's parameters before reading them (zero3_begin_pass, zero3_layer,
-// zero3_prefetch, zero3_backward_layer: declared in section 1); backward opens and reduces the buckets
+// zero3_prefetch, zero3_backward_layer: declared in section 1; at stage 1 the same calls, and
+// zero1_wait_lnf, make the forward after an update wait for each piece's gather); backward opens and reduces the buckets
 // (bucket_begin_edges, bucket_begin_layer, bucket_reduce_layer, bucket_reduce_edges; stages 0, 1:
 // overlap_reduce_layer, overlap_reduce_edges); the optimizer step gets its shard's gradient
 // (reduce_step_gradients), sums the step's statistics (reduce_step_stats) and, after updating its
@@ -908,6 +923,8 @@ static void gpu_destroy(Engine* e) {
                             g->gather_done[0], g->gather_done[1], g->edge_gather_free, g->edge_gather_done};
     for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++) cudaCheck(cudaEventDestroy(events[i]));
     for (int k = 0; k < OFFLOAD_PIECES; k++) cudaCheck(cudaEventDestroy(g->offload_down[k]));
+    for (int i = 0; g->params_ready && i < g->cfg.num_layers + 2; i++) cudaCheck(cudaEventDestroy(g->params_ready[i]));
+    free(g->params_ready);
     cudaCheck(cudaStreamDestroy(g->comm_stream));
     cudaCheck(cudaStreamDestroy(g->stream));
     free(g->h_plan);
@@ -1014,6 +1031,11 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     g->offload_grads = opts->offload == OFFLOAD_GRADS;
     g->bucketed = g->stage >= 2 || g->offload_grads;
     g->overlap = !g->bucketed && g->num_ranks > 1 && !opts->no_overlap;
+    if (g->stage == 1 && g->overlap) {  // one event a piece of the gather after the update
+        g->params_ready = (cudaEvent_t*)malloc_check((size_t)(cfg->num_layers + 2) * sizeof(cudaEvent_t), "events");
+        for (int i = 0; i < cfg->num_layers + 2; i++)
+            cudaCheck(cudaEventCreateWithFlags(&g->params_ready[i], cudaEventDisableTiming));
+    }
     g->landing_layer[0] = g->landing_layer[1] = -1;
     g->gathered[0] = g->gathered[1] = -1;
     g->shard = g->plan.shard;

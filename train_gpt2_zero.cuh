@@ -16,7 +16,8 @@
 //             offload grads: h_landing, h_grad_acc on the host, landing_layer[2]
 //   streams   stream (compute), comm_stream; events bucket_ready/bucket_free[2], edge_ready,
 //             edge_free, comm_done, landed[2], edge_landed, overlap_ready, gather_free[2],
-//             gather_done[2], edge_gather_free, edge_gather_done (the engine makes them)
+//             gather_done[2], edge_gather_free, edge_gather_done, params_ready[L + 2] (stage 1
+//             with overlap only) (the engine makes them); params_pending
 //   switches  overlap (stages 0, 1 over ranks, unless --overlap 0); backward's `reduce` argument:
 //             the step's last micro-step
 //   tables    layout.tensors (offsets, sizes), cfg.num_layers; kernels shard_accumulate/shard_round
@@ -29,7 +30,14 @@
 //            all of grads on the compute stream after backward
 //   stage 1  the same calls, each slice ncclReduce'd to its owners in place, into the owner's own
 //            slice of grads; --overlap 0: one ncclReduceScatter in place (rank r's sum lands in
-//            its own slice), compute stream; gather_parameters: ncclAllGather after the update
+//            its own slice), compute stream. After the update gather_parameters calls
+//            zero1_gather_pieces: the parameters go back piece by piece in place in params on
+//            comm_stream, in the next forward's order: the embeddings, each layer (its 12 tensors'
+//            slices, one NCCL group), the final LayerNorm, each piece gather_from_owners (stage 3's
+//            broadcasts from the owners) and params_ready[i] recorded after it; the next forward
+//            waits for each just before reading it (zero3_begin_pass, zero3_layer, and the final
+//            LayerNorm's zero1_wait_lnf). --overlap 0: one ncclAllGather in place on the compute
+//            stream after the update
 //   stage 3  parameters: each forward pass starts with zero3_begin_pass (the embeddings' and final
 //            LayerNorm's gathered and waited for, layer 0's started); before the compute stream reads
 //            layer l, zero3_layer(l) gathers it into layer_params[l % 2] unless that holds it, and
@@ -53,7 +61,16 @@
 // accumulation. Stages 0, 1: each layer's (and the edges') reduction waits (comm_stream on
 // overlap_ready) for backward to have finished it; nothing waits before backward goes on (the
 // next writes to those gradients come after the update); the optimizer waits (stream on
-// comm_done, overlap_step_gradients) before reading them. With --overlap 0 they add no
+// comm_done, overlap_step_gradients) before reading them. Stage 1's gather after the update waits
+// (comm_stream on edge_gather_free, recorded on the compute stream after the update) for the
+// update to have written the shards, and everything earlier on that stream to have read the
+// parameters; the compute stream waits for params_ready[i] (the embeddings before the encoder, layer
+// l before its first LayerNorm, the final LayerNorm before it) in the first forward after the
+// update, whatever calls it (training, validation, sampling, HellaSwag); the last wait clears
+// params_pending. Nothing else reads the parameters in between: a checkpoint and the engine's end
+// synchronize the host with both streams first (gpu_checkpoint_save, gpu_destroy), and weights
+// loaded in (cudaMemcpy on the legacy stream) come after every blocking stream's work. The next
+// update is ordered after the gathers too: its forward waited for them. With --overlap 0 they add no
 // synchronization: their collectives run in order on the compute stream. The host waits only with
 // offload grads: on landed[b] before reusing landing bucket b, and on edge_landed at the end of each
 // micro-step. Stage 3: a gather into buffer b waits (comm_stream on gather_free[b], edge_gather_free:
@@ -337,10 +354,17 @@ static void reduce_step_stats(GPUEngine* g, float* stats) {
 #endif
 }
 
+static void zero1_gather_pieces(GPUEngine* g);
+
 // Stages 1, 2, after the update of each rank's shard: every rank gets the whole model back (stage 3
-// gathers each layer's when it is next used instead).
+// gathers each layer's when it is next used instead; stage 1 with overlap piece by piece on the comm
+// stream, waited for by the next forward: zero1_gather_pieces).
 static void gather_parameters(GPUEngine* g) {
     if (g->stage == 0 || g->stage == 3 || g->num_ranks == 1) return;
+    if (g->params_ready) {
+        zero1_gather_pieces(g);
+        return;
+    }
 #if defined(USE_NCCL)
     ncclCheck(ncclAllGather(g->params + g->shard_begin, g->params, g->shard, nccl_floatx(), g->comm, g->stream));
 #else
@@ -361,12 +385,73 @@ static void gather_from_owners(GPUEngine* g, floatX* dst, size_t a, size_t count
             continue;
         }
 #if defined(USE_NCCL)
-        const floatX* src = g->rank == owner ? g->params + (x - lo) : out;  // read on the owner only
+        // read on the owner only (stage 3: its shard; stage 1: the whole model, so src is out)
+        const floatX* src = g->rank == owner ? g->params + (x - g->params_first) : out;
         ncclCheck(ncclBroadcast(src, out, y - x, nccl_floatx(), owner, g->comm, st));
 #else
         collectives_missing(g);
 #endif
     }
+}
+
+// Stage 1 with overlap, after the update (gather_parameters): the parameters [a, a + count) from
+// their owners in place into every rank's whole model on the comm stream (one NCCL group), and
+// event ev recorded when they are there.
+static void zero1_gather_piece(GPUEngine* g, size_t a, size_t count, cudaEvent_t ev) {
+#if defined(USE_NCCL)
+    ncclCheck(ncclGroupStart());
+#endif
+    gather_from_owners(g, g->params + a, a, count, g->comm_stream);
+#if defined(USE_NCCL)
+    ncclCheck(ncclGroupEnd());
+#endif
+    cudaCheck(cudaEventRecord(ev, g->comm_stream));
+}
+
+// The pieces in the order the next forward reads them: the embeddings (wte, wpe), each layer (its 12
+// tensors' slices, one group a layer), the final LayerNorm. They start once the update is done
+// (edge_gather_free, recorded on the compute stream after it: the owners' shards are read, the
+// others' entries overwritten); every earlier read of the parameters is before it on that stream.
+static void zero1_gather_pieces(GPUEngine* g) {
+    const ParamTensor* lnf = &g->layout.tensors[PT_LNFW];
+    int L = g->cfg.num_layers;
+    cudaCheck(cudaEventRecord(g->edge_gather_free, g->stream));
+    cudaCheck(cudaStreamWaitEvent(g->comm_stream, g->edge_gather_free, 0));
+    zero1_gather_piece(g, 0, g->plan.embed_n, g->params_ready[0]);
+    for (int l = 0; l < L; l++) {
+#if defined(USE_NCCL)
+        ncclCheck(ncclGroupStart());
+#endif
+        for (int k = PT_LN1W; k <= PT_FCPROJB; k++) {
+            const ParamTensor* t = &g->layout.tensors[k];
+            size_t per_layer = t->numel / L, a = t->offset + (size_t)l * per_layer;
+            gather_from_owners(g, g->params + a, a, per_layer, g->comm_stream);
+        }
+#if defined(USE_NCCL)
+        ncclCheck(ncclGroupEnd());
+#endif
+        cudaCheck(cudaEventRecord(g->params_ready[1 + l], g->comm_stream));
+    }
+    zero1_gather_piece(g, lnf->offset, g->plan.lnf_n, g->params_ready[L + 1]);
+    g->params_pending = 1;
+}
+
+// Stage 1 with overlap, in the first forward after an update: the compute stream waits for each
+// piece just before it reads it (zero3_begin_pass: the embeddings, before the encoder; zero3_layer:
+// layer l, before its first LayerNorm; layer_forward: the final LayerNorm). The last piece's wait
+// waits for all (the comm stream ran them in order): nothing is pending after it.
+static void zero1_wait_embeddings(GPUEngine* g) {
+    if (g->params_pending) cudaCheck(cudaStreamWaitEvent(g->stream, g->params_ready[0], 0));
+}
+
+static void zero1_wait_layer(GPUEngine* g, int l) {
+    if (g->params_pending) cudaCheck(cudaStreamWaitEvent(g->stream, g->params_ready[1 + l], 0));
+}
+
+static void zero1_wait_lnf(GPUEngine* g) {
+    if (!g->params_pending) return;
+    cudaCheck(cudaStreamWaitEvent(g->stream, g->params_ready[g->cfg.num_layers + 1], 0));
+    g->params_pending = 0;
 }
 
 // Stage 3: layer l's parameters into buffer l % 2 on the comm stream, unless it holds them already.
@@ -396,6 +481,7 @@ static void zero3_gather_layer(GPUEngine* g, int l) {
 // Stage 3, before the compute stream reads layer l's parameters: gathered (now, or already by a
 // prefetch) and waited for.
 static void zero3_layer(GPUEngine* g, int l) {
+    if (g->stage == 1) zero1_wait_layer(g, l);  // stage 1: its gather since the update, if any
     if (g->stage != 3) return;
     zero3_gather_layer(g, l);
     cudaCheck(cudaStreamWaitEvent(g->stream, g->gather_done[l % 2], 0));
@@ -422,6 +508,7 @@ static void zero3_backward_layer(GPUEngine* g, int l) {
 // (after every earlier read of their buffers: edge_gather_free) and waited for, layer 0's started.
 // They stay until the pass's backward has used them (wte is the classifier at both ends).
 static void zero3_begin_pass(GPUEngine* g) {
+    if (g->stage == 1) zero1_wait_embeddings(g);  // stage 1: the embeddings' gather since the update
     if (g->stage != 3) return;
     g->gathered[0] = g->gathered[1] = -1;
     const ParamTensor* lnf = &g->layout.tensors[PT_LNFW];

@@ -109,7 +109,7 @@ static const Flag FLAGS[] = {
     {NULL, "--overwrite", FLAG_SWITCH | NO_BYTES, OPT(overwrite), "0", "start afresh in an output dir that holds another run's checkpoints (they are deleted)"},
     {NULL, "--precision", FLAG_STRING, OPT(precision), "", "the GPU engine's precision: fp16, bf16 or fp32 (\"\" = this build's; --plan plans any)"},
     {NULL, "--offload", FLAG_STRING, OPT(offload), "none", "optimizer (alone: --offload): fp32 master weights, m and v in pinned host memory, AdamW on CPU threads; grads: the gradients too; none"},
-    {NULL, "--overlap", FLAG_INT | NO_BYTES, OPT(overlap), "1", "ZeRO stages 0, 1 over ranks: 1 reduce each layer's gradients as the step's last backward finishes it, 0 all of them after backward (the same bits)"},
+    {NULL, "--overlap", FLAG_INT | NO_BYTES, OPT(overlap), "1", "ZeRO stages 0, 1 over ranks: 1 reduce each layer's gradients as the step's last backward finishes it (stage 1: and gather the updated parameters piece by piece beside the next forward), 0 all of them after backward and one all-gather after the update (the same bits)"},
     {NULL, "--max-memory", FLAG_STRING | NO_BYTES, OPT(max_memory), "", "keep the GPU engine within SIZE of device memory per rank (e.g. 48GiB): refuse a plan over it, stop if the device's use passes it"},
     {NULL, "--plan", FLAG_SWITCH | NO_BYTES, OPT(plan), "0", "print the GPU engine's memory and communication plan for these flags (any machine, no GPU needed) and exit"},
     {NULL, "--json", FLAG_SWITCH | NO_BYTES, OPT(json), "0", "with --plan: as one JSON object"},

@@ -182,6 +182,21 @@ static void zero3_gathers(CommItem* it, const MemoryPlan* p, size_t R, size_t ra
 #undef GATHER
 }
 
+// Stage 1's parameter gather after the update, with overlap (train_gpt2_zero.cuh's
+// zero1_gather_pieces): in the next forward's order, the embeddings, each layer's 12 tensor slices,
+// the final LayerNorm, each from the ranks owning it.
+static void zero1_gathers(CommItem* it, const MemoryPlan* p, size_t R, size_t rank) {
+    ParamLayout lay = gpt2_param_layout(&p->cfg);
+    size_t L = (size_t)p->cfg.num_layers;
+    broadcast_piece(it, p, 0, p->embed_n, R, rank);
+    for (size_t l = 0; l < L; l++)
+        for (int k = PT_LN1W; k <= PT_FCPROJB; k++) {
+            size_t per_layer = lay.tensors[k].numel / L;
+            broadcast_piece(it, p, lay.tensors[k].offset + l * per_layer, per_layer, R, rank);
+        }
+    broadcast_piece(it, p, lay.tensors[PT_LNFW].offset, p->lnf_n, R, rank);
+}
+
 static void allreduce_bucket(CommItem* it, const MemoryPlan* p, size_t a, size_t count, size_t R, size_t rank) {
     (void)p;
     (void)a;
@@ -244,7 +259,11 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
                                COMM_PER_MICRO_STEP, 1, X);
             zero3_gathers(it, p, R, rank);
         }
-        if (c->stage == 1 || c->stage == 2) {
+        if (c->stage == 1 && overlap) {
+            CommItem* it = add(c, "parameters, gathered by layer beside the next forward", COMM_BROADCAST, COMM_PER_STEP,
+                               2, X);
+            zero1_gathers(it, p, R, rank);
+        } else if (c->stage == 1 || c->stage == 2) {
             CommItem* it = add(c, "parameters, all-gathered after the update", COMM_ALLGATHER, COMM_PER_STEP, 0, X);
             it->calls = 1;
             it->bytes = p->padded * X;
@@ -279,6 +298,7 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
     // Totals and times per optimizer step.
     double over_link = 0, over_host = 0;  // seconds per micro-step of what overlaps backward
     double over_last = 0;                 // seconds a step of what overlaps the last backward only
+    double over_next = 0;                 // seconds a step of what overlaps the next step's first forward
     for (int i = 0; i < c->count; i++) {
         const CommItem* it = &c->items[i];
         if (it->when == COMM_PER_CHECKPOINT) {
@@ -294,7 +314,8 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
             c->received_step += it->received * times;
         }
         int host = it->kind == COMM_TO_HOST || it->kind == COMM_TO_DEVICE;
-        if (it->overlapped && it->when == COMM_PER_STEP) over_last += it->sent / link->bytes_per_s;
+        if (it->overlapped == 2) over_next += it->sent / link->bytes_per_s;
+        else if (it->overlapped && it->when == COMM_PER_STEP) over_last += it->sent / link->bytes_per_s;
         else if (it->overlapped) {
             if (host) over_host += it->sent / COMM_HOST_LINK.bytes_per_s;
             else over_link += it->sent / link->bytes_per_s;
@@ -303,7 +324,7 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
     c->comm_seconds = c->sent_step / link->bytes_per_s;
     // Down and up at different times (down after or beside backward, up after the update).
     c->host_seconds = (c->host_down_step + c->host_up_step) / COMM_HOST_LINK.bytes_per_s;
-    c->overlapped_seconds = (over_link + over_host) * c->accum + over_last;
+    c->overlapped_seconds = (over_link + over_host) * c->accum + over_last + over_next;
 
     // Compute (predicted): 6 FLOPs a parameter a token plus attention's, and recompute's extra.
     double frac = plan_recompute_fraction(o->recompute);
@@ -316,15 +337,19 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
     // extra forward too.
     c->backward_seconds = c->compute_seconds * (2.0 / 3.0 + frac) / (1.0 + frac);
     // As this engine runs it: what overlaps backward hides up to backward's time on each micro-step
-    // (stages 0 and 1's reductions under the last one only); the rest (the all-gather after the
-    // update, the statistics, offload's step copies, stages 0 and 1's reductions with --overlap 0)
-    // adds to the step.
+    // (stages 0 and 1's reductions under the last one only); stage 1's gather after the update hides
+    // up to the next step's first forward (a third of a micro-step's plain compute: 2 of its 6 FLOPs
+    // a parameter; its layers wait for their pieces in turn, so the model takes the gather as hidden
+    // as long as it takes no longer than that forward); the rest (stage 2's all-gather after the
+    // update, the statistics, offload's step copies, stages 0 and 1 with --overlap 0) adds to the step.
     double per_micro_backward = c->backward_seconds / c->accum;
+    double per_micro_forward = c->compute_seconds / (3.0 * (1.0 + frac)) / c->accum;
     double over_micro = over_link + over_host;
-    double exposed = (c->comm_seconds - over_link * c->accum - over_last) +
+    double exposed = (c->comm_seconds - over_link * c->accum - over_last - over_next) +
                      (c->host_down_step + c->host_up_step) / COMM_HOST_LINK.bytes_per_s - over_host * c->accum;
     if (over_micro > per_micro_backward) exposed += (over_micro - per_micro_backward) * (c->accum - 1);
     if (over_micro + over_last > per_micro_backward) exposed += over_micro + over_last - per_micro_backward;
+    if (over_next > per_micro_forward) exposed += over_next - per_micro_forward;
     c->exposed_seconds = exposed > 0 ? exposed : 0.0;
     c->step_seconds = c->compute_seconds + c->exposed_seconds;
     c->hides_if_overlapped = c->comm_seconds + c->host_seconds <= c->compute_seconds;
@@ -339,6 +364,12 @@ static const char* elem_name(size_t elem, Precision precision) {
 }
 
 static double ms(double s) { return s * 1e3; }
+
+static int over_next_forward(const CommPlan* c) {
+    for (int i = 0; i < c->count; i++)
+        if (c->items[i].overlapped == 2) return 1;
+    return 0;
+}
 
 void comm_plan_print(const CommPlan* c, FILE* f) {
     if (c->count == 0) {
@@ -364,7 +395,8 @@ void comm_plan_print(const CommPlan* c, FILE* f) {
         if (host) snprintf(calls, sizeof(calls), "-");
         else snprintf(calls, sizeof(calls), "%zu", it->calls);
         fprintf(f, "| %-48s | %-10s | %-4s | %-8s | %6s | %15zu | %15zu | %15zu | %10.3f |\n", it->what, when_name(it->when),
-                elem_name(it->elem_bytes, c->precision), it->overlapped ? "backward" : "-", calls, it->bytes, it->sent,
+                elem_name(it->elem_bytes, c->precision),
+                it->overlapped == 2 ? "forward" : it->overlapped ? "backward" : "-", calls, it->bytes, it->sent,
                 it->received, ms(moved / bw));
     }
     fprintf(f, "| %-48s | %-10s | %-4s | %-8s | %6s | %15s | %15zu | %15zu | %10.3f |\n",
@@ -387,8 +419,9 @@ void comm_plan_print(const CommPlan* c, FILE* f) {
     if (c->host_down_step || c->host_up_step) fprintf(f, " + %.3f ms on the host link", ms(c->host_seconds));
     fprintf(f, "; exposed as this engine runs it %.3f ms (%s), step %.3f ms (predicted); under compute it %s\n",
             ms(c->exposed_seconds),
-            c->overlapped_seconds > 0 ? "bucket reductions beside backward, the rest after it"
-                                      : "every collective runs after backward or the update",
+            over_next_forward(c) ? "reductions beside backward, the parameter gather beside the next forward, the rest after them"
+            : c->overlapped_seconds > 0 ? "bucket reductions beside backward, the rest after it"
+                                        : "every collective runs after backward or the update",
             ms(c->step_seconds),
             c->hides_if_overlapped ? "could hide if every collective overlapped it"
                                    : "cannot hide: it takes longer than the compute");

@@ -42,7 +42,8 @@ typedef struct {
     const char* what;  // e.g. "gradients, reduced to their owners"
     CommKind kind;
     CommWhen when;
-    int overlapped;    // 1: the engine runs it on its comm stream while backward computes
+    int overlapped;    // 1: the engine runs it on its comm stream while backward computes; 2: while
+                       // the next step's first forward does (stage 1's gather after the update)
     size_t elem_bytes; // as communicated
     size_t calls;      // per `when` (host copies: 0, not counted)
     size_t bytes;      // the data the calls move, in their element type (the counter's _bytes)

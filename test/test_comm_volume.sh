@@ -5,7 +5,8 @@
 # vocabulary; shards padded to P = R·⌈Ψ/R⌉): with --overlap 0, -z 0 one all-reduce of Ψ gradients a
 # step and -z 1 a reduce-scatter of P gradients and an all-gather of P parameters; by default (the
 # gradients reduced layer by layer beside the last backward) -z 0 all-reduces of Ψ in all, -z 1
-# reduces of Ψ to the owners and the all-gather, once a step; -z 2 reduces of Ψ to the owners on
+# reduces of Ψ to the owners and, instead of the all-gather, broadcasts of the Ψ parameters from
+# their owners piece by piece (beside the next forward), once a step; -z 2 reduces of Ψ to the owners on
 # every micro-step and the all-gather; -z 3 those reduces and, instead of the all-gather, broadcasts
 # of the parameters from their owners before each layer is used; beside them one 16-byte all-reduce a step (loss, squared norm,
 # non-finite count), and a checkpoint's broadcast of the fp32 master weights. The three stages send
@@ -113,8 +114,8 @@ if run z0ov $R -b 2 -z 0; then
         "allreduce_calls=$((N * (12 * L + 3))) allreduce_bytes=$((N * (psi * X + 16)))" 0
 fi
 if run z1ov $R -b 2 -z 1; then
-    expect z1ov "reduces to the owners totalling Ψ gradients, the all-gather of P, 16 B of statistics a step, per rank" \
-        "reduce_bytes=$((N * psi * X)) allgather_calls=$N allgather_bytes=$((N * P * X)) allreduce_calls=$N allreduce_bytes=$((N * 16))" 0
+    expect z1ov "reduces to the owners totalling Ψ gradients, broadcasts of Ψ parameters from their owners (no all-gather), 16 B of statistics a step, per rank" \
+        "reduce_bytes=$((N * psi * X)) broadcast_bytes=$((N * psi * X)) allreduce_calls=$N allreduce_bytes=$((N * 16))" 0
 fi
 if [ -s "$dir/z0ov.traffic" ] && [ -s "$dir/z1ov.traffic" ]; then
     g0=$(grad_ring z0ov $R) g1=$(grad_ring z1ov $R)

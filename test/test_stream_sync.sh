@@ -23,7 +23,7 @@ export CUDA_CPU_THREADS=1 OMP_NUM_THREADS=1
 # -z 3's embedding gather buffer are reused too. -z 3 runs on one rank: its gathers are copies on
 # the comm stream, ordered by the same events as over ranks.
 $gen model "$dir/model.bin" 4 32 2 257 32 1 > /dev/null && $gen shard "$dir/train.bin" 20000 257 2 > /dev/null \
-    || { echo "FAIL stream_sync: gen_data"; exit 1; }
+    && $gen shard "$dir/val.bin" 5000 257 3 > /dev/null || { echo "FAIL stream_sync: gen_data"; exit 1; }
 common=(-e "$dir/model.bin" -i "$dir/train.bin" -t 16 -b 2 -d 64 -v 0 -s 0 -l 3e-3 -u 1 -x 2 -o "")
 declare -A config=(
     [z2]="-z 2"
@@ -32,12 +32,17 @@ declare -A config=(
     [optimizer]="--offload optimizer"
     [z0ov]="-z 0 -b 1"
     [z1ov]="-z 1 -b 1"
+    [z1gather]="-z 1 -b 1 -j $dir/val.bin -v 1 -m 1"
 )
 # Stages 0 and 1 reduce beside backward only over ranks: these run under mpirun, 2 ranks of one
-# sequence each, so that a step is 2 micro-steps and only the last one reduces.
+# sequence each, so that a step is 2 micro-steps and only the last one reduces. Stage 1 (z1gather)
+# also gathers the parameters piece by piece on the comm stream after each update, and the next
+# forward waits for each piece before reading it: validation at every step, so that a forward
+# comes right after the update (the training forward comes after the driver's stop check, an MPI
+# call, which runs every queued op first).
 launch() {  # launch CONFIG: the command before the trainer's (CUDA_CPU_DROP passed on to the ranks)
     case $1 in
-        *ov) echo "mpirun -np 2 -x CUDA_CPU_DROP" ;;
+        *ov | z1gather) echo "mpirun -np 2 -x CUDA_CPU_DROP" ;;
         *) echo "" ;;
     esac
 }
@@ -50,8 +55,15 @@ declare -A fn_config=(
     [bucket_reduce_edges]=z2 [reduce_step_gradients]=z2 [offload_adamw]=optimizer
     [offload_step_gradients]=grads [gpu_optimizer_step]=z2
     [overlap_reduce_layer]="z0ov z1ov" [overlap_reduce_edges]="z0ov z1ov" [overlap_step_gradients]="z0ov z1ov"
+    [zero1_gather_piece]=z1gather [zero1_gather_pieces]=z1gather [zero1_wait_embeddings]=z1gather
+    [zero1_wait_layer]=z1gather [zero1_wait_lnf]=z1gather
     [zero3_gather_layer]=z3 [zero3_layer]=z3 [zero3_begin_pass]=z3
 )
+# Waits the runtime's order check cannot see: a synchronization runs only the work it needs, and
+# nothing after the final LayerNorm's wait needs the comm stream before the host's next MPI call runs
+# it, so without the wait the forward reads the final LayerNorm's parameters before their gather in
+# every order. The test expects that stale read instead: the same run to its end with other val losses.
+declare -A stale_fn=([zero1_wait_lnf]=1)
 # Calls that order nothing CUDA leaves unordered (the test checks that the run is unchanged without
 # them): the step's statistics come down into pageable memory, which CUDA's copy returns complete.
 redundant_pattern='cudaStreamSynchronize(g->stream));$'
@@ -62,7 +74,7 @@ mapfile -t sites < <(awk '
     /^(static |StepResult |void )[^(]*\(/ { fn = $0; sub(/\(.*/, "", fn); sub(/.* \**/, "", fn) }
     /cudaEventRecord|cudaStreamWaitEvent|cudaEventSynchronize|cudaStreamSynchronize/ { print FILENAME ":" fn ":" FNR }' "${sources[@]}")
 
-mpi_configs="z0ov z1ov"
+mpi_configs="z0ov z1ov z1gather"
 command -v mpirun > /dev/null 2>&1 || mpi_configs=""
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # Everything in place: each configuration runs to the end.
@@ -86,7 +98,7 @@ for site in "${sites[@]}"; do
     # The copies to the host that --offload grads adds in the bucket code.
     sed -n "${line}p" "$src" | grep -q 'landed' && cs=grads
     for c in $cs; do
-    [[ $c != *ov || -n $mpi_configs ]] || continue
+    [ -n "$(launch $c)" ] && [ -z "$mpi_configs" ] && continue
     n=$((n + 1))
     call=$(sed -n "${line}p" "$src" | grep -o 'cuda\(EventRecord\|StreamWaitEvent\|EventSynchronize\|StreamSynchronize\)' | head -n 1)
     out="$dir/drop_${line}_$c.out"
@@ -98,6 +110,12 @@ for site in "${sites[@]}"; do
     sed -n "$((line - 1))p" "$src" | grep -qF "$redundant_after" && sed -n "${line}p" "$src" | grep -q "$redundant_pattern" && redundant=1
     if ! grep -q "CUDA_CPU_DROP: skipping $call at $src:$line" "$out"; then
         fail "without $call at $src:$line ($fn)" "the run never reached that call with ${config[$c]}"
+    elif [ -n "${stale_fn[$fn]:-}" ]; then
+        vals=$(grep '^val loss' "$out" | tr '\n' ' ') okvals=$(grep '^val loss' "$dir/ok_$c.out" | tr '\n' ' ')
+        [ $rc -eq 0 ] && grep -q '^done:' "$out" && [ "$(echo "$vals" | grep -o 'val loss' | wc -l)" -ge 2 ] \
+            && [ "$vals" != "$okvals" ] \
+            && pass "without $call at $src:$line ($fn, ${config[$c]}): the forward read stale parameters: val losses $vals instead of $okvals" \
+            || fail "without $call at $src:$line ($fn)" "exit $rc, val losses $vals, with it $okvals (expected a complete run with other val losses)"
     elif [ $redundant = 1 ]; then
         [ $rc -eq 0 ] && [ -z "$finding" ] && grep -q '^done:' "$out" \
             && [ "$(grep -o 'loss [0-9.]*' "$out")" = "$(grep -o 'loss [0-9.]*' "$dir/ok_$c.out")" ] \
