@@ -212,7 +212,7 @@ if d["budget"]["fits"] or d["budget"].get("advice") is not None or d["budget"]["
 # Offload brings d48 within 24 GiB at some micro-batch.
 e = plan(["-b", "1", "-r", "3", "--offload", "optimizer", "--memory-budget", "24GiB"])
 if not e["budget"]["fits"]: bad.append(f"d48 -b 1 -r 3 --offload needs {e['device_total'] / GiB:.1f} GiB > 24")
-# ZeRO-3 at -b 1 over 4 ranks (9.19 GiB): within 5 GiB only with the optimizer on the host; the
+# ZeRO-3 at -b 1 over 4 ranks (9.00 GiB): within 5 GiB only with the optimizer on the host; the
 # advice keeps -z 3 and fits when planned.
 f = plan(["-b", "1", "-r", "3", "-z", "3", "--ranks", "4", "--memory-budget", "5GiB"])
 fa = f["budget"].get("advice")
