@@ -553,7 +553,9 @@ static void for_each_tensor_part(GPUEngine* g, size_t lo, size_t hi, float weigh
 // behind that wait. The uploads overwrite weights that earlier work on both streams read: the host
 // synchronized with the compute stream (which had waited for the comm stream) for the step's
 // statistics, so none of that work is pending. With --offload grads the gradients are on the host
-// already; only the uploads overlap.
+// already; only the uploads overlap. At stage 3 the range is the rank's parameter shard
+// (params_first = opt_begin): the uploads land in the device's shard, which the next pass's gathers
+// (queued behind them on the comm stream) read; nothing is all-gathered.
 static void offload_adamw(GPUEngine* g, const floatX* opt_grads, const AdamWStep* u) {
     size_t piece = ceil_div_size(g->opt_n, OFFLOAD_PIECES);
     // Piece k is [begin_of(k), begin_of(k + 1)).
@@ -976,10 +978,6 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     }
     if (opts->zero_stage < 0 || opts->zero_stage > 3) {
         snprintf(why, why_cap, "ZeRO stage %d: the GPU engine has stages 0, 1, 2 and 3", opts->zero_stage);
-        return NULL;
-    }
-    if (opts->zero_stage == 3 && opts->offload != OFFLOAD_NONE) {
-        snprintf(why, why_cap, "ZeRO stage 3 keeps its optimizer on the device: no --offload with it");
         return NULL;
     }
 #if !defined(USE_NCCL)

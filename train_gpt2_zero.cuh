@@ -45,14 +45,16 @@
 //            backward l - 1 (zero3_backward_layer; not across a level-3 segment's first layer).
 //            A gather is gather_from_owners: one ncclBroadcast from each owner of each tensor's
 //            slice (one NCCL group a layer) on comm_stream. Gradients as stage 2; nothing after the
-//            update (gather_parameters: nothing)
+//            update (gather_parameters: nothing). With --offload the host updates the rank's shard
+//            (train_gpt2.cu's offload_adamw) and copies the floatX result up on comm_stream into
+//            params, the shard the next pass's gathers read: no collective, no all-gather
 //   stage 2  backward calls bucket_begin_edges, then per layer bucket_begin_layer(l) and
 //            bucket_reduce_layer(l), then bucket_reduce_edges: each bucket is ncclReduce'd piece by
 //            piece to the rank owning it (one NCCL group a bucket) on comm_stream while backward
 //            goes on, and shard_accumulate adds the micro-step's shard into grad_acc (fp32);
 //            reduce_step_gradients rounds grad_acc into shard_grads; gather as stage 1
-//   offload grads  the same buckets, reduced (all-reduce at stage 0) then copied to h_landing and
-//            summed on the host's CPU threads into h_grad_acc
+//   offload grads  the same buckets, reduced (all-reduce at stage 0, to the owners in place at
+//            stages 1-3) then copied to h_landing and summed on the host's CPU threads into h_grad_acc
 //   every stage  reduce_step_stats: ncclAllReduce of the 4 step statistics on the compute stream
 //
 // When it synchronizes: a bucket's reduction waits (comm_stream on bucket_ready / edge_ready) for
@@ -76,8 +78,10 @@
 // micro-step. Stage 3: a gather into buffer b waits (comm_stream on gather_free[b], edge_gather_free:
 // recorded on the compute stream as the gather is issued) for every read of what b held; the compute
 // stream waits (gather_done[b], edge_gather_done) before reading what it gathered; a prefetch never
-// targets the buffer of the layer being run. test/test_stream_sync.sh removes each of these calls
-// in turn and expects the CPU runtime to name the race.
+// targets the buffer of the layer being run. Stage 3 with --offload adds no synchronization: the
+// weights' upload into params is queued on comm_stream ahead of the next pass's gathers, which read
+// it in stream order (and the compute stream waits for those gathers). test/test_stream_sync.sh
+// removes each of these calls in turn and expects the CPU runtime to name the race.
 //
 // What it guarantees: no float atomics and a fixed order of every sum, so a run is bit-identical
 // run to run and on resume at the same rank count; stages 0 and 1 give the same bits reduced beside
@@ -128,7 +132,7 @@ static void reduce_to_owners(GPUEngine* g, const floatX* bucket, size_t base, si
 }
 
 // --offload grads: the gradients of count parameters from `global` on, held in the bucket at src,
-// summed over ranks in place (every rank's copy at stage 0, each owner's piece at stages 1, 2),
+// summed over ranks in place (every rank's copy at stage 0, each owner's piece at stages 1-3),
 // then the part in this rank's optimizer range copied down to the same place in the landing area.
 static void offload_reduce_piece(GPUEngine* g, floatX* src, size_t global, size_t count, cudaStream_t st) {
     if (g->num_ranks > 1) {

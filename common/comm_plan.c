@@ -459,8 +459,9 @@ void comm_plan_print_json(const CommPlan* c, const MemoryPlan* p, FILE* f) {
             CommPlan cr;
             comm_plan_make(&cr, &pr, c->accum, &c->link, c->peak_flops, c->card);
             fprintf(f, "%s\n   {\"rank\": %d, \"sent_per_step\": %zu, \"received_per_step\": %zu, \"checkpoint_sent\": %zu, "
-                       "\"checkpoint_received\": %zu, \"sent_per_step_by_kind\": {", r ? "," : "", r, cr.sent_step,
-                    cr.received_step, cr.checkpoint_sent, cr.checkpoint_received);
+                       "\"checkpoint_received\": %zu, \"host_down_per_step\": %zu, \"host_up_per_step\": %zu, "
+                       "\"sent_per_step_by_kind\": {", r ? "," : "", r, cr.sent_step, cr.received_step, cr.checkpoint_sent,
+                    cr.checkpoint_received, cr.host_down_step, cr.host_up_step);
             // Micro-step items times the micro-steps: what a counter sees over one optimizer step.
             for (int k = 0; k <= COMM_BROADCAST; k++) {  // the broadcasts: stage 3's gathers
                 size_t sent = 0;

@@ -325,7 +325,7 @@ MemoryFit memory_plan_fit_step(const GPT2Config* cfg, const EngineOptions* opts,
                 !run_shape_check(opts->B / div, opts->T, nr, step_seqs * opts->T * nr, &steps_accum, why, sizeof(why)))
                 continue;
             for (int z = opts->zero_stage; z <= (ranks && opts->zero_stage < 2 ? 2 : opts->zero_stage); z++)
-                for (int off = opts->offload; off <= (z == 3 ? OFFLOAD_NONE : OFFLOAD_GRADS); off++) {
+                for (int off = opts->offload; off <= OFFLOAD_GRADS; off++) {
                     EngineOptions c = *opts;
                     c.recompute = r;
                     c.B = opts->B / div;

@@ -86,10 +86,6 @@ static void options_validate(const TrainOptions* o) {
     if (o->resume != 0 && o->resume != 1) fatal("flag -y (resume) must be 0 or 1, got %d", o->resume);
     if (o->shuffle != 0 && o->shuffle != 1) fatal("flag -sf (shuffle) must be 0 or 1, got %d", o->shuffle);
     if (o->zero_stage < 0 || o->zero_stage > 3) fatal("flag -z (ZeRO stage) must be 0, 1, 2 or 3, got %d", o->zero_stage);
-    // ZeRO-3's parameter shard is the optimizer's range, updated on the device (no offload path yet).
-    if (o->zero_stage == 3 && strcmp(o->offload, "none") != 0)
-        fatal("flags -z 3 and --offload %s: ZeRO-3 keeps its optimizer on the device; use -z 2 with --offload, or -z 3 "
-              "without it", o->offload);
     if (o->overfit != 0 && o->overfit != 1) fatal("flag -a (overfit) must be 0 or 1, got %d", o->overfit);
     if (o->log_every <= 0) fatal("flag -p (print every) must be positive, got %d", o->log_every);
     // No -o is no output dir (llm.c's default): nothing to resume from, nowhere to write checkpoints.

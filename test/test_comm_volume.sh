@@ -12,9 +12,11 @@
 # non-finite count), and a checkpoint's broadcast of the fp32 master weights. The three stages send
 # the same ring bytes a rank when R divides Ψ (the ZeRO paper's 2Ψ).
 # And the planner's communication (`--plan --json`, common/comm_plan.c) equals the count: for stages
-# 0, 1, 2 at 2 and 3 ranks, with and without accumulation, and --offload grads, every rank's bytes
+# 0, 1, 2, 3 at 2 and 3 ranks, with and without accumulation, --offload grads, and -z 3 with
+# --offload optimizer and grads (the same collectives as -z 3 on the device), every rank's bytes
 # sent per kind, the calls and the data bytes, and what a rank receives (what the rank before it in
-# the ring sends); --link parsing and refusals; the time column is bytes over the link's bandwidth.
+# the ring sends), and without checkpoints the bytes each rank copies down and up its host link
+# (CUDA_CPU_HOST_TRAFFIC: none without offload); --link parsing and refusals; the time column is bytes over the link's bandwidth.
 # Behaviour only: no timing.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -46,7 +48,7 @@ common=(-e "$dir/model.bin" -i "$dir/train.bin" -t "$T" -v 0 -s 0 -l 1e-3 -x "$N
 run() {
     local name=$1 np=$2
     shift 2
-    NCCL_CPU_TRAFFIC="$dir/$name.traffic" timeout 120 mpirun --oversubscribe -np "$np" $emu "${common[@]}" "$@" \
+    NCCL_CPU_TRAFFIC="$dir/$name.traffic" CUDA_CPU_HOST_TRAFFIC="$dir/$name.host" timeout 120 mpirun --oversubscribe -np "$np" $emu "${common[@]}" "$@" \
         > "$dir/$name.out" 2>&1 || { fail "comm_volume $name" "mpirun exited with status $?: $(tail -n 2 "$dir/$name.out")"; return 1; }
     grep -q '^model:.*padded '$Vp')' "$dir/$name.out" || { fail "comm_volume $name" "the model line is not V=$V padded $Vp"; return 1; }
     [ "$(grep -c '^nccl_traffic ' "$dir/$name.traffic" 2>/dev/null)" -eq "$np" ] \
@@ -151,7 +153,7 @@ plan_matches() {
     $emu --plan --json "${common[@]}" "$@" --ranks "$np" > "$dir/$name.plan.json" 2> "$dir/$name.plan.err" \
         || { fail "comm_volume $name plan" "--plan --json failed: $(cat "$dir/$name.plan.err")"; return; }
     local r
-    r=$("$PY" - "$dir/$name.plan.json" "$dir/$name.traffic" "$N" "$ckpts" <<'PYEOF'
+    r=$("$PY" - "$dir/$name.plan.json" "$dir/$name.traffic" "$N" "$ckpts" "$dir/$name.host" <<'PYEOF'
 import json, sys
 plan = json.load(open(sys.argv[1]))["communication"]
 steps, ckpts = int(sys.argv[3]), int(sys.argv[4])
@@ -185,9 +187,20 @@ for br in plan["by_rank"]:
     got = sum(counted[(r - 1) % R][k + "_sent"] for k in kinds)
     want = steps * br["received_per_step"] + ckpts * br["checkpoint_received"]
     if got != want: bad.append(f"rank {r} receives {want} planned, rank {(r - 1) % R} sent {got}")
+# The host link (offload's copies between device and pinned host memory, counted by the runtime
+# per process: compared as a multiset over the ranks); a checkpoint's staging copies are not planned.
+if ckpts == 0:
+    try:
+        lines = [dict(f.split("=") for f in l.split()[1:]) for l in open(sys.argv[5]) if l.startswith("host_traffic ")]
+    except OSError:
+        lines = []
+    got = sorted((int(l["to_host_bytes"]), int(l["to_device_bytes"])) for l in lines)
+    want = sorted((steps * br["host_down_per_step"], steps * br["host_up_per_step"]) for br in plan["by_rank"])
+    if got != want: bad.append(f"host copies (down, up) by rank counted {got}, planned {want}")
 # the time column: a rank's bytes a step over the link's bandwidth
 if abs(plan["comm_seconds"] - plan["sent_per_step"] / plan["link"]["bytes_per_s"]) > 1e-12: bad.append("comm_seconds is not bytes / bandwidth")
-print("; ".join(bad) if bad else f"{plan['sent_per_step']} B sent a step by rank 0, {plan['micro_steps']} micro-step(s), " +
+host = f", {plan['host_down_per_step']} B down and {plan['host_up_per_step']} B up the host link" if plan["host_down_per_step"] else ""
+print("; ".join(bad) if bad else f"{plan['sent_per_step']} B sent a step by rank 0{host}, {plan['micro_steps']} micro-step(s), " +
       ", ".join(f"{k} {sum(i['calls'] for i in plan['items'] if i['kind'] == k)}" for k in kinds
                 if any(i['kind'] == k and i['each'] != 'checkpoint' for i in plan['items'])) + " calls a (micro-)step")
 sys.exit(1 if bad else 0)
@@ -220,6 +233,17 @@ run z3l4 2 -b 1 -z 3 -r 3 --recompute-every 2 -e "$dir/model4.bin" \
     && plan_matches z3l4 2 -b 1 -z 3 -r 3 --recompute-every 2 -e "$dir/model4.bin"
 # --offload grads at stage 0: the gradients all-reduced bucket by bucket on every micro-step.
 run z0offacc 2 -b 1 -d $((T * 2 * 2)) -z 0 --offload grads && plan_matches z0offacc 2 -b 1 -d $((T * 2 * 2)) -z 0 --offload grads
+# -z 3 with the optimizer on the host: the same collectives as on the device, call for call (the
+# updated shard goes back into the device's parameter shard by a host copy, not an all-gather; with
+# offload grads each bucket piece is reduced in place, then copied down).
+for off in optimizer grads; do
+    if run z3${off}acc 2 -b 1 -d $((T * 2 * 2)) -z 3 --offload $off; then
+        plan_matches z3${off}acc 2 -b 1 -d $((T * 2 * 2)) -z 3 --offload $off
+        [ -s "$dir/z3acc.traffic" ] && { cmp -s <(sort "$dir/z3acc.traffic") <(sort "$dir/z3${off}acc.traffic") \
+            && pass "comm_volume z3${off}acc: -z 3 --offload $off counts the same collectives, call for call, as -z 3 on the device" \
+            || fail "comm_volume z3${off}acc" "its traffic differs from -z 3's: $(sort "$dir/z3${off}acc.traffic" | tr '\n' ' ')"; }
+    fi
+done
 
 # --- three ranks: 3 does not divide Ψ, the shards are padded; a checkpoint broadcasts the master ---------
 R=3
@@ -242,6 +266,11 @@ run z3r3ck 3 -b 1 -z 3 -n $N -o "$dir/ck3" && echo 1 > "$dir/z3r3ck.ckpts" && pl
 for z in 0 1 2 3; do
     run z${z}r3acc 3 -b 1 -d $((T * 3 * 2)) -z $z && plan_matches z${z}r3acc 3 -b 1 -d $((T * 3 * 2)) -z $z
 done
+# -z 3 with offload at 3 ranks: offload grads with accumulation; offload optimizer with a checkpoint
+# (its fp32 master weights broadcast from each rank's host copy through the device staging buffer).
+run z3r3ogacc 3 -b 1 -d $((T * 3 * 2)) -z 3 --offload grads && plan_matches z3r3ogacc 3 -b 1 -d $((T * 3 * 2)) -z 3 --offload grads
+run z3r3offck 3 -b 1 -z 3 --offload optimizer -n $N -o "$dir/ck3o" && echo 1 > "$dir/z3r3offck.ckpts" \
+    && plan_matches z3r3offck 3 -b 1 -z 3 --offload optimizer -n $N -o "$dir/ck3o"
 
 # --- --link: the names, a number of GB/s, refusals (one line naming --link, exit 1) ------------------
 plan_link() { $emu --plan --json "${common[@]}" -b 2 -z 1 --ranks 2 "$@" 2>&1; }

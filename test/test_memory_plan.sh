@@ -4,7 +4,8 @@
 #   - over a grid of models (d2-d6), B, T, the three precisions, -r 0-3, -z 0-3 at 1-3 ranks and
 #     --offload: every component planned = allocated = taken from the device, to the byte, and the
 #     start-up table equal to `./train_gpt2 --plan --json` for the same flags;
-#   - d48's model states equal the closed forms (16, 4 + 12/N, 2 + 14/N, 16/N bytes per parameter);
+#   - d48's model states equal the closed forms (16, 4 + 12/N, 2 + 14/N, 16/N bytes per parameter;
+#     -z 3 with --offload optimizer 4/N on the device and 12/N on the host, with --offload grads 2/N and 16/N);
 #   - --memory-budget: fits / the largest -b / the cheapest change, checked by planning the answer;
 #   - --max-memory refuses a plan over it (exit 1, the advice); a device too small ends with the
 #     plan, the advice and one line naming the component;
@@ -90,6 +91,13 @@ check_case fp32 d2 2 64 0 3 1 none
 check_case fp16 d3 2 64 3 3 2 none
 check_case fp32 d2 2 64 1 3 3 none
 check_case bf16 d2 2 32 2 3 2 none
+# ZeRO-3 with the optimizer on the host: the device keeps the parameter shard (and with offload
+# optimizer the gradient shard and its fp32 sum), the host master, m, v (and with offload grads the
+# fp32 sums and the buckets' landing area).
+check_case fp32 d2 2 64 0 3 1 optimizer
+check_case fp16 d3 2 64 1 3 2 optimizer
+check_case fp32 d2 2 64 0 3 3 grads
+check_case bf16 d2 2 32 3 3 2 grads
 
 # --- d48's model states against the closed forms (psi = 1,557,686,400) --------------------------
 r=$(python3 - "$planner" <<'EOF'
@@ -124,8 +132,20 @@ for n in (2, 4, 8):
     if acc != 4 * psi // n: bad.append(f"ZeRO-3 N={n}: fp32 accumulator {acc} != 4 psi/N")
     if states(p3, ["parameter gather buffers"]) != states(p3, ["gradient buckets"]):
         bad.append(f"ZeRO-3 N={n}: the gather buffers are not the size of the gradient buckets")
+    # ZeRO-3 with offload: the device keeps the fp16 parameter shard (2 psi/N), with offload optimizer
+    # the fp16 gradient shard too (2 psi/N, and its 4 psi/N fp32 sum); the host master, m, v (12 psi/N)
+    # and with offload grads the fp32 sums (4 psi/N).
+    for off, dev, host in (("optimizer", 4, 12), ("grads", 2, 16)):
+        q = plan("-z", "3", "--ranks", str(n), "--offload", off)
+        where = {x["name"]: x["where"] for x in q["components"]}
+        names = ["parameter shard", "gradient shard", "gradient accumulator (fp32)"] + opt
+        on_dev = sum(x["bytes"] for x in q["components"] if x["name"] in names[:2] + opt and x["where"] == "device")
+        on_host = sum(x["bytes"] for x in q["components"] if x["name"] in names and x["where"] == "host")
+        if on_dev != dev * psi // n: bad.append(f"ZeRO-3 --offload {off} N={n}: device model states {on_dev} != {dev} psi/N")
+        if on_host != host * psi // n: bad.append(f"ZeRO-3 --offload {off} N={n}: host {on_host} != {host} psi/N")
 if bad: print("; ".join(bad)); sys.exit(1)
-print("16 psi; 4 psi + 12 psi/N, 2 psi + 14 psi/N and 16 psi/N (+ 4 psi/N fp32 accumulator) at N = 2, 4, 8")
+print("16 psi; 4 psi + 12 psi/N, 2 psi + 14 psi/N and 16 psi/N (+ 4 psi/N fp32 accumulator) at N = 2, 4, 8; "
+      "-z 3 --offload optimizer 4 psi/N on the device, 12 psi/N on the host; --offload grads 2 psi/N, 16 psi/N")
 EOF
 ) && pass "d48 model states equal the closed forms: $r" || fail "d48 closed forms" "$r"
 
@@ -192,9 +212,19 @@ if d["budget"]["fits"] or d["budget"].get("advice") is not None or d["budget"]["
 # Offload brings d48 within 24 GiB at some micro-batch.
 e = plan(["-b", "1", "-r", "3", "--offload", "optimizer", "--memory-budget", "24GiB"])
 if not e["budget"]["fits"]: bad.append(f"d48 -b 1 -r 3 --offload needs {e['device_total'] / GiB:.1f} GiB > 24")
+# ZeRO-3 at -b 1 over 4 ranks (9.00 GiB): within 5 GiB only with the optimizer on the host; the
+# advice keeps -z 3 and fits when planned.
+f = plan(["-b", "1", "-r", "3", "-z", "3", "--ranks", "4", "--memory-budget", "5GiB"])
+fa = f["budget"].get("advice")
+if f["budget"]["fits"] or not fa or fa["zero_stage"] != 3 or fa["offload"] == "none":
+    bad.append(f"d48 -z 3 over 4 ranks in 5 GiB: expected an offload with -z 3, got {fa}")
+else:
+    g = plan(["-b", str(fa["B"]), "-r", str(fa["recompute"]), "-z", "3", "--ranks", "4", "--offload", fa["offload"]])
+    if g["device_total"] > 5 * GiB or g["device_total"] != fa["device_total"]: bad.append(f"the -z 3 advice {fa['what']} does not fit")
 if bad: print("; ".join(bad)); sys.exit(1)
 print(f"-b 8 fits 48 GiB (largest -b {mb}); -b 32 does not: {adv['what']} fits at {adv['device_total'] / GiB:.2f} GiB; "
-      f"1 GiB: no answer; offload + -r 3 within 24 GiB ({e['device_total'] / GiB:.2f})")
+      f"1 GiB: no answer; offload + -r 3 within 24 GiB ({e['device_total'] / GiB:.2f}); -z 3 over 4 ranks in 5 GiB: "
+      f"{fa['what']} ({fa['device_total'] / GiB:.2f} GiB)")
 EOF
 ) && pass "--memory-budget answers: $r" || fail "--memory-budget" "$r"
 out=$("$planner" --plan -e d48 -t 1024 -b 32 -r 0 --precision fp16 --memory-budget 48GiB 2>&1)

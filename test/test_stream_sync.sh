@@ -30,6 +30,8 @@ declare -A config=(
     [z3]="-z 3"
     [grads]="-z 2 --offload grads"
     [optimizer]="--offload optimizer"
+    [z3opt]="-z 3 --offload optimizer"
+    [z3grads]="-z 3 --offload grads"
     [z0ov]="-z 0 -b 1"
     [z1ov]="-z 1 -b 1"
     [z1gather]="-z 1 -b 1 -j $dir/val.bin -v 1 -m 1"
@@ -77,8 +79,12 @@ mapfile -t sites < <(awk '
 mpi_configs="z0ov z1ov z1gather"
 command -v mpirun > /dev/null 2>&1 || mpi_configs=""
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-# Everything in place: each configuration runs to the end.
-for c in z2 z3 grads optimizer $mpi_configs; do
+# Everything in place: each configuration runs to the end. -z 3 with offload adds no call of its
+# own: its host copies are the offload calls' below (dropped where they are the only order: the
+# optimizer's under --offload optimizer at stage 0, the buckets' under -z 2 --offload grads); at
+# stage 3 the next pass's gathers, queued on the comm stream behind the weights' upload into the
+# parameter shard, order the compute stream after it as offload_up does.
+for c in z2 z3 grads optimizer z3opt z3grads $mpi_configs; do
     # shellcheck disable=SC2086
     if CUDA_CPU_DROP="" $(launch $c) $emu "${common[@]}" ${config[$c]} > "$dir/ok_$c.out" 2>&1; then
         pass "all synchronization in place: ${config[$c]} runs without a finding"

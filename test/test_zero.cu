@@ -4,8 +4,9 @@
 // process that takes the same global batch by accumulation (every step's loss and gradient norm,
 // and the model's loss on a held-out batch afterwards); shards need no divisibility (the model's
 // parameter count is odd); a planted overflow on one rank only makes every rank skip the same
-// step; the optimizer state each rank keeps shrinks with the stage; checkpoints of a sharded run
-// resume bit for bit on as many ranks, and in one process (the shards assembled) within rounding.
+// step (at stage 3 also with --offload optimizer and --offload grads); the optimizer state each
+// rank keeps shrinks with the stage; checkpoints of a sharded run resume bit for bit on as many
+// ranks, and in one process (the shards assembled) within rounding.
 // Every rank prints its checks; test/test_zero.sh runs stages 0-2 with 2 and 3 ranks,
 // test/test_zero3.sh stage 3.
 #define TRAIN_GPT2_NO_MAIN
@@ -29,7 +30,8 @@ static Ranks g_ranks;
 static double tolerance(int accum) { return floatx_tol(g_ranks.num_ranks * accum + 1); }
 
 
-static EngineOptions options(int ranks, int stage, int recompute = 0, int recompute_every = 0) {
+static EngineOptions options(int ranks, int stage, int recompute = 0, int recompute_every = 0,
+                             int offload = OFFLOAD_NONE) {
     EngineOptions o;
     memset(&o, 0, sizeof(o));
     o.precision = BUILD_PRECISION;
@@ -41,6 +43,7 @@ static EngineOptions options(int ranks, int stage, int recompute = 0, int recomp
     o.zero_stage = stage;
     o.recompute = recompute;
     o.recompute_every = recompute_every;
+    o.offload = offload;
     o.loss_scale_init = 65536.0f;
     o.loss_scale_interval = 2000;
     return o;
@@ -225,13 +228,13 @@ static void test_checkpoint(int stage, const char* dir) {
 // too, and every rank skips the update (and with FP16 loss scaling halves the scale). Stage 3 keeps
 // one copy of the parameters (each rank its shard), so there the last rank's micro-step is the
 // NaN: its loss gradient is scaled by NaN.
-static void test_overflow_on_one_rank(int stage) {
+static void test_overflow_on_one_rank(int stage, int offload = OFFLOAD_NONE) {
     std::vector<float> p(gpt2_param_layout(&CFG).num_parameters);
     gpt2_init_params(&CFG, p.data(), 22);
     int last = g_ranks.rank == g_ranks.num_ranks - 1;
     if (last && stage < 3)
         for (int c = 0; c < CFG.channels; c++) p[(size_t)CFG.vocab_size * CFG.channels + c] = NAN;
-    Engine* e = make(options(g_ranks.num_ranks, stage), p);
+    Engine* e = make(options(g_ranks.num_ranks, stage, 0, 0, offload), p);
     std::vector<int> in, tg;
     batch(g_ranks.rank, in, tg);
     e->micro_step(e, in.data(), tg.data(), B, T, last && stage == 3 ? NAN : 1.0f, 1);
@@ -239,7 +242,8 @@ static void test_overflow_on_one_rank(int stage) {
     int applied[1] = {r.applied}, skipped_everywhere = !r.applied;
     ranks_max(applied, 1);  // 0 only if no rank applied the step
     char name[160];
-    snprintf(name, sizeof(name), "ZeRO %d: NaN gradients on rank %d only: every rank skips the step", stage,
+    snprintf(name, sizeof(name), "ZeRO %d%s%s: NaN gradients on rank %d only: every rank skips the step", stage,
+             offload != OFFLOAD_NONE ? " --offload " : "", offload != OFFLOAD_NONE ? offload_name(offload) : "",
              g_ranks.num_ranks - 1);
     report(skipped_everywhere && applied[0] == 0, name, "a rank applied the update");
     e->destroy(e);
@@ -259,6 +263,12 @@ int main(int argc, char** argv) {
         test_stage(stage, 2);
         test_overflow_on_one_rank(stage);
         test_checkpoint(stage, dir);
+    }
+    // Stage 3 with the optimizer on the host: the non-finite count (of the device's shard, or of the
+    // host's sums with offloaded gradients) is summed over the ranks as on the device.
+    if (zero3) {
+        test_overflow_on_one_rank(3, OFFLOAD_OPTIMIZER);
+        test_overflow_on_one_rank(3, OFFLOAD_GRADS);
     }
     // Stage 3 gathers each layer again for what recompute rebuilds (level 3: a segment's layers).
     if (zero3 && !basic) {

@@ -4,12 +4,18 @@
 #   - build/test/test_zero_{fp32,fp16} 3: the engine through its contract equals one process taking
 #     the same global batch (every step's loss and gradient norm; FP32 within 1e-5, FP16 within its
 #     rounding), at 1 and 2 micro-steps and at recompute levels 1, 2, 3 (segments of 1 and 2 layers);
-#     a NaN on one rank skips the step on every rank (FP16 too); checkpoints resume bit for bit on as
-#     many ranks and in one process within rounding; a rank's floatX parameters are its shard;
+#     a NaN on one rank skips the step on every rank (FP16 too, and with --offload optimizer and
+#     grads); checkpoints resume bit for bit on as many ranks and in one process within rounding; a
+#     rank's floatX parameters are its shard;
 #   - the trainer: -z 3 on 2 ranks (-r 3, segments of 2 layers) and on 3 ranks, with accumulation,
 #     equals one process step by step within 1e-5 (FP32: the sums differ only in their order); FP16
 #     trains on 2 ranks; checkpoints of -z 3 on 2 ranks resume on 2 ranks bit for bit, on 3 ranks
-#     (-z 3) and on 1 (-z 0) to the same weights within 1e-5; --offload with -z 3 is refused.
+#     (-z 3) and on 1 (-z 0) to the same weights within 1e-5;
+#   - -z 3 with --offload optimizer and --offload grads (AdamW of the rank's shard on its CPU, the
+#     updated floatX shard copied back into the device's parameter shard) on 2 and 3 ranks, with
+#     accumulation, equals one process step by step within 1e-5; a checkpoint of -z 3 --offload
+#     optimizer on 2 ranks resumes on 2 ranks bit for bit and on 3 ranks (-z 3 --offload grads)
+#     within 1e-5 of continuing on 2.
 # (The plan = allocation checks of -z 3 are in test_memory_plan.sh, its communication against the
 # counted traffic in test_comm_volume.sh, its stream synchronization in test_stream_sync.sh.)
 set -u
@@ -71,6 +77,13 @@ e2e() {
 }
 e2e np2r3 2 3 -r 3 --recompute-every 2
 e2e np3 3 2 -r 0
+# With the optimizer on the host: each rank's AdamW on its CPU threads, its floatX shard copied back
+# into the device's shard (the next forward gathers it); with offload grads the buckets' reduced
+# pieces summed on the host (level 3 re-gathering a segment's layers meanwhile).
+e2e np2off 2 3 --offload optimizer
+e2e np3off 3 2 --offload optimizer -r 2
+e2e np2og 2 3 --offload grads -r 3 --recompute-every 2
+e2e np3og 3 2 --offload grads -r 0
 
 # FP16 on 2 ranks: trains (the loss falls), its loss scale in the log.
 timeout 600 mpirun --oversubscribe -np 2 build/emu/train_gpt2_emu_fp16 "${common[@]}" -b 3 -x $steps -z 3 -o "$dir/fp16" \
@@ -109,9 +122,34 @@ for np in 2 3 1; do
     fi
 done
 
-# --offload keeps the optimizer on the host: not with -z 3 (one line naming both flags, exit 1).
-out=$($emu "${common[@]}" -b 6 -x 1 -z 3 --offload optimizer -o "" 2>&1)
-rc=$?
-[ $rc = 1 ] && [ "$(printf '%s\n' "$out" | grep -c .)" = 1 ] && [[ $out == *"-z 3"*"--offload"* ]] \
-    && pass "-z 3 --offload optimizer refused: $out" || fail "-z 3 --offload" "exit $rc: $out"
+# With the optimizer on the host: the checkpoint's state shards come from host memory, the model
+# file's master weights from the device's parameter shard (FP32: the shard is the master); resumed
+# on 2 ranks bit for bit, on 3 ranks with --offload grads within fp32 rounding of continuing on 2.
+timeout 600 mpirun --oversubscribe -np 2 $emu "${common[@]}" -b 3 -x $steps -z 3 --offload optimizer -n 2 -o "$dir/cko" \
+    > "$dir/cko.out" 2>&1 || fail "zero3 e2e: checkpointed run with --offload optimizer" "$(tail -n 2 "$dir/cko.out")"
+d=$($gen diff "$dir/cko/model_0000000$steps.bin" "$dir/ck/model_0000000$steps.bin")
+awk -v d="$d" 'BEGIN { exit !(d <= 1e-5) }' \
+    && pass "ZeRO-3 --offload optimizer on 2 ranks: final weights within $d of the optimizer on the device" \
+    || fail "zero3 e2e: --offload optimizer vs on the device" "weights differ by $d"
+for case in "2 optimizer" "3 grads"; do
+    set -- $case
+    np=$1 off=$2 b=$((6 / $1))
+    rm -rf "$dir/ro$np"
+    cp -r "$dir/cko" "$dir/ro$np"
+    rm -f "$dir/ro$np"/*_0000000$steps*
+    timeout 600 mpirun --oversubscribe -np $np $emu "${common[@]}" -b $b -x $steps -z 3 --offload $off -n 2 -o "$dir/ro$np" -y 1 \
+        > "$dir/ro$np.out" 2>&1 || { fail "zero3 e2e: offload resume on $np ranks" "$(tail -n 2 "$dir/ro$np.out")"; continue; }
+    if [ $np -eq 2 ]; then
+        cmp -s "$dir/cko/model_0000000$steps.bin" "$dir/ro2/model_0000000$steps.bin" &&
+            cmp -s "$dir/cko/state_0000000$steps.bin" "$dir/ro2/state_0000000$steps.bin" &&
+            cmp -s "$dir/cko/state_0000000$steps.rank001.bin" "$dir/ro2/state_0000000$steps.rank001.bin" \
+            && pass "ZeRO-3 --offload optimizer on 2 ranks resumed on 2 ranks: final weights and both state shards bit-identical" \
+            || fail "zero3 e2e: offload resume on 2 ranks" "files differ"
+    else
+        d=$($gen diff "$dir/ro$np/model_0000000$steps.bin" "$dir/cko/model_0000000$steps.bin")
+        awk -v d="$d" 'BEGIN { exit !(d <= 1e-5) }' \
+            && pass "ZeRO-3 --offload optimizer on 2 ranks resumed on $np ranks with --offload $off (B=$b): final weights within $d of continuing on 2" \
+            || fail "zero3 e2e: offload resume on $np ranks" "weights differ by $d"
+    fi
+done
 exit $status

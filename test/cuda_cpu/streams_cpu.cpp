@@ -16,9 +16,12 @@
 // checked bytes on partly covered pages) until the host synchronizes with the copy.
 #include "cuda_cpu_internal.h"
 
+#include <errno.h>
 #include <execinfo.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <deque>
@@ -78,6 +81,7 @@ static std::set<std::string> g_drop;          // CUDA_CPU_DROP: "file:line" of c
 static std::map<uintptr_t, bool> g_drop_cache;
 
 static void drain_at_exit();
+static void host_traffic_write();
 
 void clock_join(Clock& into, const Clock& from) {
     if (into.size() < from.size()) into.resize(from.size(), 0);
@@ -99,6 +103,7 @@ static void streams_init_locked() {
     g_host.assign(3, 0);
     g_host[kHostStream] = 1;
     atexit(drain_at_exit);
+    if (getenv("CUDA_CPU_HOST_TRAFFIC") && *getenv("CUDA_CPU_HOST_TRAFFIC")) atexit(host_traffic_write);
     const char* e = getenv("CUDA_CPU_STREAM_ORDERS");
     std::string list = e && *e ? e : "forward,reverse";
     size_t pos = 0;
@@ -765,6 +770,27 @@ static void copy_run(Op* op, const OpRun& r, void* dst, const void* src, size_t 
     if (D && D->kind == A_HOST) guards_written(op->id, (uintptr_t)dst, (uintptr_t)dst + n);
 }
 
+// CUDA_CPU_HOST_TRAFFIC=PATH: the asynchronous copies between device memory and pinned host memory
+// (what crosses a GPU's host link beside its work: an offloaded optimizer's gradients and weights),
+// counted as they are issued; at exit one line appended to PATH (one write with O_APPEND: the ranks
+// of an mpirun may share the file):
+//   host_traffic pid=.. to_host_calls=.. to_host_bytes=.. to_device_calls=.. to_device_bytes=..
+// Synchronous cudaMemcpy and copies of pageable memory are not counted.
+static uint64_t g_host_traffic[2][2];  // [to the host, to the device][calls, bytes]
+
+static void host_traffic_write() {
+    const char* path = getenv("CUDA_CPU_HOST_TRAFFIC");
+    char line[256];
+    int len = snprintf(line, sizeof(line), "host_traffic pid=%d to_host_calls=%llu to_host_bytes=%llu "
+                       "to_device_calls=%llu to_device_bytes=%llu\n", (int)getpid(),
+                       (unsigned long long)g_host_traffic[0][0], (unsigned long long)g_host_traffic[0][1],
+                       (unsigned long long)g_host_traffic[1][0], (unsigned long long)g_host_traffic[1][1]);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0 || write(fd, line, (size_t)len) != (ssize_t)len)
+        fprintf(stderr, "cuda_cpu: CUDA_CPU_HOST_TRAFFIC=%s: cannot append the traffic line: %s\n", path, strerror(errno));
+    if (fd >= 0) close(fd);
+}
+
 static cudaError_t memcpy_issue(const char* api, void* dst, const void* src, size_t n, cudaMemcpyKind kind,
                                 cudaStream_t s, bool async, uintptr_t pc) {
     (void)pc;
@@ -773,6 +799,10 @@ static cudaError_t memcpy_issue(const char* api, void* dst, const void* src, siz
     if (e != cudaSuccess || n == 0) return e;
     QueueLock lock;
     Side sd = side_of(dst, n), ss = side_of(src, n);
+    if (async && ((sd == SIDE_PINNED && ss == SIDE_DEVICE) || (sd == SIDE_DEVICE && ss == SIDE_PINNED))) {
+        g_host_traffic[sd == SIDE_PINNED ? 0 : 1][0]++;
+        g_host_traffic[sd == SIDE_PINNED ? 0 : 1][1] += n;
+    }
     char what[160];
     snprintf(what, sizeof(what), "%s %s (%zu bytes)", api, kind_words(kind), n);
     std::vector<OpAccess> acc;
