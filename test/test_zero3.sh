@@ -99,27 +99,37 @@ timeout 600 mpirun --oversubscribe -np 2 $emu "${common[@]}" -b 3 -x $steps -z 3
     || fail "zero3 e2e: checkpointed run" "$(tail -n 2 "$dir/ck.out")"
 [ -f "$dir/ck/state_00000002.bin" ] && [ -f "$dir/ck/state_00000002.rank001.bin" ] && [ -f "$dir/ck/model_00000002.bin" ] \
     && pass "ZeRO-3 on 2 ranks: one state file per rank, one model file" || fail "zero3 e2e: checkpoint files" "$(ls "$dir/ck" | tr '\n' ' ')"
+# resume_from SRC OUT NP WHAT TAG FLAGS...: the checkpoint dir SRC copied to OUT without its last
+# step's files, resumed there on NP ranks with FLAGS; on 2 ranks the final model file and both state
+# shards must equal SRC's byte for byte, on any other count the final weights within 1e-5 (fp32
+# sums in another order). WHAT names the run in the messages, TAG the resume's flags.
+resume_from() {
+    local src=$1 out=$2 np=$3 what=$4 tag=$5
+    shift 5
+    rm -rf "$dir/$out"
+    cp -r "$dir/$src" "$dir/$out"
+    rm -f "$dir/$out"/*_0000000$steps*
+    timeout 600 mpirun --oversubscribe -np $np $emu "${common[@]}" "$@" -x $steps -n 2 -o "$dir/$out" -y 1 \
+        > "$dir/$out.out" 2>&1 || { fail "zero3 e2e: $what resumed on $np ranks" "$(tail -n 2 "$dir/$out.out")"; return; }
+    if [ $np -eq 2 ]; then
+        cmp -s "$dir/$src/model_0000000$steps.bin" "$dir/$out/model_0000000$steps.bin" &&
+            cmp -s "$dir/$src/state_0000000$steps.bin" "$dir/$out/state_0000000$steps.bin" &&
+            cmp -s "$dir/$src/state_0000000$steps.rank001.bin" "$dir/$out/state_0000000$steps.rank001.bin" \
+            && pass "$what resumed on 2 ranks: final weights and both state shards bit-identical" \
+            || fail "zero3 e2e: $what resumed on 2 ranks" "files differ"
+    else
+        local d
+        d=$($gen diff "$dir/$out/model_0000000$steps.bin" "$dir/$src/model_0000000$steps.bin")
+        awk -v d="$d" 'BEGIN { exit !(d <= 1e-5) }' \
+            && pass "$what resumed on $np rank(s) with $tag: final weights within $d of continuing on 2" \
+            || fail "zero3 e2e: $what resumed on $np ranks" "weights differ by $d"
+    fi
+}
 for np in 2 3 1; do
     b=$((6 / np))
     z=3
     [ $np = 1 ] && z=0
-    rm -rf "$dir/r$np"
-    cp -r "$dir/ck" "$dir/r$np"
-    rm -f "$dir/r$np"/*_0000000$steps*
-    timeout 600 mpirun --oversubscribe -np $np $emu "${common[@]}" -b $b -x $steps -z $z -n 2 -o "$dir/r$np" -y 1 \
-        > "$dir/r$np.out" 2>&1 || { fail "zero3 e2e: resume on $np ranks" "$(tail -n 2 "$dir/r$np.out")"; continue; }
-    if [ $np -eq 2 ]; then
-        cmp -s "$dir/ck/model_0000000$steps.bin" "$dir/r2/model_0000000$steps.bin" &&
-            cmp -s "$dir/ck/state_0000000$steps.bin" "$dir/r2/state_0000000$steps.bin" &&
-            cmp -s "$dir/ck/state_0000000$steps.rank001.bin" "$dir/r2/state_0000000$steps.rank001.bin" \
-            && pass "ZeRO-3 on 2 ranks resumed on 2 ranks: final weights and both state shards bit-identical" \
-            || fail "zero3 e2e: resume on 2 ranks" "files differ"
-    else
-        d=$($gen diff "$dir/r$np/model_0000000$steps.bin" "$dir/ck/model_0000000$steps.bin")
-        awk -v d="$d" 'BEGIN { exit !(d <= 1e-5) }' \
-            && pass "ZeRO-3 on 2 ranks resumed on $np rank(s) with -z $z (B=$b): final weights within $d of continuing on 2" \
-            || fail "zero3 e2e: resume on $np ranks" "weights differ by $d"
-    fi
+    resume_from ck r$np $np "ZeRO-3 on 2 ranks" "-z $z (B=$b)" -b $b -z $z
 done
 
 # With the optimizer on the host: the checkpoint's state shards come from host memory, the model
@@ -134,22 +144,6 @@ awk -v d="$d" 'BEGIN { exit !(d <= 1e-5) }' \
 for case in "2 optimizer" "3 grads"; do
     set -- $case
     np=$1 off=$2 b=$((6 / $1))
-    rm -rf "$dir/ro$np"
-    cp -r "$dir/cko" "$dir/ro$np"
-    rm -f "$dir/ro$np"/*_0000000$steps*
-    timeout 600 mpirun --oversubscribe -np $np $emu "${common[@]}" -b $b -x $steps -z 3 --offload $off -n 2 -o "$dir/ro$np" -y 1 \
-        > "$dir/ro$np.out" 2>&1 || { fail "zero3 e2e: offload resume on $np ranks" "$(tail -n 2 "$dir/ro$np.out")"; continue; }
-    if [ $np -eq 2 ]; then
-        cmp -s "$dir/cko/model_0000000$steps.bin" "$dir/ro2/model_0000000$steps.bin" &&
-            cmp -s "$dir/cko/state_0000000$steps.bin" "$dir/ro2/state_0000000$steps.bin" &&
-            cmp -s "$dir/cko/state_0000000$steps.rank001.bin" "$dir/ro2/state_0000000$steps.rank001.bin" \
-            && pass "ZeRO-3 --offload optimizer on 2 ranks resumed on 2 ranks: final weights and both state shards bit-identical" \
-            || fail "zero3 e2e: offload resume on 2 ranks" "files differ"
-    else
-        d=$($gen diff "$dir/ro$np/model_0000000$steps.bin" "$dir/cko/model_0000000$steps.bin")
-        awk -v d="$d" 'BEGIN { exit !(d <= 1e-5) }' \
-            && pass "ZeRO-3 --offload optimizer on 2 ranks resumed on $np ranks with --offload $off (B=$b): final weights within $d of continuing on 2" \
-            || fail "zero3 e2e: offload resume on $np ranks" "weights differ by $d"
-    fi
+    resume_from cko ro$np $np "ZeRO-3 --offload optimizer on 2 ranks" "--offload $off (B=$b)" -b $b -z 3 --offload $off
 done
 exit $status
