@@ -20,8 +20,17 @@
 //       DGELU); dinp == NULL skips it (and pre_gelu is then unused)
 //     ACCUMULATES dweight[OC,C] += dout^T . inp (beta = 1: old value + product in fp32, one
 //       rounding to floatX in cuBLASLt's epilogue)
-//     ACCUMULATES dbias[OC] += column sums of dout (dbias may be NULL, then scratch may be too):
-//       one kernel: fp32 partial sums over chunks of 64 rows into scratch, then, in the same
+//     ACCUMULATES dbias[OC] += column sums of dout (dbias may be NULL, then scratch may be too).
+//       With dweight (and not TF32): cuBLASLt's BGRADB epilogue on the dweight product sums the
+//       columns of dout it already streams, writing fp32 sums to scratch past the counters, and
+//       matmul_dbias_add adds them to the old value and rounds once (a launch of OC elements, not a
+//       second pass over dout). cuBLASLt overwrites a bias gradient, so the add is what makes it
+//       +=; the epilogue's sum order is fixed by the algorithm, which is chosen once per shape, so
+//       the result is the same bits on every run of one GPU and library. Where cuBLASLt offers no
+//       algorithm for that epilogue (its heuristic says so once; the product is then cached as
+//       refused), without dweight, or with TF32 (whose operands are rounded), the bias gradient
+//       is this file's kernel:
+//       fp32 partial sums over chunks of 64 rows into scratch, then, in the same
 //       launch, the last block of each column group adds the chunks' partials in a fixed order to
 //       the old value and rounds once. Bit-identical on every run and every GPU (no float
 //       atomics). scratch: matmul_dbias_scratch_floats(N, OC) floats (kernels/sizes.h); its first
@@ -84,6 +93,7 @@ typedef struct {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ld;
     cublasLtMatmulAlgo_t algo;
+    int refused;  // cuBLASLt offered no algorithm (a product that may fall back: matmul_cublaslt's may_fail)
 } MatmulPlan;
 // A training step has about a dozen distinct products; past this many, a product is set up and
 // queried on every call (correct, as before the cache, just slower on the host).
@@ -163,10 +173,12 @@ static inline bool matmul_key_equal(const MatmulKey* a, const MatmulKey* b) {
 }
 
 // The descriptors and the algorithm for a key (bias and aux: this call's, set before the search,
-// which reads their addresses to know their alignment). Exits with one line when nothing fits.
+// which reads their addresses to know their alignment). When nothing fits: exits with one line, or,
+// with may_fail, marks the plan refused (its caller has another way to the same result).
 static inline void matmul_plan_create(const MatmulContext* ctx, MatmulPlan* p, const MatmulKey* key, const void* bias,
-                                      const void* aux) {
+                                      const void* aux, bool may_fail) {
     p->key = *key;
+    p->refused = 0;
     matmul_check(cublasLtMatmulDescCreate(&p->desc, ctx->compute, CUDA_R_32F));
     int32_t op_a = key->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = key->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
@@ -174,7 +186,9 @@ static inline void matmul_plan_create(const MatmulContext* ctx, MatmulPlan* p, c
     uint32_t epi = key->epilogue;
     matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     if (bias) {
-        int32_t bias_type = CUDA_R_FLOATX;
+        // A bias gradient is written in fp32 (matmul_backward adds it to floatX dbias, one rounding).
+        const bool bgrad = epi == CUBLASLT_EPILOGUE_BGRADA || epi == CUBLASLT_EPILOGUE_BGRADB;
+        int32_t bias_type = bgrad ? CUDA_R_32F : CUDA_R_FLOATX;
         matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                                     sizeof(bias_type)));
         matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
@@ -208,6 +222,11 @@ static inline void matmul_plan_create(const MatmulContext* ctx, MatmulPlan* p, c
     cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx->handle, p->desc, p->la, p->lb, p->ld, p->ld, pref, 1,
                                                            &heuristic, &found);
     if (ctx->cache) ctx->cache->heuristic_queries++;
+    if (may_fail && (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found < 1))) {
+        p->refused = 1;
+        matmul_check(cublasLtMatmulPreferenceDestroy(pref));
+        return;
+    }
     if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found < 1)) {
         fflush(stdout);
         fprintf(stderr,
@@ -226,11 +245,12 @@ static inline void matmul_plan_create(const MatmulContext* ctx, MatmulPlan* p, c
 //   D[m,n] (ldd) = epilogue(op(A)[m,k] . op(B)[k,n] + beta * D), op(X) = X^T when trans_X.
 // D doubles as C, so beta = 1 accumulates in place; beta = 0 never reads D (cuBLASLt's rule).
 // bias (length m) and aux (m x n, ld aux_ld) may be NULL. The setup comes from the context's cache
-// (made, with one heuristic query, the first time its key is seen).
-static inline void matmul_cublaslt(const MatmulContext* ctx, void* d, const void* a, const void* b, int m, int n, int k,
+// (made, with one heuristic query, the first time its key is seen). Returns whether the product was
+// enqueued: false only with may_fail, when cuBLASLt has no algorithm for it (asked once per key).
+static inline bool matmul_cublaslt(const MatmulContext* ctx, void* d, const void* a, const void* b, int m, int n, int k,
                                    bool trans_a, bool trans_b, int lda, int ldb, int ldd, float beta,
                                    cublasLtEpilogue_t epilogue, const void* bias, const void* aux, int64_t aux_ld,
-                                   cudaStream_t stream) {
+                                   cudaStream_t stream, bool may_fail = false) {
     MatmulKey key;
     memset(&key, 0, sizeof(key));
     key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb, key.ldd = ldd;
@@ -246,6 +266,7 @@ static inline void matmul_cublaslt(const MatmulContext* ctx, void* d, const void
     if (cache)
         for (int i = 0; i < cache->count && !plan; i++)
             if (matmul_key_equal(&cache->plans[i].key, &key)) plan = &cache->plans[i];
+    if (plan && plan->refused) return false;
     if (plan) {  // this call's bias and aux addresses on the cached descriptor
         if (bias)
             matmul_check(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
@@ -254,12 +275,17 @@ static inline void matmul_cublaslt(const MatmulContext* ctx, void* d, const void
                                                         sizeof(aux)));
     } else {
         plan = cache && cache->count < MATMUL_CACHE_SIZE ? &cache->plans[cache->count++] : &once;
-        matmul_plan_create(ctx, plan, &key, bias, aux);
+        matmul_plan_create(ctx, plan, &key, bias, aux, may_fail);
+        if (plan->refused) {
+            if (plan == &once) matmul_plan_destroy(&once);
+            return false;
+        }
     }
     const float alpha = 1.0f;
     matmul_check(cublasLtMatmul(ctx->handle, plan->desc, &alpha, a, plan->la, b, plan->lb, &beta, d, plan->ld, d, plan->ld,
                                 &plan->algo, ctx->workspace, ctx->workspace_bytes, stream));
     if (plan == &once) matmul_plan_destroy(&once);  // host objects read at enqueue time: freeing now is safe
+    return true;
 }
 
 static inline void matmul_forward(const MatmulContext* ctx, floatX* out, floatX* pre_gelu, const floatX* inp,
@@ -357,6 +383,13 @@ static inline void matmul_dbias(floatX* dbias, float* scratch, const floatX* dou
     cudaCheckLaunch("matmul_dbias_kernel");
 }
 
+// dbias[i] = (floatX)(dbias[i] + sums[i]): the BGRADB epilogue's fp32 column sums added to the old
+// bias gradient, one rounding (as the kernel above does with its own sums).
+__global__ void matmul_dbias_add_kernel(floatX* dbias, const float* sums, int OC) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < OC) dbias[i] = (floatX)((float)dbias[i] + sums[i]);
+}
+
 static inline void matmul_backward(const MatmulContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias, float* scratch,
                                    const floatX* dout, const floatX* inp, const floatX* weight, const floatX* pre_gelu,
                                    int N, int C, int OC, cudaStream_t stream) {
@@ -376,7 +409,18 @@ static inline void matmul_backward(const MatmulContext* ctx, floatX* dinp, float
                         pre_gelu ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT, NULL, pre_gelu, C, stream);
     }
     if (dweight) {
-        // Column-major dweight^T [C,OC] += inp^T [C,N] . dout [N,OC] (dout^T transposed by op B).
+        // Column-major dweight^T [C,OC] += inp^T [C,N] . dout [N,OC] (dout^T transposed by op B). The
+        // bias gradient rides along where it can: BGRADB sums op(B) = dout^T over k = N, one fp32
+        // sum per column of D, into the scratch past its counters (left zero for the kernel).
+        if (dbias && ctx->compute == CUBLAS_COMPUTE_32F) {
+            float* sums = scratch + MATMUL_DBIAS_COUNTERS;
+            if (matmul_cublaslt(ctx, dweight, inp, dout, C, OC, N, false, true, C, OC, C, 1.0f, CUBLASLT_EPILOGUE_BGRADB,
+                                sums, NULL, 0, stream, true)) {
+                matmul_dbias_add_kernel<<<ceil_div(OC, 256), 256, 0, stream>>>(dbias, sums, OC);
+                cudaCheckLaunch("matmul_dbias_add_kernel");
+                return;
+            }
+        }
         matmul_cublaslt(ctx, dweight, inp, dout, C, OC, N, false, true, C, OC, C, 1.0f, CUBLASLT_EPILOGUE_DEFAULT, NULL,
                         NULL, 0, stream);
     }

@@ -13,7 +13,9 @@
 //     evaluates tanh its own way. fp32 accumulation-order differences alone are ~1e-7.
 //   dweight (+=, beta = 1): k = 3: the same two, plus the split-K case rounding the product before
 //     adding the old value.
-//   dbias (+=, this file's own kernel: fp32 partials, one rounding at the end): k = 1.
+//   dbias (+=: cuBLASLt's BGRADB fp32 sums or this file's kernel's fp32 partials, then one rounding
+//     of old + sum): k = 1. Both paths are checked: the epilogue where dweight is asked for, and the
+//     kernel when cuBLASLt refuses the epilogue (the CPU runtime's CUDA_CPU_BLAS_REFUSE=BGRADB).
 //   In the fp32 build every bound is the fp32 floor of 1e-5 (CUBLAS_COMPUTE_32F, no TF32).
 #include <math.h>
 #include <string.h>
@@ -199,6 +201,23 @@ int main() {
     // DGELU: C a multiple of 8.
     test_backward(37, 64, 96, true, true, true, 0, rng);
     test_backward(300, 128, 32, true, false, true, 0, rng);
+#if defined(CUDA_CPU)
+    // cuBLASLt without an algorithm for BGRADB (shapes not seen above, so their setup is new): the bias
+    // gradient falls back to the kernel, same bounds, and the refusal is remembered (no second query).
+    setenv("CUDA_CPU_BLAS_REFUSE", "BGRADB", 1);
+    test_backward(2601, 24, 40, true, true, false, 0, rng);
+    test_backward(701, 16, 264, true, true, false, 0, rng);
+    test_backward(151, 16, 131, true, true, false, 1, rng);
+    {
+        long q0 = matmul_heuristic_queries(&g_ctx);
+        test_backward(151, 16, 131, true, true, false, 1, rng);
+        long q1 = matmul_heuristic_queries(&g_ctx);
+        char why[96];
+        snprintf(why, sizeof(why), "queries before %ld, after %ld", q0, q1);
+        test_report(q1 == q0, "matmul_backward: a refused BGRADB is asked once per product", why);
+    }
+    unsetenv("CUDA_CPU_BLAS_REFUSE");
+#endif
 
     // The setup is cached per product: a forward seen before (new buffers, same alignments) makes no
     // heuristic query and is still right with its own bias; a new N makes exactly one.

@@ -504,6 +504,10 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
         fprintf(stderr, "cuda_cpu: %s: %s\n", api, bad);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
+    // CUDA_CPU_BLAS_REFUSE=<epilogue name>: answer "no algorithm" for products with that epilogue, as a
+    // GPU's cuBLASLt may (a caller's fallback is then tested on the CPU).
+    const char* refuse = getenv("CUDA_CPU_BLAS_REFUSE");
+    if (refuse && *refuse && strcmp(refuse, epilogue_name(desc_of(desc, api)->epilogue)) == 0) return CUBLAS_STATUS_NOT_SUPPORTED;
     memset(&results[0], 0, sizeof(results[0]));
     results[0].state = CUBLAS_STATUS_SUCCESS;
     results[0].wavesCount = 1.0f;
