@@ -362,12 +362,14 @@ static void test_recompute() {
     }
 }
 
-// GELU in the matmul epilogues (-ge 1: forward, -ge 2: also backward), alone and with recompute:
-// the same step as the C engine's within the precision's tolerance.
+// GELU in the matmul epilogues (-ge 1: forward, -ge 2: also backward) at every recompute level:
+// the same step as the C engine's within the precision's tolerance. (The forward epilogue is used at
+// -r 0 only, the backward's at every level; level 3 re-runs whole blocks, its rebuilt GELU from the
+// kernel, its gradient from the epilogue.)
 static void test_gelu_fusion() {
     std::vector<float> p = init_params(13);
-    const int cases[][2] = {{1, 0}, {2, 0}, {2, 1}};  // {gelu fusion, recompute}
-    for (int i = 0; i < 3; i++) {
+    const int cases[][2] = {{1, 0}, {2, 0}, {1, 1}, {2, 1}, {2, 2}, {1, 3}, {2, 3}};  // {gelu fusion, recompute}
+    for (int i = 0; i < (int)(sizeof(cases) / sizeof(cases[0])); i++) {
         EngineOptions o = options(65536.0f, 2000);
         o.gelu_fusion = cases[i][0];
         o.recompute = cases[i][1];
