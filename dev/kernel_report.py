@@ -208,6 +208,39 @@ def extrapolate(counts_dir, prefix, L, B, T):
     return keys, attrs, at
 
 
+def micro_shares(counts_dir, prefix):
+    """What share of each group's every total is done once a micro-step (the rest once a step), from
+    the 1-layer B = 1 step counted with 1 and with 2 micro-steps: (two - one) / one. The update, the
+    gradient norm and most zeroing are once a step (0), the forward and backward once a micro-step (1);
+    the memsets and copies are a mix, and the embeddings' bytes depend on the tokens (within 0.2%)."""
+    path = os.path.join(counts_dir, f"{prefix}_L1_B1_A2.count")
+    if not os.path.exists(path):
+        return None
+    one, _ = totals(parse(os.path.join(counts_dir, f"{prefix}_L1_B1.count")), T)
+    two, _ = totals(parse(path), T)
+    return {k: {mt: (two[k][mt] - one[k][mt]) / one[k][mt] if k in two and one[k][mt] else 1.0 for mt in METRICS}
+            for k in one}
+
+
+def with_micro_steps(keys, at, shares, n):
+    """The step's totals with n micro-steps: a group's once-a-micro-step share n times over. A group the
+    split run lacks (a cuBLASLt product with another epilogue) is a micro-step's work: every product is."""
+    return {k: {mt: at[k][mt] * (1 + (n - 1) * shares.get(k, {}).get(mt, 1.0)) for mt in METRICS} for k in keys}
+
+
+def step_total(gpu, keys, attrs, at, bt):
+    """Seconds for the step's launches on gpu (the model: one stream, the launches' sum)."""
+    total = 0.0
+    for k in keys:
+        x = at[k]
+        n = round(x["launches"])
+        if n <= 0:
+            continue
+        per = {mt: x[mt] / x["launches"] for mt in METRICS}
+        total += op_time(gpu, k, attrs.get(k), per, bt)[0] * n
+    return total
+
+
 def check_exact(counts_dir, prefix, L, B, T, path):
     """The extrapolation against a counted run at (L, B): every group's every total, exactly, but for
     two things that are not bilinear: a grid's size is rounded up (at most one block a launch), and
@@ -240,24 +273,51 @@ def op_time(gpu, k, attr, per, bt):
     return per["bytes"] / (0.90 * gpu["bw"] * 1e9) + 2e-6, "dram", None
 
 
-def step_times(precision, counts_dir, model_name, B):
-    """Predicted step time per GPU at micro-batch B (the model, without the tables)."""
+def step_times(precision, counts_dir, model_name, B, variant=""):
+    """Predicted step time per GPU at micro-batch B (the model, without the tables); variant "_ge2":
+    the counts of -ge 2."""
     m = MODELS[model_name]
-    keys, attrs, at = extrapolate(counts_dir, f"{model_name}_{precision}", m["L"], B, T)
+    keys, attrs, at = extrapolate(counts_dir, f"{model_name}_{precision}{variant}", m["L"], B, T)
     bt = B * T
     out = {}
     for gname, gpu in GPUS.items():
-        total = 0.0
-        for k in keys:
-            x = at[k]
-            n = round(x["launches"])
-            if n <= 0:
-                continue
-            per = {mt: x[mt] / x["launches"] for mt in METRICS}
-            total += op_time(gpu, k, attrs.get(k), per, bt)[0] * n
+        total = step_total(gpu, keys, attrs, at, bt)
         mfu = (6 * params(m) + 6 * m["L"] * m["C"] * T) * bt / total / (gpu["peak"] * 1e12)
         out[gname] = dict(step_ms=round(total * 1e3, 2), tokens_per_s=round(bt / total), mfu=round(mfu, 4))
     return out
+
+
+# The per-layer bandwidth-bound kernels and the least each launch must move (bytes), N = B T rows of C
+# channels, s bytes an element: what it must read once and write once, nothing re-read.
+#   GELU forward: x in, y out (N x 4C each). GELU backward: dout and x in, dx out (N x 4C each).
+#   LayerNorm forward: x in, out, mean and rstd out, weight and bias in; the fused residual form also
+#   reads the two addends and writes their sum (the residual): 4 N C s.
+#   LayerNorm backward: dout, x in, dx read and written (it accumulates), mean and rstd in, weight in,
+#   dweight and dbias read and written.
+#   Bias gradient: dout in (N x OC), dbias read and written; a layer's four products have OC = 3C, C,
+#   4C and C, so a layer's launches move 9 C (N + 2) s together. With cuBLASLt's BGRADB epilogue
+#   (the sums come with the weight gradient's product) what is left is the add: the fp32 sums in,
+#   dbias read and written, 9 C (2 s + 4) a layer.
+BANDWIDTH_FAMILIES = ("gelu_forward", "gelu_backward", "layernorm_forward", "layernorm_backward", "matmul_dbias_kernel",
+                      "matmul_dbias_add_kernel")
+
+
+def ideal_bytes(fam, name, launches, m, B, s):
+    N, C = B * T, m["C"]
+    if fam == "gelu_forward":
+        return launches * 2 * N * 4 * C * s
+    if fam == "gelu_backward":
+        return launches * 3 * N * 4 * C * s
+    if fam == "layernorm_forward":
+        fused = name.split("<")[-1].rstrip(">").split(",")[1].strip() == "true"  # <width, FUSED, CACHE>
+        return launches * ((4 if fused else 2) * N * C * s + 8 * N + 2 * C * s)
+    if fam == "layernorm_backward":
+        return launches * (4 * N * C * s + 8 * N + 5 * C * s)
+    if fam == "matmul_dbias_kernel" and launches == 4 * m["L"]:
+        return m["L"] * 9 * C * (N + 2) * s
+    if fam == "matmul_dbias_add_kernel" and launches == 4 * m["L"]:
+        return m["L"] * 9 * C * (2 * s + 4)
+    return None
 
 
 def report(precision, counts_dir, model_name):
@@ -338,6 +398,35 @@ def report(precision, counts_dir, model_name):
             lines.append("")
             lines.append("(no ptxas output given (--ptxas): registers from the runtime's table, sm_90 only)")
         lines.append("")
+        # The per-layer bandwidth-bound kernels against the least their jobs move: the DRAM bytes the
+        # model charges (unique sectors) over that minimum, and the minimum over the predicted time as
+        # a share of the GPU's bandwidth (the issue's bars: at most 1.1x, at least 80%).
+        lines.append("| bandwidth-bound kernel (every layer) | launches | least bytes MB | unique MB | x least | ms | "
+                     "least bytes / time, % of bandwidth |")
+        lines.append("|---|---:|---:|---:|---:|---:|---:|")
+        for f in BANDWIDTH_FAMILIES:
+            ideal, got, tf, nl = 0.0, 0.0, 0.0, 0
+            for k in keys:
+                if k[0] != "kernel" or family(k[1]) != f or round(at[k]["launches"]) <= 0:
+                    continue
+                n = round(at[k]["launches"])
+                i = ideal_bytes(f, k[1], n, m, B_TARGET, 4 if precision == "fp32" else 2)
+                if i is None:
+                    ideal = None
+                    break
+                ideal += i
+                got += 32 * (at[k]["read_sectors"] + at[k]["write_sectors"])
+                per = {mt: at[k][mt] / at[k]["launches"] for mt in METRICS}
+                tf += op_time(gpu, k, attrs.get(k), per, bt)[0] * n
+                nl += n
+            if not nl:
+                continue
+            if ideal is None:
+                lines.append(f"| {f} | {nl} | - | - | - | - | - |")
+                continue
+            lines.append(f"| {f} | {nl} | {ideal / 1e6:,.0f} | {got / 1e6:,.0f} | {got / ideal:.3f} | {tf * 1e3:.2f} | "
+                         f"{100 * ideal / tf / (gpu['bw'] * 1e9):.0f}% |")
+        lines.append("")
         lines.append(f"Step {total * 1e3:.1f} ms, {bt / total:,.0f} tokens/s, MFU {100 * mfu:.1f}%. Attention "
                      f"{attn_fwd_flops / att / 1e12:.0f} TFLOP/s forward, "
                      f"{3.5 * attn_fwd_flops / (att + attb) / 1e12:.0f} forward+backward (causal FLOPs, backward 2.5x). "
@@ -350,6 +439,27 @@ def report(precision, counts_dir, model_name):
     for gname, total, tps, mfu in summary:
         lines.append(f"| {gname} | {total * 1e3:.1f} | {tps:,.0f} | {100 * mfu:.1f}% |")
     lines.append("")
+    # The same model with 4 micro-steps of accumulation (the update once for 4 B T tokens) and with the
+    # GELU in the matmul epilogues (-ge 2), when their counted runs exist.
+    shares = micro_shares(counts_dir, f"{model_name}_{precision}")
+    rows = []
+    for ge in ("0", "2"):
+        prefix = f"{model_name}_{precision}" + ("" if ge == "0" else "_ge2")
+        if not all(os.path.exists(os.path.join(counts_dir, f"{prefix}_L{l}_B{b}.count")) for l in (1, 2) for b in (1, 2)):
+            continue
+        gk, ga, gat = extrapolate(counts_dir, prefix, m["L"], B_TARGET, T)
+        for n in ((1, 4) if shares is not None else (1,)):
+            atn = with_micro_steps(gk, gat, shares, n) if n > 1 else gat
+            t = step_total(GPUS["H100 SXM"], gk, ga, atn, bt)
+            rows.append((ge, n, t, n * bt / t, n * model_flops / t / (GPUS["H100 SXM"]["peak"] * 1e12)))
+    if len(rows) > 1:
+        lines.append(f"| {model_name}, {precision.upper()}, B={B_TARGET}, `-r 0`, H100 SXM: predicted | micro-steps | "
+                     "step ms | tokens/s | MFU |")
+        lines.append("|---|---:|---:|---:|---:|")
+        for ge, n, t, tps, mfu in rows:
+            what = "GELU in its own kernels (`-ge 0`)" if ge == "0" else "GELU in the matmul epilogues (`-ge 2`)"
+            lines.append(f"| {what} | {n} | {t * 1e3:.1f} | {tps:,.0f} | {100 * mfu:.1f}% |")
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -379,10 +489,16 @@ def main():
     with open(os.path.join(args.out, f"report_{args.precision}.md"), "w") as f:
         f.write("\n".join(text))
     # The predictions test/gpu/check.sh prints beside what it measures (its batches too).
-    pred = {name: {str(B): step_times(args.precision, args.counts, name, B) for B in (1, 2, 4, 8, 12, 16, 24, 32)}
-            for name in ("d12", "d48")}
+    batches = (1, 2, 4, 8, 12, 16, 24, 32)
+    pred = {name: {str(B): step_times(args.precision, args.counts, name, B) for B in batches} for name in ("d12", "d48")}
+    doc = {"model": "dev/kernel_report.py", "precision": args.precision, "T": T, "flags": "-r 0 -ge 0", "predicted": pred}
+    # The same with -ge 2 (GELU in the matmul epilogues), for check.sh's measurement of both.
+    if all(os.path.exists(os.path.join(args.counts, f"{name}_{args.precision}_ge2_L{l}_B{b}.count"))
+           for name in ("d12", "d48") for l in (1, 2) for b in (1, 2)):
+        doc["predicted_ge2"] = {name: {str(B): step_times(args.precision, args.counts, name, B, "_ge2") for B in batches}
+                                for name in ("d12", "d48")}
     with open(os.path.join(args.out, f"predicted_{args.precision}.json"), "w") as f:
-        json.dump({"model": "dev/kernel_report.py", "precision": args.precision, "T": T, "predicted": pred}, f, indent=1)
+        json.dump(doc, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,12 @@
 # call its shape (CUDA_CPU_BLAS=skip: the products are counted, not computed). A step is counted for
 # 1 and 2 layers at micro-batch 1 and 2 (T = 1024), every count is bilinear in (layers, batch), and
 # dev/kernel_report.py extrapolates to d12 and d48 at B = 8 and applies the model (written at its top)
-# with ptxas's registers and shared memory (build/cuda_cpu/nvcc/registers.db). About 20 minutes on 2
-# cores. Output: a table per model on stdout, and build/dev/kernel_report/*.md.
+# with ptxas's registers and shared memory (build/cuda_cpu/nvcc/registers.db). The counted runs use the
+# configuration the report names, `-r 0` (every activation kept; the trainer's default is llm.c's -r 1,
+# whose backward re-runs GELU) and `-ge 0`; a second set counts `-ge 2` (GELU in the matmul epilogues)
+# for the report's comparison, and one run of 2 micro-steps (1 layer, B = 1) splits every group of ops
+# into the work done once a step and once a micro-step, for the step with 4 micro-steps of accumulation.
+# About 15 minutes on 2 quiet cores. Output: a table per model on stdout, and build/dev/kernel_report/*.md.
 #   bash dev/kernel_report.sh [fp16|bf16]
 set -u
 cd "$(dirname "$0")/.."
@@ -23,6 +27,21 @@ done
 mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+count() {  # model L B suffix flags...: one counted step into $out/<model>_<precision>[suffix]_L<L>_B<B>.count,
+           # the suffix's variant named by its flags (_ge2: -ge 2; _A2: 2 micro-steps)
+    local name=$1 L=$2 B=$3 sfx=$4 start f
+    shift 4
+    case "$sfx" in _A*) f="$out/${name}_${p}_L${L}_B${B}${sfx}.count" ;; *) f="$out/${name}_${p}${sfx}_L${L}_B${B}.count" ;; esac
+    start=$(date +%s)
+    if ! CUDA_CPU_CHECK=0 CUDA_CPU_SCHEDULES=forward CUDA_CPU_STREAM_ORDERS=forward CUDA_CPU_BLAS=skip \
+         CUDA_CPU_COUNT="$f" $bin -e "$work/$name.L$L.bin" -i "$work/train.bin" -b $B -t 1024 -x 1 -v 0 -s 0 \
+         -o "" "$@" > "$work/run.out" 2>&1; then
+        echo "kernel_report: the counting run of $name L=$L B=$B ($*) failed:"
+        tail -n 5 "$work/run.out"
+        exit 1
+    fi
+    echo "counted $name with $L layer(s) at B=$B, T=1024, $*: $(( $(date +%s) - start )) s" >&2
+}
 $gen shard "$work/train.bin" 40000 50257 2 > /dev/null || exit 1
 for model in d12:768:12 d48:1600:25; do
     name=${model%%:*}
@@ -32,18 +51,13 @@ for model in d12:768:12 d48:1600:25; do
     for L in 1 2; do
         $gen model "$work/$name.L$L.bin" $L "$C" "$NH" 50257 1024 1 > /dev/null || exit 1
         for B in 1 2; do
-            f="$out/${name}_${p}_L${L}_B${B}.count"
-            start=$(date +%s)
-            if ! CUDA_CPU_CHECK=0 CUDA_CPU_SCHEDULES=forward CUDA_CPU_STREAM_ORDERS=forward CUDA_CPU_BLAS=skip \
-                 CUDA_CPU_COUNT="$f" $bin -e "$work/$name.L$L.bin" -i "$work/train.bin" -b $B -t 1024 -x 1 -v 0 -s 0 \
-                 -o "" > "$work/run.out" 2>&1; then
-                echo "kernel_report: the counting run of $name L=$L B=$B failed:"
-                tail -n 5 "$work/run.out"
-                exit 1
-            fi
-            echo "counted $name ($C channels, $NH heads) with $L layer(s) at B=$B, T=1024: $(( $(date +%s) - start )) s" >&2
+            count "$name" $L $B "" -r 0 -ge 0
+            count "$name" $L $B _ge2 -r 0 -ge 2
         done
     done
+    # 2 micro-steps (-d: tokens a step) of 1 layer at B = 1: with the 1-micro-step run, what each group
+    # of ops does once a step (the update, the gradients' zeroing) and once a micro-step.
+    count "$name" 1 1 _A2 -r 0 -ge 0 -d 2048
 done
 # ptxas's resources of the trainer's kernels in this precision for sm_80 and sm_90 (one nvcc compile,
 # a few minutes): the report shows both, and the model takes sm_90's registers from it, so they are this

@@ -16,16 +16,20 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 status=0
 $gen shard "$dir/train.bin" 20000 512 2 > /dev/null || { echo "FAIL kernel_report: gen_data"; exit 1; }
-count() {  # L B: one counted step of a 96-channel, 3-head model (head size 32: the flash forward; T = 64; no
-           # model dimension equals B*T) into $dir/tiny_L$1_B$2.count
-    $gen model "$dir/m$1.bin" "$1" 96 3 512 64 1 > /dev/null &&
+count() {  # L B [suffix flags...]: one counted step of a 96-channel, 3-head model (head size 32: the flash
+           # forward; T = 64; no model dimension equals B*T) into $dir/tiny_L$1_B$2$3.count, with the
+           # report's flags (dev/kernel_report.sh: -r 0 -ge 0) and any given
+    local L=$1 B=$2 sfx=${3:-}
+    shift 2; [ $# -gt 0 ] && shift
+    $gen model "$dir/m$L.bin" "$L" 96 3 512 64 1 > /dev/null &&
     CUDA_CPU_CHECK=0 CUDA_CPU_SCHEDULES=forward CUDA_CPU_STREAM_ORDERS=forward CUDA_CPU_BLAS=skip \
-        CUDA_CPU_COUNT="$dir/tiny_L$1_B$2.count" $bin -e "$dir/m$1.bin" -i "$dir/train.bin" -b "$2" -t 64 -x 1 -v 0 -s 0 \
-        -o "" > "$dir/run.out" 2>&1 || { echo "FAIL kernel_report: counting run L=$1 B=$2: $(tail -n 2 "$dir/run.out")"; exit 1; }
+        CUDA_CPU_COUNT="$dir/tiny_L${L}_B${B}$sfx.count" $bin -e "$dir/m$L.bin" -i "$dir/train.bin" -b "$B" -t 64 -x 1 -v 0 -s 0 \
+        -o "" -r 0 -ge 0 "$@" > "$dir/run.out" 2>&1 || { echo "FAIL kernel_report: counting run L=$L B=$B $*: $(tail -n 2 "$dir/run.out")"; exit 1; }
 }
 for L in 1 2 3; do for B in 1 2 3; do
     case "$L$B" in 11|12|21|22|33) count $L $B ;; esac
 done; done
+count 1 1 _A2 -d 128  # 2 micro-steps: the report's split of the step into once a step and once a micro-step
 out=$(python3 dev/kernel_report.py --counts "$dir" --check tiny 3 3 64 "$dir/tiny_L3_B3.count" 2>&1)
 if [ $? -eq 0 ]; then
     echo "PASS kernel_report: 3 layers at B=3 counted = extrapolated from 1-2 layers at B=1-2 ($(echo "$out" | tail -n 1))"
@@ -33,6 +37,30 @@ else
     echo "FAIL kernel_report: the extrapolation is not exact: $(echo "$out" | head -n 4 | tr '\n' ' ')"
     status=1
 fi
+# -r 0, as the report says: GELU forward once a layer (llm.c's default -r 1 re-runs it in backward).
+n=$(grep -c '^kernel name=gelu_forward_kernel' "$dir/tiny_L3_B3.count")
+[ "$n" = 3 ] && echo "PASS kernel_report: the counted step is -r 0 (3 GELU forwards at 3 layers)" \
+    || { echo "FAIL kernel_report: $n GELU forwards at 3 layers (expected 3: -r 0)"; status=1; }
+# The split for accumulation: with 2 micro-steps the update (adamw), the gradient norm and the loss's
+# total are done once (share 0), every forward and backward kernel and product twice (share 1).
+out=$(python3 - "$dir" <<'PY'
+import sys
+sys.path.insert(0, "dev")
+import kernel_report as k
+k.T = 64
+sh = k.micro_shares(sys.argv[1], "tiny")
+bad = []
+for key, m in sh.items():
+    name = key[1] if len(key) > 1 else key[0]
+    fam = k.family(name) if key[0] == "kernel" else key[0]
+    want = 0.0 if fam in ("adamw", "global_norm") else 1.0 if key[0] == "blas" or fam.startswith(("gelu", "layernorm", "flash", "attention", "fused_classifier", "matmul_dbias")) else None
+    if want is not None and abs(m["launches"] - want) > 1e-9:
+        bad.append(f"{name} {m['launches']}")
+print(len(sh), " ".join(bad))
+PY
+)
+[ -n "$out" ] && [ "${out#* }" = "" ] && echo "PASS kernel_report: the 2-micro-step run splits the step ($(echo $out) groups): the update once, forward and backward each micro-step" \
+    || { echo "FAIL kernel_report: the micro-step split: $out"; status=1; }
 # GELU forward at B=3: n = 3 * 64 * 4 * 96 fp16 elements read and written once.
 line=$(grep -m1 '^kernel name=gelu_forward_kernel' "$dir/tiny_L3_B3.count")
 n=$((3 * 64 * 384 * 2))
