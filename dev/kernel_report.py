@@ -228,17 +228,20 @@ def with_micro_steps(keys, at, shares, n):
     return {k: {mt: at[k][mt] * (1 + (n - 1) * shares.get(k, {}).get(mt, 1.0)) for mt in METRICS} for k in keys}
 
 
-def step_total(gpu, keys, attrs, at, bt):
-    """Seconds for the step's launches on gpu (the model: one stream, the launches' sum)."""
-    total = 0.0
+def group_times(gpu, keys, attrs, at, bt):
+    """Each group of ops that launches: (key, its totals, launches, seconds a launch, bound, detail)."""
     for k in keys:
         x = at[k]
         n = round(x["launches"])
         if n <= 0:
             continue
         per = {mt: x[mt] / x["launches"] for mt in METRICS}
-        total += op_time(gpu, k, attrs.get(k), per, bt)[0] * n
-    return total
+        yield (k, x, n) + op_time(gpu, k, attrs.get(k), per, bt)
+
+
+def step_total(gpu, keys, attrs, at, bt):
+    """Seconds for the step's launches on gpu (the model: one stream, the launches' sum)."""
+    return sum(t * n for (_, _, n, t, _, _) in group_times(gpu, keys, attrs, at, bt))
 
 
 def check_exact(counts_dir, prefix, L, B, T, path):
@@ -333,13 +336,7 @@ def report(precision, counts_dir, model_name):
         fam = defaultdict(lambda: dict(t=0.0, launches=0.0, read=0.0, sectors=0.0, smem=0.0, flops=0.0, bound=defaultdict(float),
                                        detail=None))
         total = 0.0
-        for k in keys:
-            x = at[k]
-            n = round(x["launches"])
-            if n <= 0:
-                continue
-            per = {mt: x[mt] / x["launches"] for mt in METRICS}
-            t, bound, detail = op_time(gpu, k, attrs.get(k), per, bt)
+        for k, x, n, t, bound, detail in group_times(gpu, keys, attrs, at, bt):
             f = family(k[1]) if k[0] == "kernel" else "matmul (cuBLASLt)" if k[0] == "blas" else k[0]
             F = fam[f]
             F["t"] += t * n
@@ -406,18 +403,16 @@ def report(precision, counts_dir, model_name):
         lines.append("|---|---:|---:|---:|---:|---:|---:|")
         for f in BANDWIDTH_FAMILIES:
             ideal, got, tf, nl = 0.0, 0.0, 0.0, 0
-            for k in keys:
-                if k[0] != "kernel" or family(k[1]) != f or round(at[k]["launches"]) <= 0:
+            for k, x, n, t, _, _ in group_times(gpu, keys, attrs, at, bt):
+                if k[0] != "kernel" or family(k[1]) != f:
                     continue
-                n = round(at[k]["launches"])
                 i = ideal_bytes(f, k[1], n, m, B_TARGET, 4 if precision == "fp32" else 2)
                 if i is None:
                     ideal = None
                     break
                 ideal += i
-                got += 32 * (at[k]["read_sectors"] + at[k]["write_sectors"])
-                per = {mt: at[k][mt] / at[k]["launches"] for mt in METRICS}
-                tf += op_time(gpu, k, attrs.get(k), per, bt)[0] * n
+                got += 32 * (x["read_sectors"] + x["write_sectors"])
+                tf += t * n
                 nl += n
             if not nl:
                 continue
