@@ -172,11 +172,15 @@ static inline size_t layernorm_backward_scratch_floats(int N, int C) {
 // to finish adds the group's partials in block order into the group's partial, and the last group
 // to finish adds the group partials in group order into dweight/dbias (one rounding). Which block
 // comes last varies; every sum's order does not: bit-identical run to run.
-template <int W>
+// ACC_SMEM (the warps' accumulators in shared memory, else the single warp's in its scratch partial)
+// is a template argument, as the forward's CACHE is, so the accumulators' reads and writes are shared
+// or global loads and stores the compiler knows, not generic ones (the SASS mix counted 57-61 of
+// those when the choice was made at run time).
+template <int W, bool ACC_SMEM>
 __global__ void __launch_bounds__(32 * LAYERNORM_BWD_MAX_WARPS)
     layernorm_backward_kernel(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch, size_t counters,
                               const floatX* dout, const floatX* inp, const floatX* weight, const float* mean,
-                              const float* rstd, int N, int C, int CP, int rpw, int acc_in_smem) {
+                              const float* rstd, int N, int C, int CP, int rpw) {
     extern __shared__ float layernorm_bwd_smem[];  // [warps][2*CP]
     __shared__ int last_flag;
     const int wpb = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -187,7 +191,7 @@ __global__ void __launch_bounds__(32 * LAYERNORM_BWD_MAX_WARPS)
     float* partials = scratch + counters;                    // [G][2*CP]
     float* group_partials = partials + (size_t)G * 2 * CP;  // [groups][2*CP]
     float* part = partials + (size_t)blockIdx.x * 2 * CP;
-    float* acc = acc_in_smem ? layernorm_bwd_smem + (size_t)warp * 2 * CP : part;  // global: wpb == 1
+    float* acc = ACC_SMEM ? layernorm_bwd_smem + (size_t)warp * 2 * CP : part;  // global: wpb == 1
     for (int i = lane; i < 2 * CP; i += 32) acc[i] = 0.0f;  // each lane zeroes only what it owns
     const int packs = C / W;
     const int row0 = blockIdx.x * wpb * rpw, row_end = min(N, row0 + wpb * rpw);
@@ -222,7 +226,7 @@ __global__ void __launch_bounds__(32 * LAYERNORM_BWD_MAX_WARPS)
             pack_store<W>(dinp + off + p * W, g);
         }
     }
-    if (acc_in_smem) {  // the same value for the whole block
+    if (ACC_SMEM) {
         __syncthreads();
         for (int i = threadIdx.x; i < 2 * CP; i += blockDim.x) {
             float t = 0.0f;
@@ -254,12 +258,13 @@ __global__ void __launch_bounds__(32 * LAYERNORM_BWD_MAX_WARPS)
     }
 }
 
-// The kernel's dynamic shared memory above 48 KiB must be allowed once per instantiation.
+// The kernel's dynamic shared memory above 48 KiB must be allowed once per instantiation (only the
+// ACC_SMEM ones have any).
 template <int W>
 static inline void layernorm_backward_allow_smem(size_t smem) {
     static size_t allowed = 48 * 1024;
     if (smem > allowed) {
-        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<W, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)smem));
         allowed = smem;
     }
@@ -288,15 +293,20 @@ static inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbi
     const int G = layernorm_backward_blocks(N, CP), rpw = layernorm_backward_rows_per_warp(CP);
     const size_t counters = layernorm_backward_counters(N, C, sizeof(floatX));
     const size_t smem = acc_in_smem ? (size_t)wpb * 2 * CP * sizeof(float) : 0;
-    if (vec) {
+    if (vec && acc_in_smem) {
         layernorm_backward_allow_smem<X128>(smem);
-        layernorm_backward_kernel<X128><<<G, 32 * wpb, smem, stream>>>(dinp, dweight, dbias, scratch, counters, dout,
-                                                                       inp, weight, mean, rstd, N, C, CP, rpw,
-                                                                       acc_in_smem);
-    } else {
+        layernorm_backward_kernel<X128, true><<<G, 32 * wpb, smem, stream>>>(dinp, dweight, dbias, scratch, counters,
+                                                                             dout, inp, weight, mean, rstd, N, C, CP, rpw);
+    } else if (vec) {
+        layernorm_backward_kernel<X128, false><<<G, 32 * wpb, smem, stream>>>(dinp, dweight, dbias, scratch, counters,
+                                                                              dout, inp, weight, mean, rstd, N, C, CP, rpw);
+    } else if (acc_in_smem) {
         layernorm_backward_allow_smem<1>(smem);
-        layernorm_backward_kernel<1><<<G, 32 * wpb, smem, stream>>>(dinp, dweight, dbias, scratch, counters, dout, inp,
-                                                                    weight, mean, rstd, N, C, CP, rpw, acc_in_smem);
+        layernorm_backward_kernel<1, true><<<G, 32 * wpb, smem, stream>>>(dinp, dweight, dbias, scratch, counters, dout,
+                                                                          inp, weight, mean, rstd, N, C, CP, rpw);
+    } else {
+        layernorm_backward_kernel<1, false><<<G, 32 * wpb, smem, stream>>>(dinp, dweight, dbias, scratch, counters, dout,
+                                                                           inp, weight, mean, rstd, N, C, CP, rpw);
     }
     cudaCheckLaunch("layernorm_backward_kernel");
 }
