@@ -712,7 +712,7 @@ static inline void attention_forward_tiled(floatX* out, float* lse, const floatX
 }
 
 // attention_forward: the forward the trainer calls. FP16/BF16 at HS = 32 or 64: flash_forward
-// (kernels/flash_fwd.cuh): attention_forward_flash_kernel, grid (ceil(T/64), NH, B), 128 threads,
+// (kernels/flash_fwd.cuh): attention_forward_flash_kernel, grid (ceil(T/64), NH, B), 64 threads,
 // 5 x 64 x (HS + 8) elements of static shared memory (45 KiB at HS = 64: under the 48 KiB default,
 // no cudaFuncSetAttribute); otherwise attention_forward_tiled (why: the header's "Which forward runs").
 static inline void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, int HS,

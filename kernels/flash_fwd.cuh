@@ -7,9 +7,13 @@
 // lse), dev/cuda/test_flash_fwd.cu against a double-precision reference with bounds derived from
 // where it rounds, and against the tiled forward.
 //
-// A block of 4 warps owns a 64-row query tile of one (batch, head), each warp 16 of its rows, the Q
-// fragments loaded once into registers. Key/value tiles of 64 stream through two shared buffers: every
-// thread's cp.async of tile j+1 (K and V) is in flight while the warps compute on tile j. Per tile:
+// A block of 2 warps owns a 64-row query tile of one (batch, head), each warp 32 of its rows (two
+// 16-row MMA tiles), the Q fragments loaded once into registers. Each K and V fragment a warp reads
+// from shared memory (ldmatrix) serves both of its 16-row tiles: half the shared-memory reads per
+// FLOP of a warp with 16 rows, which is what bounds this kernel (the kernel report: shared-memory
+// bound); FlashAttention-2's forward gives its warps 32 query rows at head size 64 too. Key/value
+// tiles of 64 stream through two shared buffers: every thread's cp.async of tile j+1 (K and V) is in
+// flight while the warps compute on tile j. Per tile and 16-row tile:
 //   S = Q K^T (mma m16n8k16, fp32), scaled by log2(e)/sqrt(HS) so the softmax runs in base 2;
 //   the causal mask only on the diagonal tile (earlier tiles are wholly visible, later ones skipped);
 //   running row max m and the rescale alpha = 2^(m_old - m_new), the max reduced over the 4 lanes
@@ -30,7 +34,10 @@
 
 constexpr int FLASH_ROWS = 64;      // query rows a block owns
 constexpr int FLASH_COLS = 64;      // keys per streamed tile
-constexpr int FLASH_THREADS = 128;  // 4 warps, 16 query rows each
+constexpr int FLASH_THREADS = 128;  // the backward's kernels (kernels/flash_bwd.cuh): 4 warps, 16 rows each
+constexpr int FLASH_MI = 2;         // the forward: 16-row MMA tiles a warp owns
+constexpr int FLASH_WARP_ROWS = 16 * FLASH_MI;                       // query rows a forward warp owns
+constexpr int FLASH_FWD_THREADS = 32 * FLASH_ROWS / FLASH_WARP_ROWS;  // the forward: 2 warps
 constexpr float FLASH_LOG2E = 1.4426950408889634f;
 constexpr float FLASH_LN2 = 0.6931471805599453f;
 
@@ -43,13 +50,13 @@ template <int HS> struct FlashGeom {
     static constexpr int VECS = HS / 8;  // 16-byte vectors a row
 };
 
-// The block copies `rows` rows of HS elements (global row stride `stride` elements) into shared rows
-// of stride LD, one 16-byte cp.async each, in the calling thread's current group; rows at or past
-// `valid` become zeros (source size 0, reading nothing).
-template <class T, int HS>
+// The block (THREADS threads) copies `rows` rows of HS elements (global row stride `stride` elements)
+// into shared rows of stride LD, one 16-byte cp.async each, in the calling thread's current group;
+// rows at or past `valid` become zeros (source size 0, reading nothing).
+template <class T, int HS, int THREADS = FLASH_THREADS>
 __device__ __forceinline__ void flash_load_rows(T* dst, const T* src, size_t stride, int rows, int valid) {
     typedef FlashGeom<HS> G;
-    for (int i = threadIdx.x; i < rows * G::VECS; i += FLASH_THREADS) {
+    for (int i = threadIdx.x; i < rows * G::VECS; i += THREADS) {
         const int r = i / G::VECS, c = (i % G::VECS) * 8;
         const bool in = r < valid;
         mma_cp_async_cg16(dst + r * G::LD + c, src + (in ? r : 0) * stride + c, in ? 16 : 0);
@@ -66,7 +73,7 @@ template <> __device__ __forceinline__ void flash_store2<__nv_bfloat16>(__nv_bfl
 
 // out (B,T,C) and lse (B,NH,T fp32) from qkv (B,T,3C), C = NH*HS; grid (ceil(T/64), NH, B).
 template <class T, int HS>
-__global__ void __launch_bounds__(FLASH_THREADS)
+__global__ void __launch_bounds__(FLASH_FWD_THREADS)
     attention_forward_flash_kernel(T* out, float* lse, const T* qkv, int seq, int NH) {
     typedef FlashGeom<HS> G;
     __shared__ __align__(16) T sQ[FLASH_ROWS * G::LD];
@@ -83,25 +90,32 @@ __global__ void __launch_bounds__(FLASH_THREADS)
     const float sl2 = FLASH_LOG2E / sqrtf((float)HS);  // scale * log2(e)
     const int tiles = q_tile + 1;                      // key tiles 0..q_tile; the last is the diagonal
 
-    flash_load_rows<T, HS>(sQ, qkv_bh + (size_t)q0 * C3, C3, FLASH_ROWS, seq - q0);
-    flash_load_rows<T, HS>(sK[0], qkv_bh + C, C3, FLASH_COLS, seq);
-    flash_load_rows<T, HS>(sV[0], qkv_bh + 2 * C, C3, FLASH_COLS, seq);
+    flash_load_rows<T, HS, FLASH_FWD_THREADS>(sQ, qkv_bh + (size_t)q0 * C3, C3, FLASH_ROWS, seq - q0);
+    flash_load_rows<T, HS, FLASH_FWD_THREADS>(sK[0], qkv_bh + C, C3, FLASH_COLS, seq);
+    flash_load_rows<T, HS, FLASH_FWD_THREADS>(sV[0], qkv_bh + 2 * C, C3, FLASH_COLS, seq);
     mma_cp_async_commit();  // group: Q and tile 0
 
-    uint32_t qf[HS / 16][4];  // this warp's 16 query rows as A fragments, one per 16 columns of HS
-    float o[HS / 8][4];       // O: 16 rows x HS, one accumulator per 8 columns
+    // Per 16-row tile mi of this warp (rows warp*32 + mi*16 ..+15):
+    uint32_t qf[FLASH_MI][HS / 16][4];  // its query rows as A fragments, one per 16 columns of HS
+    float o[FLASH_MI][HS / 8][4];       // O: 16 rows x HS, one accumulator per 8 columns
+    float m[FLASH_MI][2];               // running max of rows g and g+8 (base-2 scaled scores)
+    float l[FLASH_MI][2];               // this lane's part of their running sums
 #pragma unroll
-    for (int d = 0; d < HS / 8; d++)
+    for (int mi = 0; mi < FLASH_MI; mi++) {
 #pragma unroll
-        for (int i = 0; i < 4; i++) o[d][i] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY};  // running max of rows g and g+8 (base-2 scaled scores)
-    float l[2] = {0.0f, 0.0f};            // this lane's part of their running sums
+        for (int d = 0; d < HS / 8; d++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) o[mi][d][i] = 0.0f;
+        m[mi][0] = m[mi][1] = -INFINITY;
+        l[mi][0] = l[mi][1] = 0.0f;
+    }
 
     for (int j = 0; j < tiles; j++) {
         if (j + 1 < tiles) {  // prefetch tile j+1 into the buffers the barrier ending j-1 freed
             const int k1 = (j + 1) * FLASH_COLS;
-            flash_load_rows<T, HS>(sK[(j + 1) & 1], qkv_bh + (size_t)k1 * C3 + C, C3, FLASH_COLS, seq - k1);
-            flash_load_rows<T, HS>(sV[(j + 1) & 1], qkv_bh + (size_t)k1 * C3 + 2 * C, C3, FLASH_COLS, seq - k1);
+            const T* kv1 = qkv_bh + (size_t)k1 * C3;
+            flash_load_rows<T, HS, FLASH_FWD_THREADS>(sK[(j + 1) & 1], kv1 + C, C3, FLASH_COLS, seq - k1);
+            flash_load_rows<T, HS, FLASH_FWD_THREADS>(sV[(j + 1) & 1], kv1 + 2 * C, C3, FLASH_COLS, seq - k1);
             mma_cp_async_commit();
             mma_cp_async_wait<1>();  // tile j's group (and Q) done, j+1's still in flight
         } else {
@@ -110,85 +124,109 @@ __global__ void __launch_bounds__(FLASH_THREADS)
         __syncthreads();  // every thread's copies of tile j have landed
         if (j == 0)
 #pragma unroll
-            for (int kc = 0; kc < HS / 16; kc++)
-                mma_ldmatrix_x4(qf[kc], &sQ[(warp * 16 + (lane & 15)) * G::LD + kc * 16 + (lane >> 4) * 8]);
+            for (int mi = 0; mi < FLASH_MI; mi++)
+#pragma unroll
+                for (int kc = 0; kc < HS / 16; kc++)
+                    mma_ldmatrix_x4(qf[mi][kc], &sQ[(warp * FLASH_WARP_ROWS + mi * 16 + (lane & 15)) * G::LD + kc * 16 +
+                                                    (lane >> 4) * 8]);
         const T* kt = sK[j & 1];
         const T* vt = sV[j & 1];
         const bool diag = j == q_tile;
-        // On the diagonal, this warp's rows (warp*16 ..+15) see no key past warp*16+15: 16-key chunks
-        // beyond it are all masked and skipped (their P is 0).
-        const int chunks = diag ? warp + 1 : FLASH_COLS / 16;
+        // On the diagonal, this warp's rows (warp*32 ..+31) see no key past warp*32+31: 16-key chunks
+        // beyond it are all masked and skipped (their P is 0). The first 16-row tile's rows see one
+        // chunk less; the mask below zeroes it.
+        const int chunks = diag ? FLASH_MI * (warp + 1) : FLASH_COLS / 16;
 
-        float s[FLASH_COLS / 8][4];
+        float s[FLASH_MI][FLASH_COLS / 8][4];
 #pragma unroll
-        for (int n = 0; n < FLASH_COLS / 8; n++)
+        for (int mi = 0; mi < FLASH_MI; mi++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) s[n][i] = 0.0f;
+            for (int n = 0; n < FLASH_COLS / 8; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) s[mi][n][i] = 0.0f;
 #pragma unroll
         for (int np = 0; np < FLASH_COLS / 16; np++) {
             if (np >= chunks) continue;  // (not break: the loop stays fully unrolled, s in registers)
 #pragma unroll
             for (int kc = 0; kc < HS / 16; kc++) {
-                // x4: keys np*16 + 0..7 (head columns kc*16 + 0-7, 8-15), then keys np*16 + 8..15
+                // x4: keys np*16 + 0..7 (head columns kc*16 + 0-7, 8-15), then keys np*16 + 8..15; read
+                // once, used by both 16-row tiles
                 uint32_t bk[4];
                 mma_ldmatrix_x4(bk, &kt[(np * 16 + (lane & 7) + (lane >> 4) * 8) * G::LD + kc * 16 + ((lane >> 3) & 1) * 8]);
                 const uint32_t b0[2] = {bk[0], bk[1]}, b1[2] = {bk[2], bk[3]};
-                mma_m16n8k16<T>(s[2 * np], qf[kc], b0, s[2 * np]);
-                mma_m16n8k16<T>(s[2 * np + 1], qf[kc], b1, s[2 * np + 1]);
+#pragma unroll
+                for (int mi = 0; mi < FLASH_MI; mi++) {
+                    mma_m16n8k16<T>(s[mi][2 * np], qf[mi][kc], b0, s[mi][2 * np]);
+                    mma_m16n8k16<T>(s[mi][2 * np + 1], qf[mi][kc], b1, s[mi][2 * np + 1]);
+                }
             }
         }
-        // scale into base 2, mask (diagonal only), row max over this lane's columns
-        float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int n = 0; n < FLASH_COLS / 8; n++)
+        for (int mi = 0; mi < FLASH_MI; mi++) {
+            // scale into base 2, mask (diagonal only), row max over this lane's columns
+            float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int row = warp * 16 + g + (i >> 1) * 8, key = n * 8 + 2 * t + (i & 1);  // within the tiles
-                float v = s[n][i] * sl2;
-                if (diag && key > row) v = -INFINITY;
-                s[n][i] = v;
-                mx[i >> 1] = fmaxf(mx[i >> 1], v);
-            }
-        float alpha[2];
+            for (int n = 0; n < FLASH_COLS / 8; n++)
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            const float m_new = fmaxf(m[r], mx[r]);  // finite: the row sees at least one key by now
-            alpha[r] = mma_ex2(m[r] - m_new);        // 2^-inf = 0 on the first tile
-            m[r] = m_new;
-            l[r] *= alpha[r];
-        }
+                for (int i = 0; i < 4; i++) {
+                    // row and key within the tiles
+                    const int row = warp * FLASH_WARP_ROWS + mi * 16 + g + (i >> 1) * 8, key = n * 8 + 2 * t + (i & 1);
+                    float v = s[mi][n][i] * sl2;
+                    if (diag && key > row) v = -INFINITY;
+                    s[mi][n][i] = v;
+                    mx[i >> 1] = fmaxf(mx[i >> 1], v);
+                }
+            float alpha[2];
 #pragma unroll
-        for (int n = 0; n < FLASH_COLS / 8; n++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const float p = mma_ex2(s[n][i] - m[i >> 1]);  // masked: 2^-inf = 0
-                s[n][i] = p;
-                l[i >> 1] += p;  // l sums the unrounded p, so lse is exact to fp32
+            for (int r = 0; r < 2; r++) {
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                const float m_new = fmaxf(m[mi][r], mx[r]);  // finite: the row sees at least one key by now
+                alpha[r] = mma_ex2(m[mi][r] - m_new);        // 2^-inf = 0 on the first tile
+                m[mi][r] = m_new;
+                l[mi][r] *= alpha[r];
             }
 #pragma unroll
-        for (int d = 0; d < HS / 8; d++) {
-            o[d][0] *= alpha[0];
-            o[d][1] *= alpha[0];
-            o[d][2] *= alpha[1];
-            o[d][3] *= alpha[1];
+            for (int n = 0; n < FLASH_COLS / 8; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const float p = mma_ex2(s[mi][n][i] - m[mi][i >> 1]);  // masked: 2^-inf = 0
+                    s[mi][n][i] = p;
+                    l[mi][i >> 1] += p;  // l sums the unrounded p, so lse is exact to fp32
+                }
+#pragma unroll
+            for (int d = 0; d < HS / 8; d++) {
+                o[mi][d][0] *= alpha[0];
+                o[mi][d][1] *= alpha[0];
+                o[mi][d][2] *= alpha[1];
+                o[mi][d][3] *= alpha[1];
+            }
         }
         // O += P V, 16 keys at a time: P's two accumulators of those keys are an A fragment, and
-        // ldmatrix x4 .trans of V's rows (keys) gives the B fragments of two 8-column slices of HS.
+        // ldmatrix x4 .trans of V's rows (keys) gives the B fragments of two 8-column slices of HS,
+        // read once for both 16-row tiles.
 #pragma unroll
         for (int kc = 0; kc < FLASH_COLS / 16; kc++) {
             if (kc >= chunks) continue;
-            const uint32_t pa[4] = {mma_pack2<T>(s[2 * kc][0], s[2 * kc][1]), mma_pack2<T>(s[2 * kc][2], s[2 * kc][3]),
-                                    mma_pack2<T>(s[2 * kc + 1][0], s[2 * kc + 1][1]),
-                                    mma_pack2<T>(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+            uint32_t pa[FLASH_MI][4];
+#pragma unroll
+            for (int mi = 0; mi < FLASH_MI; mi++) {
+                pa[mi][0] = mma_pack2<T>(s[mi][2 * kc][0], s[mi][2 * kc][1]);
+                pa[mi][1] = mma_pack2<T>(s[mi][2 * kc][2], s[mi][2 * kc][3]);
+                pa[mi][2] = mma_pack2<T>(s[mi][2 * kc + 1][0], s[mi][2 * kc + 1][1]);
+                pa[mi][3] = mma_pack2<T>(s[mi][2 * kc + 1][2], s[mi][2 * kc + 1][3]);
+            }
 #pragma unroll
             for (int dp = 0; dp < HS / 16; dp++) {
                 uint32_t bv[4];
-                mma_ldmatrix_x4_trans(bv, &vt[(kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * G::LD + dp * 16 + (lane >> 4) * 8]);
+                mma_ldmatrix_x4_trans(bv, &vt[(kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * G::LD + dp * 16 +
+                                              (lane >> 4) * 8]);
                 const uint32_t b0[2] = {bv[0], bv[1]}, b1[2] = {bv[2], bv[3]};
-                mma_m16n8k16<T>(o[2 * dp], pa, b0, o[2 * dp]);
-                mma_m16n8k16<T>(o[2 * dp + 1], pa, b1, o[2 * dp + 1]);
+#pragma unroll
+                for (int mi = 0; mi < FLASH_MI; mi++) {
+                    mma_m16n8k16<T>(o[mi][2 * dp], pa[mi], b0, o[mi][2 * dp]);
+                    mma_m16n8k16<T>(o[mi][2 * dp + 1], pa[mi], b1, o[mi][2 * dp + 1]);
+                }
             }
         }
         __syncthreads();  // all warps are done with tile j's buffers before tile j+2 is copied in
@@ -196,30 +234,29 @@ __global__ void __launch_bounds__(FLASH_THREADS)
 
     // out = O / l, lse = (m + log2 l) ln 2, l summed over the 4 lanes of the row first
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    }
-    const float inv_l[2] = {1.0f / l[0], 1.0f / l[1]};  // l >= 1: the row's max contributes 2^0
-    const int C_out = C;
+    for (int mi = 0; mi < FLASH_MI; mi++)
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int row = q0 + warp * 16 + g + r * 8;
-        if (row >= seq) continue;
-        T* orow = out + ((size_t)b * seq + row) * C_out + (size_t)h * HS;
+        for (int r = 0; r < 2; r++) {
+            float lr = l[mi][r];
+            lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+            lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+            const float inv_l = 1.0f / lr;  // l >= 1: the row's max contributes 2^0
+            const int row = q0 + warp * FLASH_WARP_ROWS + mi * 16 + g + r * 8;
+            if (row >= seq) continue;
+            T* orow = out + ((size_t)b * seq + row) * C + (size_t)h * HS;
 #pragma unroll
-        for (int d = 0; d < HS / 8; d++)
-            flash_store2<T>(orow + d * 8 + 2 * t, o[d][2 * r] * inv_l[r], o[d][2 * r + 1] * inv_l[r]);
-        if (t == 0) lse[((size_t)b * NH + h) * seq + row] = (m[r] + log2f(l[r])) * FLASH_LN2;
-    }
+            for (int d = 0; d < HS / 8; d++)
+                flash_store2<T>(orow + d * 8 + 2 * t, o[mi][d][2 * r] * inv_l, o[mi][d][2 * r + 1] * inv_l);
+            if (t == 0) lse[((size_t)b * NH + h) * seq + row] = (m[mi][r] + log2f(lr)) * FLASH_LN2;
+        }
 }
 
 // out (B,T,C) and lse (B,NH,T) from qkv (B,T,3C), C = NH*HS, exactly as kernels/attention.cuh's
 // attention_forward; C must be a multiple of 8 (16-byte rows for cp.async). Launch: grid
-// (ceil(T/64), NH, B), 128 threads, static shared memory 5 x 64 x (HS+8) elements (45 KiB at HS 64).
+// (ceil(T/64), NH, B), 64 threads, static shared memory 5 x 64 x (HS+8) elements (45 KiB at HS 64).
 template <class T, int HS>
 void flash_forward(T* out, float* lse, const T* qkv, int B, int seq, int NH, cudaStream_t stream) {
     if (B <= 0 || seq <= 0 || NH <= 0) return;
     dim3 grid((seq + FLASH_ROWS - 1) / FLASH_ROWS, NH, B);
-    attention_forward_flash_kernel<T, HS><<<grid, FLASH_THREADS, 0, stream>>>(out, lse, qkv, seq, NH);
+    attention_forward_flash_kernel<T, HS><<<grid, FLASH_FWD_THREADS, 0, stream>>>(out, lse, qkv, seq, NH);
 }
