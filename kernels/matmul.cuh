@@ -222,12 +222,13 @@ static inline void matmul_plan_create(const MatmulContext* ctx, MatmulPlan* p, c
     cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx->handle, p->desc, p->la, p->lb, p->ld, p->ld, pref, 1,
                                                            &heuristic, &found);
     if (ctx->cache) ctx->cache->heuristic_queries++;
-    if (may_fail && (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found < 1))) {
+    const bool none = status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found < 1);
+    if (none && may_fail) {
         p->refused = 1;
         matmul_check(cublasLtMatmulPreferenceDestroy(pref));
         return;
     }
-    if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found < 1)) {
+    if (none) {
         fflush(stdout);
         fprintf(stderr,
                 "error: cuBLASLt: cublasLtMatmulAlgoGetHeuristic at %s:%d: no algorithm for m=%d n=%d k=%d transa=%d "
