@@ -213,7 +213,7 @@ def micro_shares(counts_dir, prefix):
     the 1-layer B = 1 step counted with 1 and with 2 micro-steps: (two - one) / one. The update, the
     gradient norm and most zeroing are once a step (0), the forward and backward once a micro-step (1);
     the memsets and copies are a mix, and the embeddings' bytes depend on the tokens (within 0.2%)."""
-    path = os.path.join(counts_dir, f"{prefix}_L1_B1_A2.count")
+    path = os.path.join(counts_dir, f"{prefix}_A2_L1_B1.count")
     if not os.path.exists(path):
         return None
     one, _ = totals(parse(os.path.join(counts_dir, f"{prefix}_L1_B1.count")), T)

@@ -28,10 +28,9 @@ mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 count() {  # model L B suffix flags...: one counted step into $out/<model>_<precision>[suffix]_L<L>_B<B>.count,
-           # the suffix's variant named by its flags (_ge2: -ge 2; _A2: 2 micro-steps)
-    local name=$1 L=$2 B=$3 sfx=$4 start f
+           # the suffix naming the variant its flags make (_ge2: -ge 2; _A2: 2 micro-steps)
+    local name=$1 L=$2 B=$3 sfx=$4 start f="$out/$1_${p}$4_L$2_B$3.count"
     shift 4
-    case "$sfx" in _A*) f="$out/${name}_${p}_L${L}_B${B}${sfx}.count" ;; *) f="$out/${name}_${p}${sfx}_L${L}_B${B}.count" ;; esac
     start=$(date +%s)
     if ! CUDA_CPU_CHECK=0 CUDA_CPU_SCHEDULES=forward CUDA_CPU_STREAM_ORDERS=forward CUDA_CPU_BLAS=skip \
          CUDA_CPU_COUNT="$f" $bin -e "$work/$name.L$L.bin" -i "$work/train.bin" -b $B -t 1024 -x 1 -v 0 -s 0 \

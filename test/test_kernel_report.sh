@@ -17,13 +17,13 @@ trap 'rm -rf "$dir"' EXIT
 status=0
 $gen shard "$dir/train.bin" 20000 512 2 > /dev/null || { echo "FAIL kernel_report: gen_data"; exit 1; }
 count() {  # L B [suffix flags...]: one counted step of a 96-channel, 3-head model (head size 32: the flash
-           # forward; T = 64; no model dimension equals B*T) into $dir/tiny_L$1_B$2$3.count, with the
+           # forward; T = 64; no model dimension equals B*T) into $dir/tiny$3_L$1_B$2.count, with the
            # report's flags (dev/kernel_report.sh: -r 0 -ge 0) and any given
     local L=$1 B=$2 sfx=${3:-}
     shift 2; [ $# -gt 0 ] && shift
     $gen model "$dir/m$L.bin" "$L" 96 3 512 64 1 > /dev/null &&
     CUDA_CPU_CHECK=0 CUDA_CPU_SCHEDULES=forward CUDA_CPU_STREAM_ORDERS=forward CUDA_CPU_BLAS=skip \
-        CUDA_CPU_COUNT="$dir/tiny_L${L}_B${B}$sfx.count" $bin -e "$dir/m$L.bin" -i "$dir/train.bin" -b "$B" -t 64 -x 1 -v 0 -s 0 \
+        CUDA_CPU_COUNT="$dir/tiny${sfx}_L${L}_B${B}.count" $bin -e "$dir/m$L.bin" -i "$dir/train.bin" -b "$B" -t 64 -x 1 -v 0 -s 0 \
         -o "" -r 0 -ge 0 "$@" > "$dir/run.out" 2>&1 || { echo "FAIL kernel_report: counting run L=$L B=$B $*: $(tail -n 2 "$dir/run.out")"; exit 1; }
 }
 for L in 1 2 3; do for B in 1 2 3; do
