@@ -125,6 +125,8 @@ typedef struct {
     int offload_grads;      // --offload grads: the buckets' reduced gradients go down as backward makes
                             // them, summed in fp32 on the host (no full-size gradient buffer on the device)
     int bucketed;           // gradients in per-layer buckets: stage 2 or offload_grads
+    int grads_fresh;        // not bucketed: the gradient buffer holds nothing of this step yet, so the
+                            // next backward writes it (beta = 0) instead of adding to it after a memset
     floatX* h_offload;      // offload: opt_n floatX, pinned: the gradients down, the weights back up
     floatX* h_landing;      // offload_grads: where the buckets land, in the buckets' layout (pinned)
     float* h_grad_acc;      // offload_grads: the step's fp32 gradient sums of the optimizer range
@@ -430,15 +432,19 @@ static void gpu_backward_pass(GPUEngine* g, int B, int T, float dloss_scale, int
     // the loss scale in FP16 so small gradients stay representable; optimizer_step divides it out.
     // With several ranks each carries 1/num_ranks, so the sum over ranks is the global mean.
     float dloss = (float)(g->loss_scale * dloss_scale / ((double)BT * g->num_ranks));
+    // Parameter gradients: written by a step's first backward (no 3 GB memset at d48 before it), added
+    // to by the others; the buckets are zeroed as each is taken, so they always add.
+    const int acc = g->bucketed || !g->grads_fresh;
+    g->grads_fresh = 0;
     if (g->bucketed) bucket_begin_edges(g);
     fused_classifier(logits, act_ptr<float>(g, ACT_LOSSES), act_ptr<int>(g, ACT_TARGETS), dloss, BT, V, Vp, 1, st);
     loss_accumulate(scratch_ptr<float>(g, SCR_STATS), act_ptr<float>(g, ACT_LOSSES), BT, dloss_scale, st);
     matmul_backward(&g->mm, dln, grad_ptr(g, PT_WTE), NULL, bias_scratch, logits, act_ptr<floatX>(g, ACT_LNF),
-                    param_ptr(g, PT_WTE), NULL, BT, C, Vp, st);
+                    param_ptr(g, PT_WTE), NULL, BT, C, Vp, acc, st);
     cudaCheck(cudaMemsetAsync(dresidual, 0, (size_t)BT * C * sizeof(floatX), st));
     layernorm_backward(dresidual, grad_ptr(g, PT_LNFW), grad_ptr(g, PT_LNFB), ln_scratch, dln,
                        layer_acts(g, L - 1).residual3, param_ptr(g, PT_LNFW), act_ptr<float>(g, ACT_LNF_MEAN),
-                       act_ptr<float>(g, ACT_LNF_RSTD), BT, C, st);
+                       act_ptr<float>(g, ACT_LNF_RSTD), BT, C, acc, st);
     // dresidual now holds d(residual3) of the last layer; each layer turns it into d(its input).
     for (int l = L - 1; l >= 0; l--) {
         if (level == 3 && (l == L - 1 || (l + 1) % g->recompute_every == 0)) recompute_segment(g, l, B, T);
@@ -449,31 +455,31 @@ static void gpu_backward_pass(GPUEngine* g, int B, int T, float dloss_scale, int
         if (level == 1 || level == 2) gelu_forward(a.fch_gelu, a.fch, (size_t)BT * 4 * C, st);  // rebuild
         const floatX* pre_gelu = g->opts.gelu_fusion == 2 ? a.fch : NULL;
         matmul_backward(&g->mm, dbig, grad_ptr(g, PT_FCPROJW, l), grad_ptr(g, PT_FCPROJB, l), bias_scratch, dresidual,
-                        a.fch_gelu, param_ptr(g, PT_FCPROJW, l), pre_gelu, BT, 4 * C, C, st);
+                        a.fch_gelu, param_ptr(g, PT_FCPROJW, l), pre_gelu, BT, 4 * C, C, acc, st);
         if (!pre_gelu) gelu_backward(dbig, a.fch, dbig, (size_t)BT * 4 * C, st);
         if (level == 2)  // rebuild ln2 from the kept residual; the kernel is deterministic, so same bits
             layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, param_ptr(g, PT_LN2W, l),
                               param_ptr(g, PT_LN2B, l), BT, C, st);
         matmul_backward(&g->mm, dln, grad_ptr(g, PT_FCW, l), grad_ptr(g, PT_FCB, l), bias_scratch, dbig, a.ln2,
-                        param_ptr(g, PT_FCW, l), NULL, BT, C, 4 * C, st);
+                        param_ptr(g, PT_FCW, l), NULL, BT, C, 4 * C, acc, st);
         layernorm_backward(dresidual, grad_ptr(g, PT_LN2W, l), grad_ptr(g, PT_LN2B, l), ln_scratch, dln, a.residual2,
-                           param_ptr(g, PT_LN2W, l), a.ln2_mean, a.ln2_rstd, BT, C, st);
+                           param_ptr(g, PT_LN2W, l), a.ln2_mean, a.ln2_rstd, BT, C, acc, st);
         // attention: dresidual is now d(residual2) = d(attention projection out)
         matmul_backward(&g->mm, dln, grad_ptr(g, PT_ATTPROJW, l), grad_ptr(g, PT_ATTPROJB, l), bias_scratch, dresidual,
-                        a.atty, param_ptr(g, PT_ATTPROJW, l), NULL, BT, C, C, st);
+                        a.atty, param_ptr(g, PT_ATTPROJW, l), NULL, BT, C, C, acc, st);
         attention_backward(dbig, scratch_ptr<float>(g, SCR_ATT), dln, a.qkv, a.atty, a.lse, B, T, NH, HS, st);
         if (level == 2)
             layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.residual, param_ptr(g, PT_LN1W, l),
                               param_ptr(g, PT_LN1B, l), BT, C, st);
         matmul_backward(&g->mm, dln, grad_ptr(g, PT_QKVW, l), grad_ptr(g, PT_QKVB, l), bias_scratch, dbig, a.ln1,
-                        param_ptr(g, PT_QKVW, l), NULL, BT, C, 3 * C, st);
+                        param_ptr(g, PT_QKVW, l), NULL, BT, C, 3 * C, acc, st);
         layernorm_backward(dresidual, grad_ptr(g, PT_LN1W, l), grad_ptr(g, PT_LN1B, l), ln_scratch, dln, a.residual,
-                           param_ptr(g, PT_LN1W, l), a.ln1_mean, a.ln1_rstd, BT, C, st);
+                           param_ptr(g, PT_LN1W, l), a.ln1_mean, a.ln1_rstd, BT, C, acc, st);
         if (g->bucketed) bucket_reduce_layer(g, l);
         else if (reduce) overlap_reduce_layer(g, l);
     }
     encoder_backward(grad_ptr(g, PT_WTE), grad_ptr(g, PT_WPE), dresidual, scratch_ptr<int>(g, SCR_PLAN), plan_blocks, B,
-                     T, C, st);
+                     T, C, acc, st);
     if (g->bucketed) bucket_reduce_edges(g);
     else if (reduce) overlap_reduce_edges(g);
 }
@@ -522,7 +528,7 @@ static void offload_step_gradients(GPUEngine* g, float* stats) {
 
 static void zero_step_state(GPUEngine* g) {
     if (g->offload_grads) memset(g->h_grad_acc, 0, g->opt_n * sizeof(float));  // the host is past the step's last use
-    else if (g->stage < 2) cudaCheck(cudaMemsetAsync(g->grads, 0, g->padded * sizeof(floatX), g->stream));
+    else if (g->stage < 2) g->grads_fresh = 1;  // the next backward writes them: no memset (its padding stays 0)
     else cudaCheck(cudaMemsetAsync(g->grad_acc, 0, g->shard_n * sizeof(float), g->stream));
     cudaCheck(cudaMemsetAsync(scratch_ptr<float>(g, SCR_STATS), 0, sizeof(float), g->stream));  // the step's loss
 }
@@ -1079,7 +1085,8 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
         g->lnf_params = g->embed_params + g->plan.embed_n;
     }
     g->grads = (floatX*)component_alloc(g, MEM_GRADS);
-    cudaCheck(cudaMemset(g->grads, 0, g->plan.items[MEM_GRADS].bytes));
+    cudaCheck(cudaMemset(g->grads, 0, g->plan.items[MEM_GRADS].bytes));  // the padding, and wpe's rows past T
+    g->grads_fresh = 1;
     if (g->bucketed) {  // two layer buckets, the embeddings', the final LayerNorm's
         g->layer_bucket[0] = g->grads;
         g->layer_bucket[1] = g->grads + g->layer_bucket_n;

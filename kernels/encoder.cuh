@@ -2,6 +2,9 @@
 //   encoder_forward:  out[b,t,:] = wte[inp[b,t],:] + wpe[t,:]          OVERWRITES out (B,T,C) floatX
 //   encoder_backward: dwte[tok,:] += sum of dout over the positions holding tok,
 //                     dwpe[t,:]   += sum over b of dout[b,t,:]          ACCUMULATE (floatX)
+//                     (or dwpe[t,:] = , OVERWRITE, for t < T with accumulate_wpe 0: the first
+//                     micro-step of a step; dwte always accumulates, as the classifier's product,
+//                     wte being tied to it, writes that gradient first)
 // Reference: encoder_forward_cpu / encoder_backward_cpu (which also accumulates).
 // fp32 math; every stored floatX is rounded once (forward: the sum; backward: old value + fp32 sum).
 //
@@ -173,7 +176,7 @@ static inline int encoder_backward_plan(int* plan, int64_t* keys, const int* inp
 template <int W>
 __global__ void __launch_bounds__(32 * ENCODER_BWD_WARPS, 2)
     encoder_backward_kernel(floatX* dwte, floatX* dwpe, const floatX* dout, const int* plan, int plan_blocks, int B,
-                            int T, int C) {
+                            int T, int C, int accumulate_wpe) {
     // Piece sums, [warp][k][lane] so that the lanes of a warp touch consecutive banks.
     __shared__ float partial[ENCODER_BWD_WARPS][W][32];
     const int BT = B * T;
@@ -231,30 +234,37 @@ __global__ void __launch_bounds__(32 * ENCODER_BWD_WARPS, 2)
             for (int k = 0; k < W; k++) sum[k] += partial[warp + s][k][lane];
         }
         floatX* dst = (dest >= 0 ? dwte + (size_t)dest * C : dwpe + (size_t)(-1 - dest) * C) + c;
-        floatx_pack<W> old = pack_load<W>(dst), o;
+        floatx_pack<W> old, o;
+        if (dest >= 0 || accumulate_wpe) {
+            old = pack_load<W>(dst);
+        } else {
+#pragma unroll
+            for (int k = 0; k < W; k++) old.v[k] = (floatX)0.0f;  // + 0: the same bits as after a memset
+        }
 #pragma unroll
         for (int k = 0; k < W; k++) o.v[k] = (floatX)((float)old.v[k] + sum[k]);
         pack_store<W>(dst, o);
     }
 }
 
-// dwte (V,C) += and dwpe (>= T, C) += (floatX, accumulated), from dout (B,T,C) floatX and d_plan,
+// dwte (V,C) += and dwpe (>= T, C) += (floatX, accumulated; rows t < T of dwpe overwritten instead
+// with accumulate_wpe 0), from dout (B,T,C) floatX and d_plan,
 // the device copy of encoder_backward_plan's plan (at least its first
 // encoder_plan_used_ints(B*T, plan_blocks) ints), plan_blocks = that call's return value.
 // Launch: grid (plan_blocks + ceil(T/16), ceil(C / (32*W))) of 32*ENCODER_BWD_WARPS = 512
 // threads, W = X128 when C % X128 == 0 and the bases are 16-byte aligned, else 1. No scratch, no
 // atomics; the same inputs give bit-identical results.
 static inline void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, const int* d_plan, int plan_blocks,
-                                    int B, int T, int C, cudaStream_t stream) {
+                                    int B, int T, int C, int accumulate_wpe, cudaStream_t stream) {
     if (B * T == 0 || C == 0) return;
     const int block = 32 * ENCODER_BWD_WARPS;
     const int blocks = plan_blocks + ceil_div(T, ENCODER_BWD_WARPS);
     if (C % X128 == 0 && aligned16(dwte) && aligned16(dwpe) && aligned16(dout)) {
         dim3 grid(blocks, ceil_div(C, 32 * X128));
-        encoder_backward_kernel<X128><<<grid, block, 0, stream>>>(dwte, dwpe, dout, d_plan, plan_blocks, B, T, C);
+        encoder_backward_kernel<X128><<<grid, block, 0, stream>>>(dwte, dwpe, dout, d_plan, plan_blocks, B, T, C, accumulate_wpe);
     } else {
         dim3 grid(blocks, ceil_div(C, 32));
-        encoder_backward_kernel<1><<<grid, block, 0, stream>>>(dwte, dwpe, dout, d_plan, plan_blocks, B, T, C);
+        encoder_backward_kernel<1><<<grid, block, 0, stream>>>(dwte, dwpe, dout, d_plan, plan_blocks, B, T, C, accumulate_wpe);
     }
     cudaCheckLaunch("encoder_backward_kernel");
 }

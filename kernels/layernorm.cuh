@@ -5,7 +5,8 @@
 //   fused_residual_layernorm_forward: residual = (floatX)(a + b)      OVERWRITES residual (N,C) floatX,
 //                       then LayerNorm of the ROUNDED residual into out, mean, rstd as above
 //   layernorm_backward: dinp += (N,C), dweight += (C), dbias += (C)   ACCUMULATE, floatX
-//                       (dinp is the residual stream's gradient; dweight/dbias sum micro-steps)
+//                       (dinp is the residual stream's gradient; dweight/dbias sum micro-steps),
+//                       or dweight = , dbias = (OVERWRITE) when accumulate is 0
 // Reference: layernorm_forward_cpu, residual_forward_cpu, layernorm_backward_cpu (accumulates).
 // Statistics and every sum are fp32 (mean first, then the variance around it, as the reference
 // does); each stored floatX is rounded once. One warp per row; 128-bit accesses when C % X128 == 0
@@ -163,14 +164,15 @@ static inline size_t layernorm_backward_scratch_floats(int N, int C) {
     return layernorm_backward_scratch_floats_for(N, C, sizeof(floatX));
 }
 
-// Block g takes rows g*rows .. g*rows + rows - 1 (rows = wpb * rpw): warp `warp` the rows
+// Block g takes rows g*32 .. g*32 + 31 (LAYERNORM_BWD_BLOCK_ROWS): warp `warp` the rows
 // g*rows + warp, + wpb, ... Per row: pass 1 sums dnorm = weight*dout and dnorm*norm (and adds dout
 // and norm*dout to the warp's dbias/dweight accumulators), pass 2 re-reads the row (L1/L2) and
 // adds the input gradient. The block adds its warps' accumulators in warp order into its partial
 // (scratch partials[g], 2*CP floats = [dbias | dweight]). Then, in the same launch, a two-level
 // fixed-order reduction: the last block of each group of LAYERNORM_BWD_GROUP consecutive blocks
 // to finish adds the group's partials in block order into the group's partial, and the last group
-// to finish adds the group partials in group order into dweight/dbias (one rounding). Which block
+// to finish adds the group partials in group order to dweight/dbias's old values (or to 0 when not
+// accumulate: the same bits as after a memset) and rounds once. Which block
 // comes last varies; every sum's order does not: bit-identical run to run.
 // ACC_SMEM (the warps' accumulators in shared memory, else the single warp's in its scratch partial)
 // is a template argument, as the forward's CACHE is, so the accumulators' reads and writes are shared
@@ -180,7 +182,7 @@ template <int W, bool ACC_SMEM>
 __global__ void __launch_bounds__(32 * LAYERNORM_BWD_MAX_WARPS)
     layernorm_backward_kernel(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch, size_t counters,
                               const floatX* dout, const floatX* inp, const floatX* weight, const float* mean,
-                              const float* rstd, int N, int C, int CP, int rpw) {
+                              const float* rstd, int N, int C, int CP, int accumulate) {
     extern __shared__ float layernorm_bwd_smem[];  // [warps][2*CP]
     __shared__ int last_flag;
     const int wpb = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -194,7 +196,7 @@ __global__ void __launch_bounds__(32 * LAYERNORM_BWD_MAX_WARPS)
     float* acc = ACC_SMEM ? layernorm_bwd_smem + (size_t)warp * 2 * CP : part;  // global: wpb == 1
     for (int i = lane; i < 2 * CP; i += 32) acc[i] = 0.0f;  // each lane zeroes only what it owns
     const int packs = C / W;
-    const int row0 = blockIdx.x * wpb * rpw, row_end = min(N, row0 + wpb * rpw);
+    const int row0 = blockIdx.x * LAYERNORM_BWD_BLOCK_ROWS, row_end = min(N, row0 + LAYERNORM_BWD_BLOCK_ROWS);
 
     for (int row = row0 + warp; row < row_end; row += wpb) {
         const size_t off = (size_t)row * C;
@@ -253,7 +255,8 @@ __global__ void __launch_bounds__(32 * LAYERNORM_BWD_MAX_WARPS)
         int c = (j * 32 + l) * W + k;
         if (c < C) {
             floatX* dst = i < CP ? dbias : dweight;
-            dst[c] = (floatX)((float)dst[c] + t);
+            const float old = accumulate ? (float)dst[c] : 0.0f;
+            dst[c] = (floatX)(old + t);
         }
     }
 }
@@ -270,43 +273,46 @@ static inline void layernorm_backward_allow_smem(size_t smem) {
     }
 }
 
-// dinp (N,C) +=, dweight (C) +=, dbias (C) += (floatX); reads dout, inp (N,C), weight (C), and the
-// forward's mean, rstd (N, fp32). dinp must not alias dout or inp.
+// dinp (N,C) +=, dweight (C) +=, dbias (C) += (floatX); with accumulate 0, dweight and dbias are
+// overwritten instead (the first micro-step of a step writes its gradients: no memset before it).
+// Reads dout, inp (N,C), weight (C), and the forward's mean, rstd (N, fp32). dinp must not alias
+// dout or inp.
 // scratch: layernorm_backward_scratch_floats(N, C) fp32; its first layernorm_backward_counters
 // words are counters that must be zero before the first call (a cudaMemset once, when it is
 // allocated), and every call leaves them zero; the rest is overwritten. Calls on one stream with
 // the same N and C may share it.
-// Launch: one kernel, G = ceil(N / (wpb * rpw)) blocks of wpb warps: wpb = as many as keep each
-// warp's accumulators (2*CP floats) within 96 KiB, at most 16 (1, accumulating in scratch, beyond
-// that); rpw = ceil(32 / wpb) rows a warp. The launch shape depends only on N, C and the width
+// Launch: one kernel, G = ceil(N / 32) blocks of wpb warps: wpb = as many as keep each warp's
+// accumulators (2*CP floats) within 96 KiB, at most 16 (1, accumulating in scratch, beyond that);
+// 32 rows a block, dealt to its warps in turn (at d48, 6 warps: 256 blocks at N = 8192, which fill
+// the 264 two-a-SM slots of an H100; 36 rows a block, 6 to each warp, gave 228). The launch shape depends only on N, C and the width
 // (128-bit when C % X128 == 0 and the bases are 16-byte aligned), so results are bit-identical from
 // run to run.
 static inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch,
                                       const floatX* dout, const floatX* inp, const floatX* weight, const float* mean,
-                                      const float* rstd, int N, int C, cudaStream_t stream) {
+                                      const float* rstd, int N, int C, int accumulate, cudaStream_t stream) {
     if (N == 0 || C == 0) return;
     const bool vec = C % X128 == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight);
     const int W = vec ? X128 : 1;
     const int CP = layernorm_backward_padded(C, W);
     const int wpb_fit = layernorm_backward_warps(CP);
     const int wpb = wpb_fit > 0 ? wpb_fit : 1, acc_in_smem = wpb_fit > 0;
-    const int G = layernorm_backward_blocks(N, CP), rpw = layernorm_backward_rows_per_warp(CP);
+    const int G = layernorm_backward_blocks(N);
     const size_t counters = layernorm_backward_counters(N, C, sizeof(floatX));
     const size_t smem = acc_in_smem ? (size_t)wpb * 2 * CP * sizeof(float) : 0;
     if (vec && acc_in_smem) {
         layernorm_backward_allow_smem<X128>(smem);
         layernorm_backward_kernel<X128, true><<<G, 32 * wpb, smem, stream>>>(dinp, dweight, dbias, scratch, counters,
-                                                                             dout, inp, weight, mean, rstd, N, C, CP, rpw);
+                                                                             dout, inp, weight, mean, rstd, N, C, CP, accumulate);
     } else if (vec) {
         layernorm_backward_kernel<X128, false><<<G, 32 * wpb, smem, stream>>>(dinp, dweight, dbias, scratch, counters,
-                                                                              dout, inp, weight, mean, rstd, N, C, CP, rpw);
+                                                                              dout, inp, weight, mean, rstd, N, C, CP, accumulate);
     } else if (acc_in_smem) {
         layernorm_backward_allow_smem<1>(smem);
         layernorm_backward_kernel<1, true><<<G, 32 * wpb, smem, stream>>>(dinp, dweight, dbias, scratch, counters, dout,
-                                                                          inp, weight, mean, rstd, N, C, CP, rpw);
+                                                                          inp, weight, mean, rstd, N, C, CP, accumulate);
     } else {
         layernorm_backward_kernel<1, false><<<G, 32 * wpb, smem, stream>>>(dinp, dweight, dbias, scratch, counters, dout,
-                                                                           inp, weight, mean, rstd, N, C, CP, rpw);
+                                                                           inp, weight, mean, rstd, N, C, CP, accumulate);
     }
     cudaCheckLaunch("layernorm_backward_kernel");
 }

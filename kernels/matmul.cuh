@@ -14,25 +14,29 @@
 //     OVERWRITES out[N,OC] = inp . weight^T + bias                       (pre_gelu == NULL)
 //     OVERWRITES pre_gelu[N,OC] = that value, out = gelu(pre_gelu)       (pre_gelu != NULL;
 //       epilogue GELU_AUX(_BIAS); the GELU is taken of the fp32 value, both stored as floatX)
-//   matmul_backward(ctx, dinp, dweight, dbias, scratch, dout, inp, weight, pre_gelu, N, C, OC, stream)
+//   matmul_backward(ctx, dinp, dweight, dbias, scratch, dout, inp, weight, pre_gelu, N, C, OC, accumulate,
+//                   stream)
 //     reads dout[N,OC], inp[N,C], weight[OC,C], pre_gelu[N,C] (may be NULL)
 //     OVERWRITES dinp[N,C] = dout . weight, times gelu'(pre_gelu) when pre_gelu != NULL (epilogue
 //       DGELU); dinp == NULL skips it (and pre_gelu is then unused)
 //     ACCUMULATES dweight[OC,C] += dout^T . inp (beta = 1: old value + product in fp32, one
-//       rounding to floatX in cuBLASLt's epilogue)
-//     ACCUMULATES dbias[OC] += column sums of dout (dbias may be NULL, then scratch may be too).
+//       rounding to floatX in cuBLASLt's epilogue); with accumulate 0 it OVERWRITES dweight (beta =
+//       0: the first micro-step of a step writes its gradients, with no memset before it)
+//     ACCUMULATES dbias[OC] += column sums of dout (dbias may be NULL, then scratch may be too),
+//       or OVERWRITES it with accumulate 0.
 //       With dweight (and not TF32): cuBLASLt's BGRADB epilogue on the dweight product sums the
-//       columns of dout it already streams, writing fp32 sums to scratch past the counters, and
-//       matmul_dbias_add adds them to the old value and rounds once (a launch of OC elements, not a
-//       second pass over dout). cuBLASLt overwrites a bias gradient, so the add is what makes it
-//       +=; the epilogue's sum order is fixed by the algorithm, which is chosen once per shape, so
+//       columns of dout it already streams. Overwriting, it writes them to dbias in floatX (one
+//       rounding of the fp32 sum); accumulating, it writes fp32 sums to scratch past the counters,
+//       and matmul_dbias_add adds them to the old value and rounds once (a launch of OC elements,
+//       not a second pass over dout): cuBLASLt overwrites a bias gradient, so the add is what makes
+//       it +=. The epilogue's sum order is fixed by the algorithm, which is chosen once per shape, so
 //       the result is the same bits on every run of one GPU and library. Where cuBLASLt offers no
 //       algorithm for that epilogue (its heuristic says so once; the product is then cached as
 //       refused), without dweight, or with TF32 (whose operands are rounded), the bias gradient
 //       is this file's kernel:
 //       fp32 partial sums over chunks of 64 rows into scratch, then, in the same
 //       launch, the last block of each column group adds the chunks' partials in a fixed order to
-//       the old value and rounds once. Bit-identical on every run and every GPU (no float
+//       the old value (or to 0 when overwriting) and rounds once. Bit-identical on every run and every GPU (no float
 //       atomics). scratch: matmul_dbias_scratch_floats(N, OC) floats (kernels/sizes.h); its first
 //       MATMUL_DBIAS_COUNTERS words are counters that must be zero before the first call (a
 //       cudaMemset of the scratch once, when it is allocated) and every call leaves them zero;
@@ -84,7 +88,7 @@ static inline void matmul_require(bool ok, const char* what, const char* file, i
 typedef struct {
     int m, n, k, lda, ldb, ldd, trans_a, trans_b;
     uint32_t epilogue, align_a, align_b, align_d, align_bias, align_aux;
-    int has_bias, has_aux;
+    int has_bias, has_aux, bias_type;
     int64_t aux_ld;
     float beta;
 } MatmulKey;
@@ -169,7 +173,7 @@ static inline bool matmul_key_equal(const MatmulKey* a, const MatmulKey* b) {
            a->trans_a == b->trans_a && a->trans_b == b->trans_b && a->epilogue == b->epilogue &&
            a->align_a == b->align_a && a->align_b == b->align_b && a->align_d == b->align_d &&
            a->align_bias == b->align_bias && a->align_aux == b->align_aux && a->has_bias == b->has_bias &&
-           a->has_aux == b->has_aux && a->aux_ld == b->aux_ld && a->beta == b->beta;
+           a->has_aux == b->has_aux && a->bias_type == b->bias_type && a->aux_ld == b->aux_ld && a->beta == b->beta;
 }
 
 // The descriptors and the algorithm for a key (bias and aux: this call's, set before the search,
@@ -186,9 +190,8 @@ static inline void matmul_plan_create(const MatmulContext* ctx, MatmulPlan* p, c
     uint32_t epi = key->epilogue;
     matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     if (bias) {
-        // A bias gradient is written in fp32 (matmul_backward adds it to floatX dbias, one rounding).
-        const bool bgrad = epi == CUBLASLT_EPILOGUE_BGRADA || epi == CUBLASLT_EPILOGUE_BGRADB;
-        int32_t bias_type = bgrad ? CUDA_R_32F : CUDA_R_FLOATX;
+        // floatX, or fp32 for a bias gradient that matmul_backward adds to floatX dbias itself.
+        int32_t bias_type = key->bias_type;
         matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                                     sizeof(bias_type)));
         matmul_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
@@ -245,19 +248,19 @@ static inline void matmul_plan_create(const MatmulContext* ctx, MatmulPlan* p, c
 // One cuBLASLt product in column-major terms (the row-major callers pass transposed views):
 //   D[m,n] (ldd) = epilogue(op(A)[m,k] . op(B)[k,n] + beta * D), op(X) = X^T when trans_X.
 // D doubles as C, so beta = 1 accumulates in place; beta = 0 never reads D (cuBLASLt's rule).
-// bias (length m) and aux (m x n, ld aux_ld) may be NULL. The setup comes from the context's cache
+// bias (length m, of bias_type) and aux (m x n, ld aux_ld) may be NULL. The setup comes from the context's cache
 // (made, with one heuristic query, the first time its key is seen). Returns whether the product was
 // enqueued: false only with may_fail, when cuBLASLt has no algorithm for it (asked once per key).
 static inline bool matmul_cublaslt(const MatmulContext* ctx, void* d, const void* a, const void* b, int m, int n, int k,
                                    bool trans_a, bool trans_b, int lda, int ldb, int ldd, float beta,
-                                   cublasLtEpilogue_t epilogue, const void* bias, const void* aux, int64_t aux_ld,
-                                   cudaStream_t stream, bool may_fail = false) {
+                                   cublasLtEpilogue_t epilogue, const void* bias, cudaDataType_t bias_type,
+                                   const void* aux, int64_t aux_ld, cudaStream_t stream, bool may_fail = false) {
     MatmulKey key;
     memset(&key, 0, sizeof(key));
     key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb, key.ldd = ldd;
     key.trans_a = trans_a, key.trans_b = trans_b, key.epilogue = (uint32_t)epilogue, key.beta = beta;
     key.align_a = matmul_alignment(a), key.align_b = matmul_alignment(b), key.align_d = matmul_alignment(d);
-    key.has_bias = bias != NULL, key.has_aux = aux != NULL;
+    key.has_bias = bias != NULL, key.has_aux = aux != NULL, key.bias_type = bias ? (int)bias_type : 0;
     key.align_bias = bias ? matmul_alignment(bias) : 0, key.align_aux = aux ? matmul_alignment(aux) : 0;
     key.aux_ld = aux ? aux_ld : 0;
 
@@ -299,7 +302,8 @@ static inline void matmul_forward(const MatmulContext* ctx, floatX* out, floatX*
     // weight[OC,C] is a column-major C x OC matrix (transposed by op A) and inp[N,C] a C x N one.
     cublasLtEpilogue_t epilogue = pre_gelu ? (bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
                                            : (bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
-    matmul_cublaslt(ctx, out, weight, inp, OC, N, C, true, false, C, C, OC, 0.0f, epilogue, bias, pre_gelu, OC, stream);
+    matmul_cublaslt(ctx, out, weight, inp, OC, N, C, true, false, C, C, OC, 0.0f, epilogue, bias, CUDA_R_FLOATX, pre_gelu,
+                    OC, stream);
 }
 
 // ---- the bias gradient: deterministic column sums of dout, one kernel ----
@@ -309,7 +313,8 @@ static inline void matmul_forward(const MatmulContext* ctx, floatX* out, floatX*
 // bytes), the block adds its 16 row lanes in lane order, and writes the tile's fp32 column sums
 // to its chunk's row of partials in scratch. Then the fenced last-block pattern (common.cuh),
 // counting in the column group's counter: the block that counts last (it sees every other block's
-// partials) adds the group's chunk partials in chunk order, adds the old dbias and rounds once.
+// partials) adds the group's chunk partials in chunk order, adds the old dbias (0 when not
+// accumulating) and rounds once.
 // Which block is last changes from run to run; the order of every sum does not, so dbias is
 // bit-identical on every run. The counters start zeroed (sizes.h) and are left zeroed.
 // Sizes (MATMUL_DBIAS_CHUNK_ROWS, MATMUL_DBIAS_COUNTERS, matmul_dbias_scratch_floats): sizes.h.
@@ -318,7 +323,7 @@ static inline void matmul_forward(const MatmulContext* ctx, floatX* out, floatX*
 
 template <int W>
 __global__ void __launch_bounds__(MATMUL_DBIAS_PACKS * MATMUL_DBIAS_LANES)
-    matmul_dbias_kernel(floatX* dbias, float* scratch, const floatX* dout, int N, int OC) {
+    matmul_dbias_kernel(floatX* dbias, float* scratch, const floatX* dout, int N, int OC, int accumulate) {
     constexpr int COLS = MATMUL_DBIAS_PACKS * W, THREADS = MATMUL_DBIAS_PACKS * MATMUL_DBIAS_LANES;
     __shared__ float lane_sums[MATMUL_DBIAS_LANES][COLS];
     __shared__ int is_last;
@@ -367,20 +372,22 @@ __global__ void __launch_bounds__(MATMUL_DBIAS_PACKS * MATMUL_DBIAS_LANES)
         if (col0 + c >= OC) continue;
         float total = 0.0f;
         for (int j = 0; j < LANES; j++) total += chunk_sums[j][c];
-        dbias[col0 + c] = (floatX)((float)dbias[col0 + c] + total);
+        const float old = accumulate ? (float)dbias[col0 + c] : 0.0f;
+        dbias[col0 + c] = (floatX)(old + total);
     }
 }
 
-static inline void matmul_dbias(floatX* dbias, float* scratch, const floatX* dout, int N, int OC, cudaStream_t stream) {
+static inline void matmul_dbias(floatX* dbias, float* scratch, const floatX* dout, int N, int OC, int accumulate,
+                                cudaStream_t stream) {
     const bool vec = OC % X128 == 0 && aligned16(dout);
     const int cols = MATMUL_DBIAS_PACKS * (vec ? X128 : 1), groups = ceil_div(OC, cols);
     MATMUL_REQUIRE(groups <= MATMUL_DBIAS_COUNTERS && groups <= 65535,
                    "matmul_backward: OC too large for the dbias counters (at most 4096 groups of 16 packs)");
     dim3 grid(ceil_div(N, MATMUL_DBIAS_CHUNK_ROWS), groups), block(MATMUL_DBIAS_PACKS, MATMUL_DBIAS_LANES);
     if (vec)
-        matmul_dbias_kernel<X128><<<grid, block, 0, stream>>>(dbias, scratch, dout, N, OC);
+        matmul_dbias_kernel<X128><<<grid, block, 0, stream>>>(dbias, scratch, dout, N, OC, accumulate);
     else
-        matmul_dbias_kernel<1><<<grid, block, 0, stream>>>(dbias, scratch, dout, N, OC);
+        matmul_dbias_kernel<1><<<grid, block, 0, stream>>>(dbias, scratch, dout, N, OC, accumulate);
     cudaCheckLaunch("matmul_dbias_kernel");
 }
 
@@ -393,37 +400,46 @@ __global__ void matmul_dbias_add_kernel(floatX* dbias, const float* sums, int OC
 
 static inline void matmul_backward(const MatmulContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias, float* scratch,
                                    const floatX* dout, const floatX* inp, const floatX* weight, const floatX* pre_gelu,
-                                   int N, int C, int OC, cudaStream_t stream) {
+                                   int N, int C, int OC, int accumulate, cudaStream_t stream) {
     MATMUL_REQUIRE(N >= 0 && OC >= 0 && C >= 1, "matmul_backward needs N >= 0, OC >= 0, C >= 1");
     MATMUL_REQUIRE(dinp == NULL || pre_gelu == NULL || C % 8 == 0,
                    "matmul_backward with pre_gelu needs C % 8 == 0 (cuBLASLt's GELU aux leading dimension)");
     MATMUL_REQUIRE(dbias == NULL || scratch != NULL, "matmul_backward with dbias needs scratch");
     if (N == 0 || OC == 0) {
-        // dout is empty: dinp = 0 (nothing to read), dweight and dbias gain nothing.
+        // dout is empty: dinp = 0 (nothing to read), dweight and dbias gain nothing (overwriting:
+        // they are the empty sums, 0).
         if (dinp && N > 0) cudaCheck(cudaMemsetAsync(dinp, 0, (size_t)N * C * sizeof(floatX), stream));
+        if (!accumulate && dweight && OC > 0) cudaCheck(cudaMemsetAsync(dweight, 0, (size_t)OC * C * sizeof(floatX), stream));
+        if (!accumulate && dbias && OC > 0) cudaCheck(cudaMemsetAsync(dbias, 0, (size_t)OC * sizeof(floatX), stream));
         return;
     }
     if (dinp) {
         // Column-major dinp^T [C,N] = weight^T [C,OC] . dout^T [OC,N]; row-major weight[OC,C] is
         // already the column-major C x OC matrix, dout[N,OC] the OC x N one.
         matmul_cublaslt(ctx, dinp, weight, dout, C, N, OC, false, false, C, OC, C, 0.0f,
-                        pre_gelu ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT, NULL, pre_gelu, C, stream);
+                        pre_gelu ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT, NULL, CUDA_R_FLOATX, pre_gelu, C,
+                        stream);
     }
     if (dweight) {
-        // Column-major dweight^T [C,OC] += inp^T [C,N] . dout [N,OC] (dout^T transposed by op B). The
-        // bias gradient rides along where it can: BGRADB sums op(B) = dout^T over k = N, one fp32
-        // sum per column of D, into the scratch past its counters (left zero for the kernel).
+        // Column-major dweight^T [C,OC] (+)= inp^T [C,N] . dout [N,OC] (dout^T transposed by op B).
+        // The bias gradient rides along where it can: BGRADB sums op(B) = dout^T over k = N, one
+        // fp32 sum per column of D, written to dbias in floatX when overwriting, else into the
+        // scratch past its counters (left zero for the kernel) for the add.
+        const float beta = accumulate ? 1.0f : 0.0f;
         if (dbias && ctx->compute == CUBLAS_COMPUTE_32F) {
             float* sums = scratch + MATMUL_DBIAS_COUNTERS;
-            if (matmul_cublaslt(ctx, dweight, inp, dout, C, OC, N, false, true, C, OC, C, 1.0f, CUBLASLT_EPILOGUE_BGRADB,
-                                sums, NULL, 0, stream, true)) {
-                matmul_dbias_add_kernel<<<ceil_div(OC, 256), 256, 0, stream>>>(dbias, sums, OC);
-                cudaCheckLaunch("matmul_dbias_add_kernel");
+            void* bias_out = accumulate ? (void*)sums : (void*)dbias;
+            if (matmul_cublaslt(ctx, dweight, inp, dout, C, OC, N, false, true, C, OC, C, beta, CUBLASLT_EPILOGUE_BGRADB,
+                                bias_out, accumulate ? CUDA_R_32F : CUDA_R_FLOATX, NULL, 0, stream, true)) {
+                if (accumulate) {
+                    matmul_dbias_add_kernel<<<ceil_div(OC, 256), 256, 0, stream>>>(dbias, sums, OC);
+                    cudaCheckLaunch("matmul_dbias_add_kernel");
+                }
                 return;
             }
         }
-        matmul_cublaslt(ctx, dweight, inp, dout, C, OC, N, false, true, C, OC, C, 1.0f, CUBLASLT_EPILOGUE_DEFAULT, NULL,
-                        NULL, 0, stream);
+        matmul_cublaslt(ctx, dweight, inp, dout, C, OC, N, false, true, C, OC, C, beta, CUBLASLT_EPILOGUE_DEFAULT, NULL,
+                        CUDA_R_FLOATX, NULL, 0, stream);
     }
-    if (dbias) matmul_dbias(dbias, scratch, dout, N, OC, stream);
+    if (dbias) matmul_dbias(dbias, scratch, dout, N, OC, accumulate, stream);
 }

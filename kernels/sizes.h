@@ -11,7 +11,7 @@
 #define LAYERNORM_SMEM_LIMIT (48 * 1024)       // forward: stay within the default dynamic shared memory
 #define LAYERNORM_BWD_SMEM_LIMIT (96 * 1024)   // backward: opted in above 48 KiB; every GPU from sm_80 allows 99 KiB
 #define LAYERNORM_BWD_MAX_WARPS 16             // rows in flight per backward block
-#define LAYERNORM_BWD_BLOCK_ROWS 32            // rows per backward block, at least: one fp32 partial per 32+ rows
+#define LAYERNORM_BWD_BLOCK_ROWS 32            // rows per backward block: one fp32 partial per 32 rows
 #define LAYERNORM_BWD_GROUP 16                 // block partials a first-level reducer adds
 
 // Channels of one partial, padded to whole warps of W-wide packs.
@@ -24,39 +24,24 @@ static inline int layernorm_backward_warps(int CP) {
     size_t w = LAYERNORM_BWD_SMEM_LIMIT / per_warp;
     return w > LAYERNORM_BWD_MAX_WARPS ? LAYERNORM_BWD_MAX_WARPS : (int)w;
 }
-// Rows each warp takes: together a block's warps take at least LAYERNORM_BWD_BLOCK_ROWS rows, so
-// the partials (8*CP bytes a block) stay a few percent of the rows' bytes.
-static inline int layernorm_backward_rows_per_warp(int CP) {
-    int w = layernorm_backward_warps(CP);
-    int per = w > 0 ? w : 1;
-    return (LAYERNORM_BWD_BLOCK_ROWS + per - 1) / per;
-}
-static inline int layernorm_backward_blocks(int N, int CP) {
-    int w = layernorm_backward_warps(CP);
-    int rows = (w > 0 ? w : 1) * layernorm_backward_rows_per_warp(CP);
-    return (N + rows - 1) / rows;
-}
+// Blocks: LAYERNORM_BWD_BLOCK_ROWS rows each, so the partials (8*CP bytes a block) stay a few
+// percent of the rows' bytes.
+static inline int layernorm_backward_blocks(int N) { return (N + LAYERNORM_BWD_BLOCK_ROWS - 1) / LAYERNORM_BWD_BLOCK_ROWS; }
 // First-level reduction groups of the grid's partials.
 static inline int layernorm_backward_groups(int G) { return (G + LAYERNORM_BWD_GROUP - 1) / LAYERNORM_BWD_GROUP; }
-// The most blocks either width (W = 1, or 16 / floatx_bytes) launches for N rows of C channels.
-static inline int layernorm_backward_max_blocks(int N, int C, size_t floatx_bytes) {
-    int g1 = layernorm_backward_blocks(N, layernorm_backward_padded(C, 1));
-    int gv = layernorm_backward_blocks(N, layernorm_backward_padded(C, (int)(16 / floatx_bytes)));
-    return g1 > gv ? g1 : gv;
-}
-// Counters at the scratch's start: one per group and one for the groups, for the larger grid of the
-// two widths (so calls of either width agree on where the counters end), padded to 4 words so the
+// Counters at the scratch's start: one per group and one for the groups (the grid is the same at
+// either width, so calls of both agree on where the counters end), padded to 4 words so the
 // partials stay 16-byte aligned. They must be zero before the first call (cudaMemset once); each
 // call leaves them zero.
 static inline size_t layernorm_backward_counters(int N, int C, size_t floatx_bytes) {
-    return ((size_t)layernorm_backward_groups(layernorm_backward_max_blocks(N, C, floatx_bytes)) + 1 + 3) / 4 * 4;
+    return ((size_t)layernorm_backward_groups(layernorm_backward_blocks(N)) + 1 + 3) / 4 * 4;
 }
 // fp32 scratch of the backward over N rows of C channels with floatx_bytes-wide elements: the
-// counters, then one partial (2*CP floats) per block and one per group, for the larger grid and the
-// larger CP (the 128-bit width's) of the two widths.
+// counters, then one partial (2*CP floats) per block and one per group, for the larger CP (the
+// 128-bit width's) of the two widths.
 static inline size_t layernorm_backward_scratch_floats_for(int N, int C, size_t floatx_bytes) {
     int CP = layernorm_backward_padded(C, (int)(16 / floatx_bytes));
-    int G = layernorm_backward_max_blocks(N, C, floatx_bytes);
+    int G = layernorm_backward_blocks(N);
     return layernorm_backward_counters(N, C, floatx_bytes) + ((size_t)G + layernorm_backward_groups(G)) * 2 * CP;
 }
 

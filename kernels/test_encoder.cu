@@ -47,7 +47,7 @@ static void test_case(int B, int T, int C, int V, float dominant, TestRng& rng) 
     int* d_plan = device_alloc<int>(used);
     cudaCheck(cudaMemcpy(d_plan, plan.data(), used * sizeof(int), cudaMemcpyHostToDevice));
 
-    encoder_backward(d_dwte, d_dwpe, d_dout, d_plan, blocks, B, T, C, 0);
+    encoder_backward(d_dwte, d_dwpe, d_dout, d_plan, blocks, B, T, C, 1, 0);
     // One rounding: old value + fp32 sum of the rows, stored once as floatX (the fp32 sum's own
     // order differs from the reference's only by fp32 ulps).
     std::vector<float> got_dwte = device_download_float(d_dwte, (size_t)V * C);
@@ -61,11 +61,31 @@ static void test_case(int B, int T, int C, int V, float dominant, TestRng& rng) 
     // Deterministic: the same inputs again give the same bits.
     cudaCheck(cudaMemcpy(d_dwte, dwte0.x.data(), dwte0.x.size() * sizeof(floatX), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(d_dwpe, dwpe0.x.data(), dwpe0.x.size() * sizeof(floatX), cudaMemcpyHostToDevice));
-    encoder_backward(d_dwte, d_dwpe, d_dout, d_plan, blocks, B, T, C, 0);
+    encoder_backward(d_dwte, d_dwpe, d_dout, d_plan, blocks, B, T, C, 1, 0);
     bool same = device_download_float(d_dwte, (size_t)V * C) == got_dwte &&
                 device_download_float(d_dwpe, (size_t)T * C) == got_dwpe;
     snprintf(name, sizeof(name), "encoder_backward B=%d T=%d C=%d twice: bit-identical", B, T, C);
     CHECK(same, name);
+
+    // accumulate_wpe 0 (a step's first micro-step): dwpe's rows are written, whatever they held
+    // (NaN here), with the same bits as adding to zeros; dwte still accumulates.
+    {
+        std::vector<float> zero_dwte((size_t)V * C, 0.0f), fresh_dwpe((size_t)T * C, 0.0f);
+        encoder_backward_cpu(zero_dwte.data(), fresh_dwpe.data(), dout.f.data(), inp.data(), B, T, C);
+        cudaCheck(cudaMemcpy(d_dwte, dwte0.x.data(), dwte0.x.size() * sizeof(floatX), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemset(d_dwpe, 0xff, (size_t)T * C * sizeof(floatX)));
+        encoder_backward(d_dwte, d_dwpe, d_dout, d_plan, blocks, B, T, C, 0, 0);
+        std::vector<float> fresh_got = device_download_float(d_dwpe, (size_t)T * C);
+        snprintf(name, sizeof(name), "encoder_backward accumulate_wpe=0 B=%d T=%d C=%d: dwpe overwritten (was NaN)", B, T, C);
+        check_tensor(name, fresh_got, fresh_dwpe, floatx_tol(1));
+        snprintf(name, sizeof(name), "encoder_backward accumulate_wpe=0 B=%d T=%d C=%d: dwte still accumulated", B, T, C);
+        CHECK(device_download_float(d_dwte, (size_t)V * C) == got_dwte, name);
+        // Bit for bit what adding to zeros gives.
+        cudaCheck(cudaMemset(d_dwpe, 0, (size_t)T * C * sizeof(floatX)));
+        encoder_backward(d_dwte, d_dwpe, d_dout, d_plan, blocks, B, T, C, 1, 0);
+        snprintf(name, sizeof(name), "encoder_backward accumulate_wpe=0 B=%d T=%d C=%d: the bits of += onto zeros", B, T, C);
+        CHECK(device_download_float(d_dwpe, (size_t)T * C) == fresh_got, name);
+    }
 
     cudaCheck(cudaFree(d_inp));
     cudaCheck(cudaFree(d_wte));

@@ -116,7 +116,7 @@ static void test_case(int N, int C, TestRng& rng) {
     float* d_scratch = device_alloc<float>(scratch_n);
     cudaCheck(cudaMemset(d_scratch, 0xFF, scratch_n * sizeof(float)));
     cudaCheck(cudaMemset(d_scratch, 0, counters * sizeof(float)));
-    layernorm_backward(d_dinp, d_dw, d_db, d_scratch, d_dout, d_a, d_w, d_mean, d_rstd, N, C, 0);
+    layernorm_backward(d_dinp, d_dw, d_db, d_scratch, d_dout, d_a, d_w, d_mean, d_rstd, N, C, 1, 0);
     // Each gradient: old value + an fp32 result, stored once as floatX: one rounding.
     std::vector<float> got_dinp = device_download_float(d_dinp, NC);
     std::vector<float> got_dw = device_download_float(d_dw, C), got_db = device_download_float(d_db, C);
@@ -133,11 +133,38 @@ static void test_case(int N, int C, TestRng& rng) {
     cudaCheck(cudaMemcpy(d_dw, dweight0.x.data(), C * sizeof(floatX), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(d_db, dbias0.x.data(), C * sizeof(floatX), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemset(d_scratch + counters, 0xFF, (scratch_n - counters) * sizeof(float)));
-    layernorm_backward(d_dinp, d_dw, d_db, d_scratch, d_dout, d_a, d_w, d_mean, d_rstd, N, C, 0);
+    layernorm_backward(d_dinp, d_dw, d_db, d_scratch, d_dout, d_a, d_w, d_mean, d_rstd, N, C, 1, 0);
     bool same = device_download_float(d_dinp, NC) == got_dinp && device_download_float(d_dw, C) == got_dw &&
                 device_download_float(d_db, C) == got_db;
     snprintf(name, sizeof(name), "layernorm_backward N=%d C=%d twice: bit-identical", N, C);
     CHECK(same, name);
+
+    // accumulate 0 (a step's first micro-step): dweight and dbias are written whatever they held
+    // (NaN here), bit for bit what adding to zeros gives; dinp still accumulates.
+    {
+        std::vector<float> zero_dinp = dinp0.f, fresh_dw(C, 0.0f), fresh_db(C, 0.0f);
+        layernorm_backward_cpu(zero_dinp.data(), fresh_dw.data(), fresh_db.data(), dout.f.data(), a.f.data(),
+                               weight.f.data(), ref_mean.data(), ref_rstd.data(), N, C);
+        cudaCheck(cudaMemcpy(d_dinp, dinp0.x.data(), NC * sizeof(floatX), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemset(d_dw, 0xff, C * sizeof(floatX)));
+        cudaCheck(cudaMemset(d_db, 0xff, C * sizeof(floatX)));
+        layernorm_backward(d_dinp, d_dw, d_db, d_scratch, d_dout, d_a, d_w, d_mean, d_rstd, N, C, 0, 0);
+        std::vector<float> fw = device_download_float(d_dw, C), fb = device_download_float(d_db, C);
+        snprintf(name, sizeof(name), "layernorm_backward accumulate=0 N=%d C=%d: dinp still accumulated", N, C);
+        CHECK(device_download_float(d_dinp, NC) == got_dinp, name);
+        fw.insert(fw.end(), fb.begin(), fb.end());
+        fresh_dw.insert(fresh_dw.end(), fresh_db.begin(), fresh_db.end());
+        snprintf(name, sizeof(name), "layernorm_backward accumulate=0 N=%d C=%d: dweight, dbias overwritten (were NaN)", N, C);
+        check_tensor(name, fw, fresh_dw, floatx_tol(1));
+        cudaCheck(cudaMemcpy(d_dinp, dinp0.x.data(), NC * sizeof(floatX), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemset(d_dw, 0, C * sizeof(floatX)));
+        cudaCheck(cudaMemset(d_db, 0, C * sizeof(floatX)));
+        layernorm_backward(d_dinp, d_dw, d_db, d_scratch, d_dout, d_a, d_w, d_mean, d_rstd, N, C, 1, 0);
+        std::vector<float> zw = device_download_float(d_dw, C), zb = device_download_float(d_db, C);
+        zw.insert(zw.end(), zb.begin(), zb.end());
+        snprintf(name, sizeof(name), "layernorm_backward accumulate=0 N=%d C=%d: the bits of += onto zeros", N, C);
+        CHECK(zw == fw, name);
+    }
 
     floatX* bufs[] = {d_a, d_b, d_w, d_bias, d_out, d_res, d_dout, d_dinp, d_dw, d_db};
     for (floatX* p : bufs) cudaCheck(cudaFree(p));
@@ -154,6 +181,7 @@ int main() {
     test_case(3, 37, rng);      // odd C: scalar everywhere
     test_case(6, 768, rng);     // GPT-2 small
     test_case(4, 1600, rng);    // GPT-2 XL: 6 warps per backward block in fp16/bf16
+    test_case(70, 1600, rng);   // ... 32 rows a block: its 6 warps take 6, 6, 5, 5, 5, 5; 3 blocks, the last short
     test_case(2100, 24, rng);   // 66 blocks of 32 rows: 5 reduction groups, the last partial
     test_case(2, 25000, rng);   // rows too big for shared memory: the global-memory paths
     return test_finish();

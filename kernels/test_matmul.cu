@@ -97,12 +97,12 @@ static void test_backward(int N, int C, int OC, bool want_dinp, bool want_dbias,
     // The counters zeroed once, as the engine does at allocation; the partials NaN-poisoned (cudaMalloc's).
     float* scratch = device_alloc<float>(matmul_dbias_scratch_floats(N, OC));
     cudaCheck(cudaMemset(scratch, 0, MATMUL_DBIAS_COUNTERS * sizeof(float)));
-    auto run = [&]() {
+    auto run = [&](int accumulate) {
         matmul_backward(&g_ctx, want_dinp ? d_dinp.p : nullptr, d_dw.p, want_dbias ? d_db.p : nullptr,
                         want_dbias ? scratch : nullptr, d_dout.p, d_inp.p, d_weight.p, gelu ? d_pre.p : nullptr, N, C,
-                        OC, 0);
+                        OC, accumulate, 0);
     };
-    run();
+    run(1);
     char name[200];
     char what[96];
     snprintf(what, sizeof(what), "matmul_backward%s N=%d C=%d OC=%d%s%s%s", gelu ? " DGELU" : "", N, C, OC,
@@ -129,11 +129,39 @@ static void test_backward(int N, int C, int OC, bool want_dinp, bool want_dbias,
         // the first call must have left the dbias counters at zero for this one to be right).
         d_dw.upload(dweight0.x);
         d_db.upload(dbias0.x);
-        run();
+        run(1);
         std::vector<float> again_dw = d_dw.download(), again_db = d_db.download();
         snprintf(name, sizeof(name), "%s: repeat run bit-identical", what);
         test_report(memcmp(got_db.data(), again_db.data(), got_db.size() * sizeof(float)) == 0 &&
                         memcmp(got_dw.data(), again_dw.data(), got_dw.size() * sizeof(float)) == 0,
+                    name, "bits differ");
+    }
+    // accumulate 0 (a step's first micro-step): dweight and dbias are written (beta = 0, the bias
+    // gradient straight from the epilogue or the kernel), whatever they held (NaN here); twice, the
+    // same bits. (Not compared bitwise with += onto zeros: beta is part of the algorithm search,
+    // so a GPU may pick another algorithm.)
+    {
+        std::vector<float> fresh_dinp((size_t)N * C, 0.0f), fresh_dw((size_t)OC * C, 0.0f), fresh_db(OC, 0.0f);
+        matmul_backward_cpu(fresh_dinp.data(), fresh_dw.data(), want_dbias ? fresh_db.data() : nullptr, dout.f.data(),
+                            inp.f.data(), weight.f.data(), N, C, OC);
+        std::vector<floatX> nan_dw((size_t)OC * C, (floatX)NAN), nan_db(OC, (floatX)NAN);
+        d_dw.upload(nan_dw);
+        d_db.upload(nan_db);
+        run(0);
+        std::vector<float> got_dw0 = d_dw.download(), got_db0 = d_db.download();
+        snprintf(name, sizeof(name), "%s: dweight = (overwrite, was NaN)", what);
+        check_tensor(name, got_dw0, fresh_dw, floatx_tol(2));
+        if (want_dbias) {
+            snprintf(name, sizeof(name), "%s: dbias = (overwrite, was NaN)", what);
+            check_tensor(name, got_db0, fresh_db, floatx_tol(1));
+        }
+        d_dw.upload(nan_dw);
+        d_db.upload(nan_db);
+        run(0);
+        std::vector<float> again_dw = d_dw.download(), again_db = d_db.download();
+        snprintf(name, sizeof(name), "%s: overwrite twice bit-identical", what);
+        test_report(memcmp(got_db0.data(), again_db.data(), got_db0.size() * sizeof(float)) == 0 &&
+                        memcmp(got_dw0.data(), again_dw.data(), got_dw0.size() * sizeof(float)) == 0,
                     name, "bits differ");
     }
     cudaCheck(cudaFree(scratch));
@@ -152,7 +180,7 @@ static void test_refusal(bool forward) {
         close(fds[0]);
         floatX* buf = device_alloc<floatX>(12 * 12 * 4);
         if (forward) matmul_forward(&g_ctx, buf, buf + 144, buf + 288, buf + 432, nullptr, 4, 12, 12, 0);
-        else matmul_backward(&g_ctx, buf, buf + 144, nullptr, nullptr, buf + 288, buf, buf, buf + 432, 4, 12, 12, 0);
+        else matmul_backward(&g_ctx, buf, buf + 144, nullptr, nullptr, buf + 288, buf, buf, buf + 432, 4, 12, 12, 1, 0);
         _exit(0);  // not reached when refused
     }
     close(fds[1]);

@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
     int plan_blocks = encoder_backward_plan(plan.data(), keys.data(), h_inp.data(), BT);
     int* d_plan = dalloc<int>(plan.size());
     cudaCheck(cudaMemcpy(d_plan, plan.data(), plan.size() * sizeof(int), cudaMemcpyHostToDevice));
-    row_bytes("encoder_backward", time_ms([&] { encoder_backward(wte, wpe, a, d_plan, plan_blocks, B, T, C, 0); }),
+    row_bytes("encoder_backward", time_ms([&] { encoder_backward(wte, wpe, a, d_plan, plan_blocks, B, T, C, 1, 0); }),
               3.0 * BT * C * X);
     row_bytes("layernorm_forward", time_ms([&] { layernorm_forward(b, mean, rstd, a, w, bias, BT, C, 0); }),
               2.0 * BT * C * X);
@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
     float* ln_scratch = dalloc<float>(layernorm_backward_scratch_floats(BT, C));
     cudaCheck(cudaMemset(ln_scratch, 0, layernorm_backward_scratch_floats(BT, C) * sizeof(float)));  // its counters
     row_bytes("layernorm_backward",
-              time_ms([&] { layernorm_backward(res, w, bias, ln_scratch, b, a, w, mean, rstd, BT, C, 0); }),
+              time_ms([&] { layernorm_backward(res, w, bias, ln_scratch, b, a, w, mean, rstd, BT, C, 1, 0); }),
               4.0 * BT * C * X);
     row_bytes("gelu_forward", time_ms([&] { gelu_forward(big2, big, (size_t)BT * 4 * C, 0); }), 2.0 * BT * 4 * C * X);
     row_bytes("gelu_backward", time_ms([&] { gelu_backward(big2, big, big2, (size_t)BT * 4 * C, 0); }),
@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
         row_flops("matmul_forward fc + GELU epilogue",
                   time_ms([&] { matmul_forward(&mm, big2, big, a, w, bias, BT, C, 4 * C, 0); }), 2.0 * BT * C * 4.0 * C);
     row_flops("matmul_backward fc (dinp, dW, db)",
-              time_ms([&] { matmul_backward(&mm, a, dw, bias, dbias_scratch, big, b, w, NULL, BT, C, 4 * C, 0); }),
+              time_ms([&] { matmul_backward(&mm, a, dw, bias, dbias_scratch, big, b, w, NULL, BT, C, 4 * C, 1, 0); }),
               4.0 * BT * C * 4.0 * C);
     row_flops("matmul_forward lm head (C -> Vp)",
               time_ms([&] { matmul_forward(&mm, logits, NULL, a, wte, NULL, BT, C, Vp, 0); }), 2.0 * BT * C * (double)Vp);
