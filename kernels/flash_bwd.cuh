@@ -7,19 +7,22 @@
 // against a double-precision reference with derived bounds, against the tiled backward, and for
 // bit-identical repeats.
 //
-// Two kernels, both grid (ceil(T/64), NH, B) of 4 warps, deterministic and without atomics: every
-// output element is written once by one thread, from sums in a fixed order.
+// Two kernels, both grid (ceil(T/64), NH, B), deterministic and without atomics: every output
+// element is written once by one thread, from sums in a fixed order.
 //
-// flash_backward_dq_kernel (query-major, first; structured like flash_fwd.cuh's forward): a block owns
-// a 64-row query tile, each warp 16 of its rows, their Q and dO fragments loaded once into registers.
+// flash_backward_dq_kernel (query-major, first; structured like flash_fwd.cuh's forward): a block of 2
+// warps owns a 64-row query tile, each warp 32 of its rows (two 16-row MMA tiles, as the forward), their
+// Q and dO fragments loaded once into registers; every K and V fragment read from shared memory
+// serves both of a warp's 16-row tiles, half the ldmatrix bytes a FLOP of 16 rows a warp.
 //   prologue: D = rowsum(dO o O) of the warp's rows (fp32: dO from the shared tile, O from global, the
 //             4 lanes of a row a quarter of HS each), kept in registers and written to scratch
 //             (B NH T floats) for the kv kernel; lse log2(e) of the rows (+inf past T: P = 0 there);
 //   key tiles 0..i of 64 stream through two shared buffers by cp.async (tile j+1 in flight while the
-//   warps compute on tile j). Per tile:
-//     S = Q K^T and dP = dO V^T (mma m16n8k16, fp32, 16 rows x 64 keys a warp, K's and V's B fragments
-//     by ldmatrix); P = 2^(S scale log2(e) - lse log2(e)) (ex2.approx), the causal mask on the diagonal
-//     tile only (its 16-key chunks past a warp's rows skipped); dS = P (dP - D);
+//   warps compute on tile j). Per tile, in two halves of 32 keys (S and dP of a warp's 32 rows x 32
+//   keys fit in registers beside its Q, dO and dQ):
+//     S = Q K^T and dP = dO V^T (mma m16n8k16, fp32, K's and V's B fragments by ldmatrix);
+//     P = 2^(S scale log2(e) - lse log2(e)) (ex2.approx), the causal mask on the diagonal tile only
+//     (its 16-key chunks past a warp's rows skipped); dS = P (dP - D);
 //     dQ += dS K: dS's accumulators packed (rounded to T) into A fragments as the forward packs P,
 //     K's B fragments by ldmatrix .trans as the forward loads V.
 //   At the end dQ scaled by 1/sqrt(HS), rounded to T and written once. 3 tile products a pair.
@@ -50,11 +53,12 @@
 // x 2 buffers (Q and dO arrive in the second before the loop): 36864 bytes at HS = 64, 20480 at 32;
 // kv kernel Q, dO x 2 buffers and lse, D of a tile: 37376 bytes at HS = 64, 20992 at 32.
 // ptxas (nvcc 13.0, -Xptxas -v, dev/cuda/test_flash_bwd.cu; f16 and bf16 the same), no spills:
-//   flash_backward_dq_kernel<HS=64>: sm_90 158 registers, sm_80 157.  <HS=32>: sm_90 124, sm_80 123.
+//   flash_backward_dq_kernel<HS=64>: sm_90 240 registers, sm_80 241.  <HS=32>: sm_90 164.
+//   (At 16 rows a warp, 4 warps: 158 and 157.)
 //   flash_backward_kv_kernel<HS=64>: sm_90 224 registers, sm_80 223.  <HS=32>: sm_90 164, sm_80 160.
 // At HS = 64 the kv kernel's registers (S^T, dP^T, dK, dV accumulators: 128 floats, K and V
-// fragments: 32) allow 2 blocks (8 warps) an SM, the dq kernel's 3 (12 warps); shared memory would
-// allow 6 on sm_90 and 4 on sm_80.
+// fragments: 32) allow 2 blocks (8 warps) an SM, the dq kernel's 4 (8 warps: Q, dO fragments 64,
+// dQ 64, S and dP of half a tile 64); shared memory would allow 6 on sm_90 and 4 on sm_80.
 // Predicted, not measured: the kernel report's model (dev/kernel_report.py, unchanged) on one counted
 // d48 layer (B = 1, T = 1024, CUDA_CPU_COUNT with cp.async and ldmatrix traffic counted) scaled to
 // B = 8, H100 SXM, FP16: both kernels shared-memory bound (ldmatrix of the streamed tiles): dq kernel
@@ -78,12 +82,14 @@ __device__ __forceinline__ float flashb_f(__half x) { return __half2float(x); }
 __device__ __forceinline__ float flashb_f(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 // dQ of one 64-row query tile, and D = rowsum(dO o O) of its rows into Dsum (B,NH,T fp32) for
-// flash_backward_kv_kernel. Grid (ceil(T/64), NH, B).
+// flash_backward_kv_kernel. Grid (ceil(T/64), NH, B) of FLASH_DQ_THREADS (2 warps, 32 rows each).
 template <class T, int HS>
-__global__ void __launch_bounds__(FLASH_THREADS)
+__global__ void __launch_bounds__(FLASH_DQ_THREADS)
     flash_backward_dq_kernel(T* dqkv, float* Dsum, const T* dout, const T* qkv, const T* out, const float* lse,
                              int seq, int NH) {
     typedef FlashGeom<HS> G;
+    constexpr int MI = FLASH_MI, WR = FLASH_WARP_ROWS;  // 16-row tiles a warp, its rows
+    constexpr int HALF = FLASH_COLS / 2;                 // keys a pass over a tile takes (S, dP in registers)
     // Q and dO arrive in the second K/V buffer, are loaded into registers, and give the buffer up
     // before tile 1 is copied into it: 4 tiles of shared memory, not 6.
     __shared__ __align__(16) T sK[2][FLASH_COLS * G::LD];
@@ -100,56 +106,68 @@ __global__ void __launch_bounds__(FLASH_THREADS)
     const float sl2 = scale * FLASH_LOG2E;
     const int tiles = q_tile + 1;  // key tiles 0..q_tile; the last is the diagonal
 
-    flash_load_rows<T, HS>(sK[1], qkv_bh + (size_t)q0 * C3, C3, FLASH_ROWS, seq - q0);
-    flash_load_rows<T, HS>(sV[1], dout + ((size_t)b * seq + q0) * C + (size_t)h * HS, C, FLASH_ROWS, seq - q0);
-    flash_load_rows<T, HS>(sK[0], qkv_bh + C, C3, FLASH_COLS, seq);
-    flash_load_rows<T, HS>(sV[0], qkv_bh + 2 * C, C3, FLASH_COLS, seq);
+    flash_load_rows<T, HS, FLASH_DQ_THREADS>(sK[1], qkv_bh + (size_t)q0 * C3, C3, FLASH_ROWS, seq - q0);
+    flash_load_rows<T, HS, FLASH_DQ_THREADS>(sV[1], dout + ((size_t)b * seq + q0) * C + (size_t)h * HS, C, FLASH_ROWS,
+                                             seq - q0);
+    flash_load_rows<T, HS, FLASH_DQ_THREADS>(sK[0], qkv_bh + C, C3, FLASH_COLS, seq);
+    flash_load_rows<T, HS, FLASH_DQ_THREADS>(sV[0], qkv_bh + 2 * C, C3, FLASH_COLS, seq);
     mma_cp_async_commit();  // group: Q, dO and key tile 0
-    // lse of this lane's rows (g and g+8 of the warp's 16), in base 2; +inf past T makes P = 0 there
-    float L[2], D[2];
+    // lse of this lane's rows (g and g+8 of each 16-row tile), in base 2; +inf past T makes P = 0 there
+    float L[MI][2], D[MI][2];
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int q = q0 + warp * 16 + g + r * 8;
-        L[r] = q < seq ? lse[((size_t)b * NH + h) * seq + q] * FLASH_LOG2E : INFINITY;
-    }
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int q = q0 + warp * WR + mi * 16 + g + r * 8;
+            L[mi][r] = q < seq ? lse[((size_t)b * NH + h) * seq + q] * FLASH_LOG2E : INFINITY;
+        }
     mma_cp_async_wait<0>();
     __syncthreads();
-    uint32_t qf[HS / 16][4], of[HS / 16][4];  // this warp's 16 rows of Q and dO as A fragments
+    uint32_t qf[MI][HS / 16][4], of[MI][HS / 16][4];  // this warp's rows of Q and dO as A fragments
 #pragma unroll
-    for (int kc = 0; kc < HS / 16; kc++) {
-        mma_ldmatrix_x4(qf[kc], &sK[1][(warp * 16 + (lane & 15)) * G::LD + kc * 16 + (lane >> 4) * 8]);
-        mma_ldmatrix_x4(of[kc], &sV[1][(warp * 16 + (lane & 15)) * G::LD + kc * 16 + (lane >> 4) * 8]);
-    }
-    // D of rows g and g+8: the 4 lanes of a row take a quarter of HS each (dO from shared memory, O
-    // from global), summed by two shuffles. Written once, for the kv kernel.
+    for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int row = warp * 16 + g + r * 8, q = q0 + row;
-        float acc = 0.0f;
-        if (q < seq) {
-            const T* orow = out + ((size_t)b * seq + q) * C + (size_t)h * HS + t * (HS / 4);
-            const T* drow = &sV[1][row * G::LD + t * (HS / 4)];
-#pragma unroll
-            for (int c = 0; c < HS / 4; c++) acc += flashb_f(drow[c]) * flashb_f(orow[c]);
+        for (int kc = 0; kc < HS / 16; kc++) {
+            const int off = (warp * WR + mi * 16 + (lane & 15)) * G::LD + kc * 16 + (lane >> 4) * 8;
+            mma_ldmatrix_x4(qf[mi][kc], &sK[1][off]);
+            mma_ldmatrix_x4(of[mi][kc], &sV[1][off]);
         }
-        acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-        acc += __shfl_xor_sync(0xffffffffu, acc, 2);
-        D[r] = acc;
-        if (t == 0 && q < seq) Dsum[((size_t)b * NH + h) * seq + q] = acc;
-    }
+    // D of rows g and g+8 of each tile: the 4 lanes of a row take a quarter of HS each (dO from shared
+    // memory, O from global), summed by two shuffles. Written once, for the kv kernel.
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int row = warp * WR + mi * 16 + g + r * 8, q = q0 + row;
+            float acc = 0.0f;
+            if (q < seq) {
+                const T* orow = out + ((size_t)b * seq + q) * C + (size_t)h * HS + t * (HS / 4);
+                const T* drow = &sV[1][row * G::LD + t * (HS / 4)];
+#pragma unroll
+                for (int c = 0; c < HS / 4; c++) acc += flashb_f(drow[c]) * flashb_f(orow[c]);
+            }
+            acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+            acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+            D[mi][r] = acc;
+            if (t == 0 && q < seq) Dsum[((size_t)b * NH + h) * seq + q] = acc;
+        }
     __syncthreads();  // every warp has its Q and dO fragments and D: tile 1 may overwrite the buffers
 
-    float dq[HS / 8][4];  // dQ: 16 rows x HS, one accumulator per 8 columns
+    float dq[MI][HS / 8][4];  // dQ: 16 rows x HS a tile, one accumulator per 8 columns
 #pragma unroll
-    for (int d = 0; d < HS / 8; d++)
+    for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) dq[d][i] = 0.0f;
+        for (int d = 0; d < HS / 8; d++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) dq[mi][d][i] = 0.0f;
 
     for (int j = 0; j < tiles; j++) {
         if (j + 1 < tiles) {  // prefetch tile j+1 into the buffers the barrier ending j-1 freed
             const int k1 = (j + 1) * FLASH_COLS;
-            flash_load_rows<T, HS>(sK[(j + 1) & 1], qkv_bh + (size_t)k1 * C3 + C, C3, FLASH_COLS, seq - k1);
-            flash_load_rows<T, HS>(sV[(j + 1) & 1], qkv_bh + (size_t)k1 * C3 + 2 * C, C3, FLASH_COLS, seq - k1);
+            flash_load_rows<T, HS, FLASH_DQ_THREADS>(sK[(j + 1) & 1], qkv_bh + (size_t)k1 * C3 + C, C3, FLASH_COLS,
+                                                     seq - k1);
+            flash_load_rows<T, HS, FLASH_DQ_THREADS>(sV[(j + 1) & 1], qkv_bh + (size_t)k1 * C3 + 2 * C, C3, FLASH_COLS,
+                                                     seq - k1);
             mma_cp_async_commit();
             mma_cp_async_wait<1>();  // tile j's group done, j+1's still in flight
         } else {
@@ -159,71 +177,100 @@ __global__ void __launch_bounds__(FLASH_THREADS)
         const T* kt = sK[j & 1];
         const T* vt = sV[j & 1];
         const bool diag = j == q_tile;
-        // on the diagonal, this warp's rows see no key past warp*16+15: later 16-key chunks are skipped
-        const int chunks = diag ? warp + 1 : FLASH_COLS / 16;
+        // On the diagonal, this warp's rows (warp*32 ..+31) see no key past warp*32+31: 16-key chunks
+        // beyond it are skipped (the first 16-row tile's rows see one chunk less; the mask zeroes it).
+        const int chunks = diag ? MI * (warp + 1) : FLASH_COLS / 16;
 
-        float s[FLASH_COLS / 8][4], dp[FLASH_COLS / 8][4];  // S = Q K^T, dP = dO V^T: 16 rows x 64 keys
+        // The tile in two halves of 32 keys, so that S and dP of both 16-row tiles fit in registers
 #pragma unroll
-        for (int n = 0; n < FLASH_COLS / 8; n++)
+        for (int hf = 0; hf < FLASH_COLS / HALF; hf++) {
+            if (hf * (HALF / 16) >= chunks) continue;
+            float s[MI][HALF / 8][4], dp[MI][HALF / 8][4];  // S = Q K^T, dP = dO V^T: 16 rows x 32 keys a tile
 #pragma unroll
-            for (int i = 0; i < 4; i++) s[n][i] = dp[n][i] = 0.0f;
+            for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-        for (int np = 0; np < FLASH_COLS / 16; np++) {
-            if (np >= chunks) continue;
+                for (int n = 0; n < HALF / 8; n++)
 #pragma unroll
-            for (int kc = 0; kc < HS / 16; kc++) {
-                // x4: keys np*16 + 0..7 (head columns kc*16 + 0-7, 8-15), then keys np*16 + 8..15
-                const int off = (np * 16 + (lane & 7) + (lane >> 4) * 8) * G::LD + kc * 16 + ((lane >> 3) & 1) * 8;
-                uint32_t bk[4], bv[4];
-                mma_ldmatrix_x4(bk, &kt[off]);
-                mma_ldmatrix_x4(bv, &vt[off]);
-                const uint32_t k0f[2] = {bk[0], bk[1]}, k1f[2] = {bk[2], bk[3]};
-                const uint32_t v0f[2] = {bv[0], bv[1]}, v1f[2] = {bv[2], bv[3]};
-                mma_m16n8k16<T>(s[2 * np], qf[kc], k0f, s[2 * np]);
-                mma_m16n8k16<T>(s[2 * np + 1], qf[kc], k1f, s[2 * np + 1]);
-                mma_m16n8k16<T>(dp[2 * np], of[kc], v0f, dp[2 * np]);
-                mma_m16n8k16<T>(dp[2 * np + 1], of[kc], v1f, dp[2 * np + 1]);
+                    for (int i = 0; i < 4; i++) s[mi][n][i] = dp[mi][n][i] = 0.0f;
+#pragma unroll
+            for (int np = 0; np < HALF / 16; np++) {
+                const int chunk = hf * (HALF / 16) + np;
+                if (chunk >= chunks) continue;
+#pragma unroll
+                for (int kc = 0; kc < HS / 16; kc++) {
+                    // x4: keys chunk*16 + 0..7 (head columns kc*16 + 0-7, 8-15), then keys + 8..15; each
+                    // read serves both 16-row tiles
+                    const int off = (chunk * 16 + (lane & 7) + (lane >> 4) * 8) * G::LD + kc * 16 + ((lane >> 3) & 1) * 8;
+                    uint32_t bk[4], bv[4];
+                    mma_ldmatrix_x4(bk, &kt[off]);
+                    mma_ldmatrix_x4(bv, &vt[off]);
+                    const uint32_t k0f[2] = {bk[0], bk[1]}, k1f[2] = {bk[2], bk[3]};
+                    const uint32_t v0f[2] = {bv[0], bv[1]}, v1f[2] = {bv[2], bv[3]};
+#pragma unroll
+                    for (int mi = 0; mi < MI; mi++) {
+                        mma_m16n8k16<T>(s[mi][2 * np], qf[mi][kc], k0f, s[mi][2 * np]);
+                        mma_m16n8k16<T>(s[mi][2 * np + 1], qf[mi][kc], k1f, s[mi][2 * np + 1]);
+                        mma_m16n8k16<T>(dp[mi][2 * np], of[mi][kc], v0f, dp[mi][2 * np]);
+                        mma_m16n8k16<T>(dp[mi][2 * np + 1], of[mi][kc], v1f, dp[mi][2 * np + 1]);
+                    }
+                }
             }
-        }
-        // P = 2^(S sl2 - L), masked on the diagonal; dS = P (dP - D), kept in dp
+            // P = 2^(S sl2 - L), masked on the diagonal; dS = P (dP - D), kept in dp
 #pragma unroll
-        for (int n = 0; n < FLASH_COLS / 8; n++)
+            for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int row = warp * 16 + g + (i >> 1) * 8, key = n * 8 + 2 * t + (i & 1);  // within the tiles
-                float x = s[n][i] * sl2 - L[i >> 1];
-                if (diag && key > row) x = -INFINITY;
-                dp[n][i] = mma_ex2(x) * (dp[n][i] - D[i >> 1]);
-            }
-        // dQ += dS K, 16 keys at a time: dS's two accumulators of those keys are an A fragment (rounded
-        // to T), and ldmatrix x4 .trans of K's rows gives the B fragments of two 8-column slices of HS
+                for (int n = 0; n < HALF / 8; n++)
 #pragma unroll
-        for (int kc = 0; kc < FLASH_COLS / 16; kc++) {
-            if (kc >= chunks) continue;
-            const uint32_t da[4] = {mma_pack2<T>(dp[2 * kc][0], dp[2 * kc][1]),
-                                    mma_pack2<T>(dp[2 * kc][2], dp[2 * kc][3]),
-                                    mma_pack2<T>(dp[2 * kc + 1][0], dp[2 * kc + 1][1]),
-                                    mma_pack2<T>(dp[2 * kc + 1][2], dp[2 * kc + 1][3])};
+                    for (int i = 0; i < 4; i++) {
+                        // row and key within the tiles
+                        const int row = warp * WR + mi * 16 + g + (i >> 1) * 8, key = hf * HALF + n * 8 + 2 * t + (i & 1);
+                        float x = s[mi][n][i] * sl2 - L[mi][i >> 1];
+                        if (diag && key > row) x = -INFINITY;
+                        dp[mi][n][i] = mma_ex2(x) * (dp[mi][n][i] - D[mi][i >> 1]);
+                    }
+            // dQ += dS K, 16 keys at a time: dS's two accumulators of those keys are an A fragment
+            // (rounded to T), and ldmatrix x4 .trans of K's rows gives the B fragments of two 8-column
+            // slices of HS, read once for both 16-row tiles
 #pragma unroll
-            for (int dc = 0; dc < HS / 16; dc++) {
-                uint32_t bk[4];
-                mma_ldmatrix_x4_trans(bk, &kt[(kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * G::LD + dc * 16 + (lane >> 4) * 8]);
-                const uint32_t b0[2] = {bk[0], bk[1]}, b1[2] = {bk[2], bk[3]};
-                mma_m16n8k16<T>(dq[2 * dc], da, b0, dq[2 * dc]);
-                mma_m16n8k16<T>(dq[2 * dc + 1], da, b1, dq[2 * dc + 1]);
+            for (int kc = 0; kc < HALF / 16; kc++) {
+                const int chunk = hf * (HALF / 16) + kc;
+                if (chunk >= chunks) continue;
+                uint32_t da[MI][4];
+#pragma unroll
+                for (int mi = 0; mi < MI; mi++) {
+                    da[mi][0] = mma_pack2<T>(dp[mi][2 * kc][0], dp[mi][2 * kc][1]);
+                    da[mi][1] = mma_pack2<T>(dp[mi][2 * kc][2], dp[mi][2 * kc][3]);
+                    da[mi][2] = mma_pack2<T>(dp[mi][2 * kc + 1][0], dp[mi][2 * kc + 1][1]);
+                    da[mi][3] = mma_pack2<T>(dp[mi][2 * kc + 1][2], dp[mi][2 * kc + 1][3]);
+                }
+#pragma unroll
+                for (int dc = 0; dc < HS / 16; dc++) {
+                    uint32_t bk[4];
+                    mma_ldmatrix_x4_trans(bk, &kt[(chunk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * G::LD + dc * 16 +
+                                                  (lane >> 4) * 8]);
+                    const uint32_t b0[2] = {bk[0], bk[1]}, b1[2] = {bk[2], bk[3]};
+#pragma unroll
+                    for (int mi = 0; mi < MI; mi++) {
+                        mma_m16n8k16<T>(dq[mi][2 * dc], da[mi], b0, dq[mi][2 * dc]);
+                        mma_m16n8k16<T>(dq[mi][2 * dc + 1], da[mi], b1, dq[mi][2 * dc + 1]);
+                    }
+                }
             }
         }
         __syncthreads();  // all warps are done with tile j's buffers before tile j+2 is copied in
     }
 
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int q = q0 + warp * 16 + g + r * 8;
-        if (q >= seq) continue;
-        T* qrow = dqkv + ((size_t)b * seq + q) * C3 + (size_t)h * HS;
+    for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-        for (int d = 0; d < HS / 8; d++) flash_store2<T>(qrow + d * 8 + 2 * t, dq[d][0 + 2 * r] * scale, dq[d][1 + 2 * r] * scale);
-    }
+        for (int r = 0; r < 2; r++) {
+            const int q = q0 + warp * WR + mi * 16 + g + r * 8;
+            if (q >= seq) continue;
+            T* qrow = dqkv + ((size_t)b * seq + q) * C3 + (size_t)h * HS;
+#pragma unroll
+            for (int d = 0; d < HS / 8; d++)
+                flash_store2<T>(qrow + d * 8 + 2 * t, dq[mi][d][0 + 2 * r] * scale, dq[mi][d][1 + 2 * r] * scale);
+        }
 }
 
 // dK, dV of the block's 64 keys into dqkv, from D (Dsum, written by flash_backward_dq_kernel).
@@ -377,13 +424,13 @@ __global__ void __launch_bounds__(FLASH_THREADS)
 // dqkv (B,T,3C) OVERWRITTEN with dq, dk, dv, from dout (B,T,C), qkv (B,T,3C), the forward's out
 // (B,T,C) and lse (B,NH,T fp32), C = NH*HS a multiple of 8; scratch: flash_backward_scratch_floats
 // (kernels/sizes.h: B NH T) fp32, OVERWRITTEN with D. Launches flash_backward_dq_kernel (it writes
-// D) then flash_backward_kv_kernel (it reads D), grid (ceil(T/64), NH, B), 128 threads each, static
+// D) then flash_backward_kv_kernel (it reads D), grid (ceil(T/64), NH, B), of 64 and 128 threads, static
 // shared memory only (36 KiB at HS = 64: under the 48 KiB default, no cudaFuncSetAttribute).
 template <class T, int HS>
 void flash_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse, int B,
                     int seq, int NH, cudaStream_t stream) {
     if (B <= 0 || seq <= 0 || NH <= 0) return;
     dim3 grid((seq + FLASH_ROWS - 1) / FLASH_ROWS, NH, B);
-    flash_backward_dq_kernel<T, HS><<<grid, FLASH_THREADS, 0, stream>>>(dqkv, scratch, dout, qkv, out, lse, seq, NH);
+    flash_backward_dq_kernel<T, HS><<<grid, FLASH_DQ_THREADS, 0, stream>>>(dqkv, scratch, dout, qkv, out, lse, seq, NH);
     flash_backward_kv_kernel<T, HS><<<grid, FLASH_THREADS, 0, stream>>>(dqkv, scratch, dout, qkv, lse, seq, NH);
 }

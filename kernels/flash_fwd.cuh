@@ -34,10 +34,11 @@
 
 constexpr int FLASH_ROWS = 64;      // query rows a block owns
 constexpr int FLASH_COLS = 64;      // keys per streamed tile
-constexpr int FLASH_THREADS = 128;  // the backward's kernels (kernels/flash_bwd.cuh): 4 warps, 16 rows each
+constexpr int FLASH_THREADS = 128;  // the backward's kv kernel (kernels/flash_bwd.cuh): 4 warps, 16 keys each
 constexpr int FLASH_MI = 2;         // the forward: 16-row MMA tiles a warp owns
 constexpr int FLASH_WARP_ROWS = 16 * FLASH_MI;                       // query rows a forward warp owns
 constexpr int FLASH_FWD_THREADS = 32 * FLASH_ROWS / FLASH_WARP_ROWS;  // the forward: 2 warps
+constexpr int FLASH_DQ_THREADS = FLASH_FWD_THREADS;  // the backward's dq kernel: the same 2 warps of 32 rows
 constexpr float FLASH_LOG2E = 1.4426950408889634f;
 constexpr float FLASH_LN2 = 0.6931471805599453f;
 
