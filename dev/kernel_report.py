@@ -208,24 +208,25 @@ def extrapolate(counts_dir, prefix, L, B, T):
     return keys, attrs, at
 
 
-def micro_shares(counts_dir, prefix):
-    """What share of each group's every total is done once a micro-step (the rest once a step), from
-    the 1-layer B = 1 step counted with 1 and with 2 micro-steps: (two - one) / one. The update, the
-    gradient norm and most zeroing are once a step (0), the forward and backward once a micro-step (1);
-    the memsets and copies are a mix, and the embeddings' bytes depend on the tokens (within 0.2%)."""
-    path = os.path.join(counts_dir, f"{prefix}_A2_L1_B1.count")
-    if not os.path.exists(path):
+def micro_steps(counts_dir, prefix, L, B):
+    """The step at (L, B) with n micro-steps of accumulation, from the 1-micro-step runs prefix_L*_B* and
+    the 2-micro-step runs prefix_A2_L*_B* (both bilinear): (keys, attrs, totals(n)), totals(n) = one +
+    (n - 1) (two - one) for every group either run has. The first micro-step differs from the others
+    (it writes the gradients, which the others add to: no memset, and the bias gradients' add kernel
+    only from the second on), so an extra micro-step is two - one, not a share of one. None when the
+    2-micro-step runs are missing."""
+    if not all(os.path.exists(os.path.join(counts_dir, f"{prefix}_A2_L{l}_B{b}.count")) for l in (1, 2) for b in (1, 2)):
         return None
-    one, _ = totals(parse(os.path.join(counts_dir, f"{prefix}_L1_B1.count")), T)
-    two, _ = totals(parse(path), T)
-    return {k: {mt: (two[k][mt] - one[k][mt]) / one[k][mt] if k in two and one[k][mt] else 1.0 for mt in METRICS}
-            for k in one}
+    k1, a1, one = extrapolate(counts_dir, prefix, L, B, T)
+    k2, a2, two = extrapolate(counts_dir, prefix + "_A2", L, B, T)
+    keys = list(OrderedDict.fromkeys(k1 + k2))
+    attrs = {**a2, **a1}
+    zero = {mt: 0.0 for mt in METRICS}
 
-
-def with_micro_steps(keys, at, shares, n):
-    """The step's totals with n micro-steps: a group's once-a-micro-step share n times over. A group the
-    split run lacks (a cuBLASLt product with another epilogue) is a micro-step's work: every product is."""
-    return {k: {mt: at[k][mt] * (1 + (n - 1) * shares.get(k, {}).get(mt, 1.0)) for mt in METRICS} for k in keys}
+    def totals_n(n):
+        return {k: {mt: one.get(k, zero)[mt] + (n - 1) * (two.get(k, zero)[mt] - one.get(k, zero)[mt]) for mt in METRICS}
+                for k in keys}
+    return keys, attrs, totals_n
 
 
 def group_times(gpu, keys, attrs, at, bt):
@@ -436,16 +437,18 @@ def report(precision, counts_dir, model_name):
     lines.append("")
     # The same model with 4 micro-steps of accumulation (the update once for 4 B T tokens) and with the
     # GELU in the matmul epilogues (-ge 2), when their counted runs exist.
-    shares = micro_shares(counts_dir, f"{model_name}_{precision}")
     rows = []
     for ge in ("0", "2"):
         prefix = f"{model_name}_{precision}" + ("" if ge == "0" else "_ge2")
         if not all(os.path.exists(os.path.join(counts_dir, f"{prefix}_L{l}_B{b}.count")) for l in (1, 2) for b in (1, 2)):
             continue
         gk, ga, gat = extrapolate(counts_dir, prefix, m["L"], B_TARGET, T)
-        for n in ((1, 4) if shares is not None else (1,)):
-            atn = with_micro_steps(gk, gat, shares, n) if n > 1 else gat
-            t = step_total(GPUS["H100 SXM"], gk, ga, atn, bt)
+        runs = [(1, gk, ga, gat)]
+        acc = micro_steps(counts_dir, prefix, m["L"], B_TARGET)
+        if acc is not None:
+            runs.append((4, acc[0], acc[1], acc[2](4)))
+        for n, keys_n, attrs_n, at_n in runs:
+            t = step_total(GPUS["H100 SXM"], keys_n, attrs_n, at_n, bt)
             rows.append((ge, n, t, n * bt / t, n * model_flops / t / (GPUS["H100 SXM"]["peak"] * 1e12)))
     if len(rows) > 1:
         lines.append(f"| {model_name}, {precision.upper()}, B={B_TARGET}, `-r 0`, H100 SXM: predicted | micro-steps | "

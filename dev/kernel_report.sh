@@ -10,9 +10,9 @@
 # with ptxas's registers and shared memory (build/cuda_cpu/nvcc/registers.db). The counted runs use the
 # configuration the report names, `-r 0` (every activation kept; the trainer's default is llm.c's -r 1,
 # whose backward re-runs GELU) and `-ge 0`; a second set counts `-ge 2` (GELU in the matmul epilogues)
-# for the report's comparison, and one run of 2 micro-steps (1 layer, B = 1) splits every group of ops
-# into the work done once a step and once a micro-step, for the step with 4 micro-steps of accumulation.
-# About 15 minutes on 2 quiet cores. Output: a table per model on stdout, and build/dev/kernel_report/*.md.
+# for the report's comparison, and a third, of 2 micro-steps, what each extra micro-step adds, for the
+# step with 4 micro-steps of accumulation. About 25 minutes on 2 quiet cores. Output: a table per model
+# on stdout, and build/dev/kernel_report/*.md.
 #   bash dev/kernel_report.sh [fp16|bf16]
 set -u
 cd "$(dirname "$0")/.."
@@ -52,11 +52,11 @@ for model in d12:768:12 d48:1600:25; do
         for B in 1 2; do
             count "$name" $L $B "" -r 0 -ge 0
             count "$name" $L $B _ge2 -r 0 -ge 2
+            # 2 micro-steps (-d: tokens a step): with the 1-micro-step runs, what an extra micro-step
+            # adds (the first writes the gradients, the others add to them), for 4 micro-steps.
+            count "$name" $L $B _A2 -r 0 -ge 0 -d $((2 * B * 1024))
         done
     done
-    # 2 micro-steps (-d: tokens a step) of 1 layer at B = 1: with the 1-micro-step run, what each group
-    # of ops does once a step (the update, the gradients' zeroing) and once a micro-step.
-    count "$name" 1 1 _A2 -r 0 -ge 0 -d 2048
 done
 # ptxas's resources of the trainer's kernels in this precision for sm_80 and sm_90 (one nvcc compile,
 # a few minutes): the report shows both, and the model takes sm_90's registers from it, so they are this
