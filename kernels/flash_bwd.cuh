@@ -59,15 +59,13 @@
 // At HS = 64 the kv kernel's registers (S^T, dP^T, dK, dV accumulators: 128 floats, K and V
 // fragments: 32) allow 2 blocks (8 warps) an SM, the dq kernel's 4 (8 warps: Q, dO fragments 64,
 // dQ 64, S and dP of half a tile 64); shared memory would allow 6 on sm_90 and 4 on sm_80.
-// Predicted, not measured: the kernel report's model (dev/kernel_report.py, unchanged) on one counted
-// d48 layer (B = 1, T = 1024, CUDA_CPU_COUNT with cp.async and ldmatrix traffic counted) scaled to
-// B = 8, H100 SXM, FP16: both kernels shared-memory bound (ldmatrix of the streamed tiles): dq kernel
-// 107 us and kv kernel 159 us a layer, 5.15 + 7.63 = 12.8 ms a step at d48, against the tiled
-// backward's 21.2 ms (dkdv 11.79 + dq 8.43 + rowdot 1.02) and the per-pair partials' 22.7 ms by the
-// same model (docs/speed.md). A GPU measurement decides.
-// Next steps, for a GPU to measure: fewer ldmatrix bytes per FLOP (more query rows a warp in the dq
-// kernel, 128-key blocks in the kv kernel), K or V in shared memory rather than registers in the kv
-// kernel to reach 3 blocks an SM.
+// Predicted, not measured: the kernel report's model (dev/kernel_report.py, unchanged; `make
+// kernel-report`, docs/kernel_report_fp16.md) at d48, B = 8, T = 1024, H100 SXM, FP16: both kernels
+// shared-memory bound (ldmatrix of the streamed tiles): dq kernel 3.25 ms a step (5.15 at 16 rows a
+// warp), kv kernel 7.63 ms, against the tiled backward's 21.2 ms (dkdv 11.79 + dq 8.43 + rowdot 1.02)
+// and the per-pair partials' 22.7 ms by the same model (docs/speed.md). A GPU measurement decides.
+// Next step, for a GPU to measure: the kv kernel at 32 keys a warp (V from shared memory each query
+// tile, as its K, V, dK and dV for 32 keys would take 192 registers): fewer ldmatrix bytes per FLOP.
 #pragma once
 
 #include <math.h>

@@ -104,6 +104,18 @@ static void test_backward(int N, int C, int OC, bool want_dinp, bool want_dbias,
     };
     run(1);
     char name[200];
+    // From the given starting gradients, run again: the same bits as got_dw, got_db (cuBLASLt with the
+    // same algorithm, a fixed-order dbias; the last call must have left the dbias counters at zero).
+    auto rerun_same_bits = [&](const std::vector<floatX>& dw0, const std::vector<floatX>& db0, int accumulate,
+                               const std::vector<float>& got_dw, const std::vector<float>& got_db, const char* label) {
+        d_dw.upload(dw0);
+        d_db.upload(db0);
+        run(accumulate);
+        std::vector<float> again_dw = d_dw.download(), again_db = d_db.download();
+        test_report(memcmp(got_db.data(), again_db.data(), got_db.size() * sizeof(float)) == 0 &&
+                        memcmp(got_dw.data(), again_dw.data(), got_dw.size() * sizeof(float)) == 0,
+                    label, "bits differ");
+    };
     char what[96];
     snprintf(what, sizeof(what), "matmul_backward%s N=%d C=%d OC=%d%s%s%s", gelu ? " DGELU" : "", N, C, OC,
              want_dinp ? "" : " (dinp NULL)", want_dbias ? "" : " (dbias NULL)", off ? ", pointers not 16-byte aligned" : "");
@@ -125,16 +137,8 @@ static void test_backward(int N, int C, int OC, bool want_dinp, bool want_dbias,
         std::vector<float> got_db = d_db.download();
         snprintf(name, sizeof(name), "%s: dbias +=", what);
         check_tensor(name, got_db, ref_db, floatx_tol(1));
-        // Same inputs again: the same bits (cuBLASLt with the same algorithm, and a fixed-order dbias;
-        // the first call must have left the dbias counters at zero for this one to be right).
-        d_dw.upload(dweight0.x);
-        d_db.upload(dbias0.x);
-        run(1);
-        std::vector<float> again_dw = d_dw.download(), again_db = d_db.download();
         snprintf(name, sizeof(name), "%s: repeat run bit-identical", what);
-        test_report(memcmp(got_db.data(), again_db.data(), got_db.size() * sizeof(float)) == 0 &&
-                        memcmp(got_dw.data(), again_dw.data(), got_dw.size() * sizeof(float)) == 0,
-                    name, "bits differ");
+        rerun_same_bits(dweight0.x, dbias0.x, 1, got_dw, got_db, name);
     }
     // accumulate 0 (a step's first micro-step): dweight and dbias are written (beta = 0, the bias
     // gradient straight from the epilogue or the kernel), whatever they held (NaN here); twice, the
@@ -155,14 +159,8 @@ static void test_backward(int N, int C, int OC, bool want_dinp, bool want_dbias,
             snprintf(name, sizeof(name), "%s: dbias = (overwrite, was NaN)", what);
             check_tensor(name, got_db0, fresh_db, floatx_tol(1));
         }
-        d_dw.upload(nan_dw);
-        d_db.upload(nan_db);
-        run(0);
-        std::vector<float> again_dw = d_dw.download(), again_db = d_db.download();
         snprintf(name, sizeof(name), "%s: overwrite twice bit-identical", what);
-        test_report(memcmp(got_db0.data(), again_db.data(), got_db0.size() * sizeof(float)) == 0 &&
-                        memcmp(got_dw0.data(), again_dw.data(), got_dw0.size() * sizeof(float)) == 0,
-                    name, "bits differ");
+        rerun_same_bits(nan_dw, nan_db, 0, got_dw0, got_db0, name);
     }
     cudaCheck(cudaFree(scratch));
 }
