@@ -764,7 +764,7 @@ static inline void attention_backward_tiled(floatX* dqkv, float* scratch, const 
 // attention_backward: the backward the trainer calls; arguments as attention_backward_tiled's, but
 // scratch is attention_backward_scratch_floats(B, T, NH, HS) fp32 (OVERWRITTEN). FP16/BF16 at HS = 32
 // or 64: flash_backward (kernels/flash_bwd.cuh): flash_backward_dq_kernel then flash_backward_kv_kernel,
-// grid (ceil(T/64), NH, B), 64 and 128 threads, static shared memory (36.5 KiB at HS = 64); otherwise
+// grid (ceil(T/64), NH, B), 64 threads, static shared memory (45.5 KiB at HS = 64); otherwise
 // attention_backward_tiled (why: the header's "Which backward runs").
 static inline void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const floatX* qkv,
                                       const floatX* out, const float* lse, int B, int T, int NH, int HS,

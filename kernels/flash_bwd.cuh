@@ -29,11 +29,14 @@
 //   Why D here and not in the kv kernel: a query tile is one block of this kernel but n - i blocks of
 //   the kv kernel; computing D once and handing it over (B NH T floats, 0.8 MB at d48, B = 8) reads O
 //   once, where recomputing it in every kv block read O's tile n (n + 1) / 2 times a (b, h).
-// flash_backward_kv_kernel (key-major, second; reads D): a block owns a 64-key tile, each warp 16 of
-// its keys, their K and V fragments loaded once into registers. Query tiles i >= j (Q and dO) stream
-// through two shared buffers by cp.async, double-buffered (the first of them held K and V until the
-// fragments were loaded). Per query tile:
-//   S^T = K Q^T and dP^T = V dO^T (each warp 16 keys x 64 queries in registers);
+// flash_backward_kv_kernel (key-major, second; reads D): a block of 2 warps owns a 64-key tile, each
+// warp 32 of its keys (two 16-key MMA tiles), their K fragments loaded once into registers; V stays
+// in shared memory (K, dK and dV of 32 keys take 160 registers) and its A fragments are read once a
+// pass. Query tiles i >= j (Q and dO) stream through two shared buffers by cp.async, double-buffered
+// (the first of them held K until its fragments were loaded). Per query tile, in passes of
+// FLASH_KV_QUERIES = 16 queries (S^T and dP^T of 32 keys x 16 queries in registers beside the rest;
+// 32 spill on sm_90); every Q and dO fragment read serves both of a warp's key tiles:
+//   S^T = K Q^T and dP^T = V dO^T;
 //   P^T = 2^(S^T scale log2(e) - lse log2(e)), the mask on the diagonal tile only (there the 16-query
 //   chunks wholly before a warp's keys are skipped); dS^T = P^T (dP^T - D);
 //   dV += P^T dO and dK += dS^T Q: P^T and dS^T packed (rounded to T) into A fragments, dO's and Q's
@@ -51,14 +54,16 @@
 //
 // Shared memory, static (under the 48 KiB default), 4 tiles of 64 x (HS + 8) T each: dq kernel K, V
 // x 2 buffers (Q and dO arrive in the second before the loop): 36864 bytes at HS = 64, 20480 at 32;
-// kv kernel Q, dO x 2 buffers and lse, D of a tile: 37376 bytes at HS = 64, 20992 at 32.
+// kv kernel Q, dO x 2 buffers, the V tile and lse, D of a tile: 46592 bytes at HS = 64, 26112 at 32.
 // ptxas (nvcc 13.0, -Xptxas -v, dev/cuda/test_flash_bwd.cu; f16 and bf16 the same), no spills:
 //   flash_backward_dq_kernel<HS=64>: sm_90 240 registers, sm_80 241.  <HS=32>: sm_90 164.
 //   (At 16 rows a warp, 4 warps: 158 and 157.)
-//   flash_backward_kv_kernel<HS=64>: sm_90 224 registers, sm_80 223.  <HS=32>: sm_90 164, sm_80 160.
-// At HS = 64 the kv kernel's registers (S^T, dP^T, dK, dV accumulators: 128 floats, K and V
-// fragments: 32) allow 2 blocks (8 warps) an SM, the dq kernel's 4 (8 warps: Q, dO fragments 64,
-// dQ 64, S and dP of half a tile 64); shared memory would allow 6 on sm_90 and 4 on sm_80.
+//   flash_backward_kv_kernel<HS=64>: sm_90 243 registers, sm_80 241.  <HS=32>: sm_90 149, sm_80 151.
+//   (At 16 keys a warp, 4 warps, K and V in registers: 224 and 223.)
+// At HS = 64 both kernels' registers allow 4 blocks (8 warps) an SM: the dq kernel's Q, dO fragments
+// 64, dQ 64, S and dP of half a tile 64; the kv kernel's K fragments 32, dK and dV 128, S^T and dP^T
+// of a pass 32, V's fragments of a pass 8. Shared memory allows 6 and 4 blocks on sm_90 (36 and 45.5
+// KiB), 4 and 3 on sm_80.
 // Predicted, not measured: the kernel report's model (dev/kernel_report.py, unchanged; `make
 // kernel-report`, docs/kernel_report_fp16.md) at d48, B = 8, T = 1024, H100 SXM, FP16: both kernels
 // shared-memory bound (ldmatrix of the streamed tiles): dq kernel 3.25 ms a step (5.15 at 16 rows a
@@ -272,16 +277,19 @@ __global__ void __launch_bounds__(FLASH_DQ_THREADS)
 }
 
 // dK, dV of the block's 64 keys into dqkv, from D (Dsum, written by flash_backward_dq_kernel).
-// Grid (ceil(T/64), NH, B).
+// Grid (ceil(T/64), NH, B) of FLASH_KV_THREADS (2 warps, 32 keys each).
 template <class T, int HS>
-__global__ void __launch_bounds__(FLASH_THREADS)
+__global__ void __launch_bounds__(FLASH_KV_THREADS)
     flash_backward_kv_kernel(T* dqkv, const float* Dsum, const T* dout, const T* qkv, const float* lse, int seq,
                              int NH) {
     typedef FlashGeom<HS> G;
-    // Two Q/dO buffers: buffer 1 first holds the block's K and V tile, which the warps load into
-    // registers before the first query tile is copied over it.
+    constexpr int MI = FLASH_MI, WK = FLASH_WARP_ROWS;  // 16-key tiles a warp, its keys
+    constexpr int QC = FLASH_KV_QUERIES;                // queries a pass over a query tile takes
+    // Two Q/dO buffers, and the block's V tile, which stays: a warp's K, dK and dV for 32 keys fill
+    // 160 registers, so V's A fragments are read from shared memory once a pass (QC queries).
     __shared__ __align__(16) T sQ[2][FLASH_ROWS * G::LD];
     __shared__ __align__(16) T sdO[2][FLASH_ROWS * G::LD];
+    __shared__ __align__(16) T sV[FLASH_COLS * G::LD];
     __shared__ float sL[FLASH_ROWS], sD[FLASH_ROWS];
     const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
     const int g = lane >> 2, t = lane & 3;
@@ -295,44 +303,47 @@ __global__ void __launch_bounds__(FLASH_THREADS)
     const float scale = 1.0f / sqrtf((float)HS);
     const float sl2 = scale * FLASH_LOG2E;
 
-    flash_load_rows<T, HS>(sQ[1], qkv_bh + (size_t)k0 * C3 + C, C3, FLASH_COLS, seq - k0);
-    flash_load_rows<T, HS>(sdO[1], qkv_bh + (size_t)k0 * C3 + 2 * C, C3, FLASH_COLS, seq - k0);
+    // K into buffer 1 (into registers, then the buffer is free), V into its own tile
+    flash_load_rows<T, HS, FLASH_KV_THREADS>(sQ[1], qkv_bh + (size_t)k0 * C3 + C, C3, FLASH_COLS, seq - k0);
+    flash_load_rows<T, HS, FLASH_KV_THREADS>(sV, qkv_bh + (size_t)k0 * C3 + 2 * C, C3, FLASH_COLS, seq - k0);
     mma_cp_async_commit();
     mma_cp_async_wait<0>();
     __syncthreads();
-    uint32_t kf[HS / 16][4], vf[HS / 16][4];  // this warp's 16 keys of K and V as A fragments
+    uint32_t kf[MI][HS / 16][4];  // this warp's keys of K as A fragments
 #pragma unroll
-    for (int kc = 0; kc < HS / 16; kc++) {
-        mma_ldmatrix_x4(kf[kc], &sQ[1][(warp * 16 + (lane & 15)) * G::LD + kc * 16 + (lane >> 4) * 8]);
-        mma_ldmatrix_x4(vf[kc], &sdO[1][(warp * 16 + (lane & 15)) * G::LD + kc * 16 + (lane >> 4) * 8]);
-    }
-    __syncthreads();  // every warp has its K and V fragments: buffer 1 is free
-    float dk[HS / 8][4], dv[HS / 8][4];
+    for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-    for (int d = 0; d < HS / 8; d++)
+        for (int kc = 0; kc < HS / 16; kc++)
+            mma_ldmatrix_x4(kf[mi][kc], &sQ[1][(warp * WK + mi * 16 + (lane & 15)) * G::LD + kc * 16 + (lane >> 4) * 8]);
+    __syncthreads();  // every warp has its K fragments: buffer 1 is free
+    float dk[MI][HS / 8][4], dv[MI][HS / 8][4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) dk[d][i] = dv[d][i] = 0.0f;
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int d = 0; d < HS / 8; d++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) dk[mi][d][i] = dv[mi][d][i] = 0.0f;
 
     const T* dout_bh = dout + (size_t)b * seq * C + (size_t)h * HS;
     {  // the first query tile (the diagonal one) into buffer 0
         const int q0 = k_tile * FLASH_ROWS;
-        flash_load_rows<T, HS>(sQ[0], qkv_bh + (size_t)q0 * C3, C3, FLASH_ROWS, seq - q0);
-        flash_load_rows<T, HS>(sdO[0], dout_bh + (size_t)q0 * C, C, FLASH_ROWS, seq - q0);
+        flash_load_rows<T, HS, FLASH_KV_THREADS>(sQ[0], qkv_bh + (size_t)q0 * C3, C3, FLASH_ROWS, seq - q0);
+        flash_load_rows<T, HS, FLASH_KV_THREADS>(sdO[0], dout_bh + (size_t)q0 * C, C, FLASH_ROWS, seq - q0);
         mma_cp_async_commit();
     }
     for (int qt = k_tile; qt < n_tiles; qt++) {
         const int q0 = qt * FLASH_ROWS, buf = (qt - k_tile) & 1;
         if (qt + 1 < n_tiles) {  // prefetch query tile qt+1 into the buffer the barrier ending qt-1 freed
             const int q1 = q0 + FLASH_ROWS;
-            flash_load_rows<T, HS>(sQ[buf ^ 1], qkv_bh + (size_t)q1 * C3, C3, FLASH_ROWS, seq - q1);
-            flash_load_rows<T, HS>(sdO[buf ^ 1], dout_bh + (size_t)q1 * C, C, FLASH_ROWS, seq - q1);
+            flash_load_rows<T, HS, FLASH_KV_THREADS>(sQ[buf ^ 1], qkv_bh + (size_t)q1 * C3, C3, FLASH_ROWS, seq - q1);
+            flash_load_rows<T, HS, FLASH_KV_THREADS>(sdO[buf ^ 1], dout_bh + (size_t)q1 * C, C, FLASH_ROWS, seq - q1);
             mma_cp_async_commit();
         }
-        if (threadIdx.x < FLASH_ROWS) {  // lse (base 2) and D of the tile's rows: +inf and 0 past T
-            const int q = q0 + threadIdx.x;
-            const size_t i = ((size_t)b * NH + h) * seq + q;
-            sL[threadIdx.x] = q < seq ? lse[i] * FLASH_LOG2E : INFINITY;
-            sD[threadIdx.x] = q < seq ? Dsum[i] : 0.0f;
+        for (int i = threadIdx.x; i < FLASH_ROWS; i += FLASH_KV_THREADS) {  // lse (base 2) and D: +inf, 0 past T
+            const int q = q0 + i;
+            const size_t x = ((size_t)b * NH + h) * seq + q;
+            sL[i] = q < seq ? lse[x] * FLASH_LOG2E : INFINITY;
+            sD[i] = q < seq ? Dsum[x] : 0.0f;
         }
         if (qt + 1 < n_tiles) mma_cp_async_wait<1>();  // tile qt's group done, qt+1's in flight
         else mma_cp_async_wait<0>();
@@ -340,95 +351,125 @@ __global__ void __launch_bounds__(FLASH_THREADS)
         const T* sq = sQ[buf];
         const T* so = sdO[buf];
         const bool diag = qt == k_tile;
-        // on the diagonal, queries before this warp's first key (chunks np < warp) are all masked
-        const int first = diag ? warp : 0;
+        // on the diagonal, queries before this warp's first key (16-query chunks < 2 warp) are all masked
+        const int first = diag ? MI * warp : 0;
 
-        float s[FLASH_ROWS / 8][4], dp[FLASH_ROWS / 8][4];  // S^T, dP^T: 16 keys x 64 queries
 #pragma unroll
-        for (int n = 0; n < FLASH_ROWS / 8; n++)
+        for (int pass = 0; pass < FLASH_ROWS / QC; pass++) {
+            if ((pass + 1) * (QC / 16) <= first) continue;
+            float s[MI][QC / 8][4], dp[MI][QC / 8][4];  // S^T, dP^T: 16 keys x QC queries a key tile
 #pragma unroll
-            for (int i = 0; i < 4; i++) s[n][i] = dp[n][i] = 0.0f;
+            for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-        for (int np = 0; np < FLASH_ROWS / 16; np++) {
-            if (np < first) continue;
+                for (int n = 0; n < QC / 8; n++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) s[mi][n][i] = dp[mi][n][i] = 0.0f;
 #pragma unroll
             for (int kc = 0; kc < HS / 16; kc++) {
-                // x4: queries np*16 + 0..7 (head columns kc*16 + 0-7, 8-15), then np*16 + 8..15
-                const int off = (np * 16 + (lane & 7) + (lane >> 4) * 8) * G::LD + kc * 16 + ((lane >> 3) & 1) * 8;
-                uint32_t bq[4], bo[4];
-                mma_ldmatrix_x4(bq, &sq[off]);
-                mma_ldmatrix_x4(bo, &so[off]);
-                const uint32_t q0f[2] = {bq[0], bq[1]}, q1f[2] = {bq[2], bq[3]};
-                const uint32_t o0f[2] = {bo[0], bo[1]}, o1f[2] = {bo[2], bo[3]};
-                mma_m16n8k16<T>(s[2 * np], kf[kc], q0f, s[2 * np]);
-                mma_m16n8k16<T>(s[2 * np + 1], kf[kc], q1f, s[2 * np + 1]);
-                mma_m16n8k16<T>(dp[2 * np], vf[kc], o0f, dp[2 * np]);
-                mma_m16n8k16<T>(dp[2 * np + 1], vf[kc], o1f, dp[2 * np + 1]);
+                uint32_t vf[MI][4];  // V's A fragments of this warp's keys, head columns kc*16..+15
+#pragma unroll
+                for (int mi = 0; mi < MI; mi++)
+                    mma_ldmatrix_x4(vf[mi], &sV[(warp * WK + mi * 16 + (lane & 15)) * G::LD + kc * 16 + (lane >> 4) * 8]);
+#pragma unroll
+                for (int np = 0; np < QC / 16; np++) {
+                    const int chunk = pass * (QC / 16) + np;
+                    if (chunk < first) continue;
+                    // x4: queries chunk*16 + 0..7 (head columns kc*16 + 0-7, 8-15), then + 8..15; each
+                    // read serves both of the warp's key tiles
+                    const int off = (chunk * 16 + (lane & 7) + (lane >> 4) * 8) * G::LD + kc * 16 + ((lane >> 3) & 1) * 8;
+                    uint32_t bq[4], bo[4];
+                    mma_ldmatrix_x4(bq, &sq[off]);
+                    mma_ldmatrix_x4(bo, &so[off]);
+                    const uint32_t q0f[2] = {bq[0], bq[1]}, q1f[2] = {bq[2], bq[3]};
+                    const uint32_t o0f[2] = {bo[0], bo[1]}, o1f[2] = {bo[2], bo[3]};
+#pragma unroll
+                    for (int mi = 0; mi < MI; mi++) {
+                        mma_m16n8k16<T>(s[mi][2 * np], kf[mi][kc], q0f, s[mi][2 * np]);
+                        mma_m16n8k16<T>(s[mi][2 * np + 1], kf[mi][kc], q1f, s[mi][2 * np + 1]);
+                        mma_m16n8k16<T>(dp[mi][2 * np], vf[mi], o0f, dp[mi][2 * np]);
+                        mma_m16n8k16<T>(dp[mi][2 * np + 1], vf[mi], o1f, dp[mi][2 * np + 1]);
+                    }
+                }
             }
-        }
-        // P^T = 2^(S^T sl2 - L), masked on the diagonal; dS^T = P^T (dP^T - D). P in s, dS in dp.
+            // P^T = 2^(S^T sl2 - L), masked on the diagonal; dS^T = P^T (dP^T - D). P in s, dS in dp.
 #pragma unroll
-        for (int n = 0; n < FLASH_ROWS / 8; n++)
+            for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int key = warp * 16 + g + (i >> 1) * 8, q = n * 8 + 2 * t + (i & 1);  // within the tiles
-                float x = s[n][i] * sl2 - sL[q];
-                if (diag && key > q) x = -INFINITY;
-                const float p = mma_ex2(x);
-                s[n][i] = p;
-                dp[n][i] = p * (dp[n][i] - sD[q]);
-            }
-        // dV += P^T dO, dK += dS^T Q, 16 queries at a time
+                for (int n = 0; n < QC / 8; n++)
 #pragma unroll
-        for (int kc = 0; kc < FLASH_ROWS / 16; kc++) {
-            if (kc < first) continue;
-            const uint32_t pa[4] = {mma_pack2<T>(s[2 * kc][0], s[2 * kc][1]), mma_pack2<T>(s[2 * kc][2], s[2 * kc][3]),
-                                    mma_pack2<T>(s[2 * kc + 1][0], s[2 * kc + 1][1]),
-                                    mma_pack2<T>(s[2 * kc + 1][2], s[2 * kc + 1][3])};
-            const uint32_t da[4] = {mma_pack2<T>(dp[2 * kc][0], dp[2 * kc][1]),
-                                    mma_pack2<T>(dp[2 * kc][2], dp[2 * kc][3]),
-                                    mma_pack2<T>(dp[2 * kc + 1][0], dp[2 * kc + 1][1]),
-                                    mma_pack2<T>(dp[2 * kc + 1][2], dp[2 * kc + 1][3])};
+                    for (int i = 0; i < 4; i++) {
+                        // key and query within the tiles
+                        const int key = warp * WK + mi * 16 + g + (i >> 1) * 8, q = pass * QC + n * 8 + 2 * t + (i & 1);
+                        float x = s[mi][n][i] * sl2 - sL[q];
+                        if (diag && key > q) x = -INFINITY;
+                        const float p = mma_ex2(x);
+                        s[mi][n][i] = p;
+                        dp[mi][n][i] = p * (dp[mi][n][i] - sD[q]);
+                    }
+            // dV += P^T dO, dK += dS^T Q, 16 queries at a time; each dO and Q fragment read serves both
+            // key tiles
 #pragma unroll
-            for (int dc = 0; dc < HS / 16; dc++) {
-                const int off = (kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * G::LD + dc * 16 + (lane >> 4) * 8;
-                uint32_t bo[4], bq[4];
-                mma_ldmatrix_x4_trans(bo, &so[off]);
-                mma_ldmatrix_x4_trans(bq, &sq[off]);
-                const uint32_t o0f[2] = {bo[0], bo[1]}, o1f[2] = {bo[2], bo[3]};
-                const uint32_t q0f[2] = {bq[0], bq[1]}, q1f[2] = {bq[2], bq[3]};
-                mma_m16n8k16<T>(dv[2 * dc], pa, o0f, dv[2 * dc]);
-                mma_m16n8k16<T>(dv[2 * dc + 1], pa, o1f, dv[2 * dc + 1]);
-                mma_m16n8k16<T>(dk[2 * dc], da, q0f, dk[2 * dc]);
-                mma_m16n8k16<T>(dk[2 * dc + 1], da, q1f, dk[2 * dc + 1]);
+            for (int kc = 0; kc < QC / 16; kc++) {
+                const int chunk = pass * (QC / 16) + kc;
+                if (chunk < first) continue;
+                uint32_t pa[MI][4], da[MI][4];
+#pragma unroll
+                for (int mi = 0; mi < MI; mi++) {
+                    pa[mi][0] = mma_pack2<T>(s[mi][2 * kc][0], s[mi][2 * kc][1]);
+                    pa[mi][1] = mma_pack2<T>(s[mi][2 * kc][2], s[mi][2 * kc][3]);
+                    pa[mi][2] = mma_pack2<T>(s[mi][2 * kc + 1][0], s[mi][2 * kc + 1][1]);
+                    pa[mi][3] = mma_pack2<T>(s[mi][2 * kc + 1][2], s[mi][2 * kc + 1][3]);
+                    da[mi][0] = mma_pack2<T>(dp[mi][2 * kc][0], dp[mi][2 * kc][1]);
+                    da[mi][1] = mma_pack2<T>(dp[mi][2 * kc][2], dp[mi][2 * kc][3]);
+                    da[mi][2] = mma_pack2<T>(dp[mi][2 * kc + 1][0], dp[mi][2 * kc + 1][1]);
+                    da[mi][3] = mma_pack2<T>(dp[mi][2 * kc + 1][2], dp[mi][2 * kc + 1][3]);
+                }
+#pragma unroll
+                for (int dc = 0; dc < HS / 16; dc++) {
+                    const int off = (chunk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * G::LD + dc * 16 + (lane >> 4) * 8;
+                    uint32_t bo[4], bq[4];
+                    mma_ldmatrix_x4_trans(bo, &so[off]);
+                    mma_ldmatrix_x4_trans(bq, &sq[off]);
+                    const uint32_t o0f[2] = {bo[0], bo[1]}, o1f[2] = {bo[2], bo[3]};
+                    const uint32_t q0f[2] = {bq[0], bq[1]}, q1f[2] = {bq[2], bq[3]};
+#pragma unroll
+                    for (int mi = 0; mi < MI; mi++) {
+                        mma_m16n8k16<T>(dv[mi][2 * dc], pa[mi], o0f, dv[mi][2 * dc]);
+                        mma_m16n8k16<T>(dv[mi][2 * dc + 1], pa[mi], o1f, dv[mi][2 * dc + 1]);
+                        mma_m16n8k16<T>(dk[mi][2 * dc], da[mi], q0f, dk[mi][2 * dc]);
+                        mma_m16n8k16<T>(dk[mi][2 * dc + 1], da[mi], q1f, dk[mi][2 * dc + 1]);
+                    }
+                }
             }
         }
         __syncthreads();  // Q, dO, lse and D of this tile are about to be replaced
     }
 
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int key = k0 + warp * 16 + g + r * 8;
-        if (key >= seq) continue;
-        T* krow = dqkv + ((size_t)b * seq + key) * C3 + C + (size_t)h * HS;
+    for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-        for (int d = 0; d < HS / 8; d++) {
-            flash_store2<T>(krow + d * 8 + 2 * t, dk[d][2 * r] * scale, dk[d][2 * r + 1] * scale);
-            flash_store2<T>(krow + C + d * 8 + 2 * t, dv[d][2 * r], dv[d][2 * r + 1]);
+        for (int r = 0; r < 2; r++) {
+            const int key = k0 + warp * WK + mi * 16 + g + r * 8;
+            if (key >= seq) continue;
+            T* krow = dqkv + ((size_t)b * seq + key) * C3 + C + (size_t)h * HS;
+#pragma unroll
+            for (int d = 0; d < HS / 8; d++) {
+                flash_store2<T>(krow + d * 8 + 2 * t, dk[mi][d][2 * r] * scale, dk[mi][d][2 * r + 1] * scale);
+                flash_store2<T>(krow + C + d * 8 + 2 * t, dv[mi][d][2 * r], dv[mi][d][2 * r + 1]);
+            }
         }
-    }
 }
 
 // dqkv (B,T,3C) OVERWRITTEN with dq, dk, dv, from dout (B,T,C), qkv (B,T,3C), the forward's out
 // (B,T,C) and lse (B,NH,T fp32), C = NH*HS a multiple of 8; scratch: flash_backward_scratch_floats
 // (kernels/sizes.h: B NH T) fp32, OVERWRITTEN with D. Launches flash_backward_dq_kernel (it writes
-// D) then flash_backward_kv_kernel (it reads D), grid (ceil(T/64), NH, B), of 64 and 128 threads, static
-// shared memory only (36 KiB at HS = 64: under the 48 KiB default, no cudaFuncSetAttribute).
+// D) then flash_backward_kv_kernel (it reads D), grid (ceil(T/64), NH, B), 64 threads each, static
+// shared memory only (36 and 45.5 KiB at HS = 64: under the 48 KiB default, no cudaFuncSetAttribute).
 template <class T, int HS>
 void flash_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse, int B,
                     int seq, int NH, cudaStream_t stream) {
     if (B <= 0 || seq <= 0 || NH <= 0) return;
     dim3 grid((seq + FLASH_ROWS - 1) / FLASH_ROWS, NH, B);
     flash_backward_dq_kernel<T, HS><<<grid, FLASH_DQ_THREADS, 0, stream>>>(dqkv, scratch, dout, qkv, out, lse, seq, NH);
-    flash_backward_kv_kernel<T, HS><<<grid, FLASH_THREADS, 0, stream>>>(dqkv, scratch, dout, qkv, lse, seq, NH);
+    flash_backward_kv_kernel<T, HS><<<grid, FLASH_KV_THREADS, 0, stream>>>(dqkv, scratch, dout, qkv, lse, seq, NH);
 }

@@ -34,11 +34,12 @@
 
 constexpr int FLASH_ROWS = 64;      // query rows a block owns
 constexpr int FLASH_COLS = 64;      // keys per streamed tile
-constexpr int FLASH_THREADS = 128;  // the backward's kv kernel (kernels/flash_bwd.cuh): 4 warps, 16 keys each
-constexpr int FLASH_MI = 2;         // the forward: 16-row MMA tiles a warp owns
-constexpr int FLASH_WARP_ROWS = 16 * FLASH_MI;                       // query rows a forward warp owns
+constexpr int FLASH_MI = 2;         // 16-row MMA tiles a warp owns (the forward, and the backward's query or key rows)
+constexpr int FLASH_WARP_ROWS = 16 * FLASH_MI;                       // rows a warp owns
 constexpr int FLASH_FWD_THREADS = 32 * FLASH_ROWS / FLASH_WARP_ROWS;  // the forward: 2 warps
 constexpr int FLASH_DQ_THREADS = FLASH_FWD_THREADS;  // the backward's dq kernel: the same 2 warps of 32 rows
+constexpr int FLASH_KV_THREADS = FLASH_FWD_THREADS;  // the backward's kv kernel: 2 warps of 32 keys
+constexpr int FLASH_KV_QUERIES = 16;  // queries the kv kernel takes a pass (S^T, dP^T of 32 keys in registers)
 constexpr float FLASH_LOG2E = 1.4426950408889634f;
 constexpr float FLASH_LN2 = 0.6931471805599453f;
 
@@ -54,7 +55,7 @@ template <int HS> struct FlashGeom {
 // The block (THREADS threads) copies `rows` rows of HS elements (global row stride `stride` elements)
 // into shared rows of stride LD, one 16-byte cp.async each, in the calling thread's current group;
 // rows at or past `valid` become zeros (source size 0, reading nothing).
-template <class T, int HS, int THREADS = FLASH_THREADS>
+template <class T, int HS, int THREADS>
 __device__ __forceinline__ void flash_load_rows(T* dst, const T* src, size_t stride, int rows, int valid) {
     typedef FlashGeom<HS> G;
     for (int i = threadIdx.x; i < rows * G::VECS; i += THREADS) {
