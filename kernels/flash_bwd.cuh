@@ -67,10 +67,9 @@
 // Predicted, not measured: the kernel report's model (dev/kernel_report.py, unchanged; `make
 // kernel-report`, docs/kernel_report_fp16.md) at d48, B = 8, T = 1024, H100 SXM, FP16: both kernels
 // shared-memory bound (ldmatrix of the streamed tiles): dq kernel 3.25 ms a step (5.15 at 16 rows a
-// warp), kv kernel 7.63 ms, against the tiled backward's 21.2 ms (dkdv 11.79 + dq 8.43 + rowdot 1.02)
-// and the per-pair partials' 22.7 ms by the same model (docs/speed.md). A GPU measurement decides.
-// Next step, for a GPU to measure: the kv kernel at 32 keys a warp (V from shared memory each query
-// tile, as its K, V, dK and dV for 32 keys would take 192 registers): fewer ldmatrix bytes per FLOP.
+// warp), kv kernel 6.77 ms (7.63 at 16 keys a warp), against the tiled backward's 21.2 ms (dkdv 11.79
+// + dq 8.43 + rowdot 1.02) and the per-pair partials' 22.7 ms by the same model (docs/speed.md). A GPU
+// measurement decides.
 #pragma once
 
 #include <math.h>
