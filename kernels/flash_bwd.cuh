@@ -240,10 +240,7 @@ __global__ void __launch_bounds__(FLASH_DQ_THREADS)
                 uint32_t da[MI][4];
 #pragma unroll
                 for (int mi = 0; mi < MI; mi++) {
-                    da[mi][0] = mma_pack2<T>(dp[mi][2 * kc][0], dp[mi][2 * kc][1]);
-                    da[mi][1] = mma_pack2<T>(dp[mi][2 * kc][2], dp[mi][2 * kc][3]);
-                    da[mi][2] = mma_pack2<T>(dp[mi][2 * kc + 1][0], dp[mi][2 * kc + 1][1]);
-                    da[mi][3] = mma_pack2<T>(dp[mi][2 * kc + 1][2], dp[mi][2 * kc + 1][3]);
+                    mma_pack_a<T>(da[mi], dp[mi][2 * kc], dp[mi][2 * kc + 1]);
                 }
 #pragma unroll
                 for (int dc = 0; dc < HS / 16; dc++) {
@@ -414,14 +411,8 @@ __global__ void __launch_bounds__(FLASH_KV_THREADS)
                 uint32_t pa[MI][4], da[MI][4];
 #pragma unroll
                 for (int mi = 0; mi < MI; mi++) {
-                    pa[mi][0] = mma_pack2<T>(s[mi][2 * kc][0], s[mi][2 * kc][1]);
-                    pa[mi][1] = mma_pack2<T>(s[mi][2 * kc][2], s[mi][2 * kc][3]);
-                    pa[mi][2] = mma_pack2<T>(s[mi][2 * kc + 1][0], s[mi][2 * kc + 1][1]);
-                    pa[mi][3] = mma_pack2<T>(s[mi][2 * kc + 1][2], s[mi][2 * kc + 1][3]);
-                    da[mi][0] = mma_pack2<T>(dp[mi][2 * kc][0], dp[mi][2 * kc][1]);
-                    da[mi][1] = mma_pack2<T>(dp[mi][2 * kc][2], dp[mi][2 * kc][3]);
-                    da[mi][2] = mma_pack2<T>(dp[mi][2 * kc + 1][0], dp[mi][2 * kc + 1][1]);
-                    da[mi][3] = mma_pack2<T>(dp[mi][2 * kc + 1][2], dp[mi][2 * kc + 1][3]);
+                    mma_pack_a<T>(pa[mi], s[mi][2 * kc], s[mi][2 * kc + 1]);
+                    mma_pack_a<T>(da[mi], dp[mi][2 * kc], dp[mi][2 * kc + 1]);
                 }
 #pragma unroll
                 for (int dc = 0; dc < HS / 16; dc++) {

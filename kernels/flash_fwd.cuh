@@ -19,7 +19,7 @@
 //   running row max m and the rescale alpha = 2^(m_old - m_new), the max reduced over the 4 lanes
 //   that share a row (__shfl_xor_sync 1, 2); P = 2^(S - m) (ex2.approx);
 //   l = l alpha + rowsum(P) per lane (the 4 partial sums are added once, at the end);
-//   O = O alpha + P V: P's accumulators packed (mma_pack2) into A fragments, rounded to T, and V's
+//   O = O alpha + P V: P's accumulators packed (mma_pack_a) into A fragments, rounded to T, and V's
 //   B fragments by ldmatrix .trans.
 // At the end out = O / l (rounded to T) and lse = (m + log2 l) ln 2, the natural-log log-sum-exp of
 // scale * q.k over the visible keys, which kernels/attention.cuh's backward reads.
@@ -213,10 +213,7 @@ __global__ void __launch_bounds__(FLASH_FWD_THREADS)
             uint32_t pa[FLASH_MI][4];
 #pragma unroll
             for (int mi = 0; mi < FLASH_MI; mi++) {
-                pa[mi][0] = mma_pack2<T>(s[mi][2 * kc][0], s[mi][2 * kc][1]);
-                pa[mi][1] = mma_pack2<T>(s[mi][2 * kc][2], s[mi][2 * kc][3]);
-                pa[mi][2] = mma_pack2<T>(s[mi][2 * kc + 1][0], s[mi][2 * kc + 1][1]);
-                pa[mi][3] = mma_pack2<T>(s[mi][2 * kc + 1][2], s[mi][2 * kc + 1][3]);
+                mma_pack_a<T>(pa[mi], s[mi][2 * kc], s[mi][2 * kc + 1]);
             }
 #pragma unroll
             for (int dp = 0; dp < HS / 16; dp++) {

@@ -20,7 +20,7 @@
 // x4 of a row-major 16x16 tile (lane l pointing at row l%16, column 8*(l/16)) is an A fragment, and
 // ldmatrix x2 .trans of a row-major 16x8 k-by-n tile is a B fragment; x2 (no .trans) of an n-by-k
 // row-major tile (K for Q·K^T) is a B fragment too.
-// Two accumulators D0 (columns 0..7) and D1 (8..15) of a row packed with mma_pack2 are the A
+// Two accumulators D0 (columns 0..7) and D1 (8..15) of a row packed by mma_pack_a are the A
 // fragment of that 16x16 tile: {pack(D0[0],D0[1]), pack(D0[2],D0[3]), pack(D1[0],D1[1]), pack(D1[2],D1[3])}.
 //
 // cp.async: a 16-byte copy from global to shared memory that completes only at a
@@ -58,6 +58,16 @@ template <> __device__ __forceinline__ uint32_t mma_pack2<__nv_bfloat16>(float l
     uint32_t u;
     memcpy(&u, &h, 4);
     return u;
+}
+
+// The A fragment of a 16x16 tile from its two accumulators d0 (columns 0..7) and d1 (8..15), each
+// value rounded to T: what a product's result (P, dS) needs to become the next product's operand.
+template <class T>
+__device__ __forceinline__ void mma_pack_a(uint32_t (&a)[4], const float (&d0)[4], const float (&d1)[4]) {
+    a[0] = mma_pack2<T>(d0[0], d0[1]);
+    a[1] = mma_pack2<T>(d0[2], d0[3]);
+    a[2] = mma_pack2<T>(d1[0], d1[1]);
+    a[3] = mma_pack2<T>(d1[2], d1[3]);
 }
 
 #if defined(CUDA_CPU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800)
