@@ -98,9 +98,9 @@ static const Flag FLAGS[] = {
     // llm.c's default, 1. The C engine keeps every activation: there the default means nothing, a given -r 1..3 is refused.
     {"-r", "--recompute", FLAG_INT | NO_BYTES, OPT(recompute), "1", "GPU engine's activation recompute: 0 keep all, 1 GELU (llm.c's default), 2 also LayerNorms, 3 whole blocks (the C engine keeps all)"},
     {NULL, "--recompute-every", FLAG_INT | NO_BYTES, OPT(recompute_every), "0", "with -r 3: keep the input of every K-th block (0 = the K that keeps the fewest bytes)"},
-    // llm.c's default as its code has it: 0 on every GPU (its usage text's "2 for >=SM90" is a rule its
-    // main() has kept only as a comment since the fusion was turned off by default there in July 2024).
-    {"-ge", "--gelu-fusion", FLAG_INT, OPT(gelu_fusion), "0", "GPU: GELU in the matmul epilogue: 0 none, 1 forward, 2 forward and backward"},
+    // llm.c's -1 and its usage text's rule (2 on sm_90 and newer, 0 before): the kernel report predicts
+    // the fusion faster (docs/kernel_report_fp16.md); llm.c's main() has kept the rule as a comment.
+    {"-ge", "--gelu-fusion", FLAG_INT, OPT(gelu_fusion), "-1", "GPU: GELU in the matmul epilogue: 0 none, 1 forward, 2 forward and backward, -1 by the GPU (2 on sm_90 and newer, 0 before)"},
     {NULL, "--loss-scale", FLAG_FLOAT | RECORDED, OPT(loss_scale), "65536", "FP16: initial dynamic loss scale (at least 1, its floor)"},
     {NULL, "--loss-scale-interval", FLAG_INT | RECORDED, OPT(loss_scale_interval), "2000", "FP16: finite steps before the loss scale doubles"},
     {NULL, "--skip-outliers", FLAG_FLOAT | RECORDED, OPT(skip_outliers), "0", "skip an update whose loss or grad norm is more than Z standard deviations above its running mean (0 = off)"},

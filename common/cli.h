@@ -44,7 +44,7 @@ typedef struct {
     int overfit;               // train on the first batch over and over
     int log_every;             // print a step line every N steps (the log file gets every step)
     const char* engine;        // auto | gpu | cpu
-    int gelu_fusion;           // GPU: 0 none, 1 forward, 2 forward and backward (llm.c's -ge)
+    int gelu_fusion;           // GPU: 0 none, 1 forward, 2 forward and backward, -1 by the GPU (llm.c's -ge)
     int recompute;             // activation recompute level 0..3 (llm.c's -r, extended)
     int recompute_every;       // level 3: keep every K-th block's input (0 = the K that keeps the fewest bytes)
     float loss_scale;          // FP16: initial dynamic loss scale

@@ -63,7 +63,8 @@ typedef struct {
     float loss_scale_init;    // FP16 dynamic loss scaling: the first scale (PyTorch: 65536)
     int loss_scale_interval;  // FP16: consecutive finite steps before the scale doubles (PyTorch: 2000)
     int gelu_fusion;          // GPU: 0 = separate GELU kernels, 1 = GELU in the matmul's forward epilogue,
-                              // 2 = forward and backward epilogues
+                              // 2 = forward and backward epilogues, -1 = by the GPU (2 on sm_90 and
+                              // newer, 0 before; the engine's options then say which)
     int tf32;                 // GPU, fp32 build: 1 = matmuls on TF32 tensor cores (llm.c's -f)
     long total_batch;         // tokens per optimizer step (-d), for memory advice; 0 = B*T*ranks
 } EngineOptions;

@@ -99,7 +99,8 @@ static void options_validate(const TrainOptions* o) {
         fatal("flag --engine expects auto, gpu or cpu, got '%s'", o->engine);
     if (o->recompute < 0 || o->recompute > 3) fatal("flag -r (recompute) must be 0, 1, 2 or 3, got %d", o->recompute);
     if (o->recompute_every < 0) fatal("flag --recompute-every must be non-negative, got %d", o->recompute_every);
-    if (o->gelu_fusion < 0 || o->gelu_fusion > 2) fatal("flag -ge (gelu fusion) must be 0, 1 or 2, got %d", o->gelu_fusion);
+    if (o->gelu_fusion < -1 || o->gelu_fusion > 2)
+        fatal("flag -ge (gelu fusion) must be 0, 1, 2 or -1 (by the GPU), got %d", o->gelu_fusion);
     // Below 1 the scale shrinks FP16 gradients instead of guarding them (at 1e-30 every one flushes
     // to zero and nothing is learned), and the scale never falls below LOSS_SCALE_MIN anyway.
     if (!(o->loss_scale >= LOSS_SCALE_MIN))
@@ -1092,7 +1093,7 @@ static void engine_flags_check(const TrainSetup* s, const Engine* e) {
     } else if (cpu && o->recompute_every != 0) {
         snprintf(flag, sizeof(flag), "--recompute-every %d", o->recompute_every);
         what = "activation recompute";
-    } else if (cpu && o->gelu_fusion != 0) {
+    } else if (cpu && o->gelu_fusion > 0) {  // -1 (the default): by the GPU, so nothing here
         snprintf(flag, sizeof(flag), "-ge (--gelu-fusion) %d", o->gelu_fusion);
         what = "GELU fusion (a cuBLASLt epilogue)";
     } else if (cpu && strcmp(o->offload, "none") != 0) {

@@ -455,7 +455,8 @@ def report(precision, counts_dir, model_name):
                      "step ms | tokens/s | MFU |")
         lines.append("|---|---:|---:|---:|---:|")
         for ge, n, t, tps, mfu in rows:
-            what = "GELU in its own kernels (`-ge 0`)" if ge == "0" else "GELU in the matmul epilogues (`-ge 2`)"
+            what = ("GELU in its own kernels (`-ge 0`; the default before sm_90)" if ge == "0" else
+                    "GELU in the matmul epilogues (`-ge 2`; the default on sm_90 and newer)")
             lines.append(f"| {what} | {n} | {t * 1e3:.1f} | {tps:,.0f} | {100 * mfu:.1f}% |")
         lines.append("")
     return "\n".join(lines)

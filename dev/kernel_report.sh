@@ -9,9 +9,10 @@
 # dev/kernel_report.py extrapolates to d12 and d48 at B = 8 and applies the model (written at its top)
 # with ptxas's registers and shared memory (build/cuda_cpu/nvcc/registers.db). The counted runs use the
 # configuration the report names, `-r 0` (every activation kept; the trainer's default is llm.c's -r 1,
-# whose backward re-runs GELU) and `-ge 0`; a second set counts `-ge 2` (GELU in the matmul epilogues)
-# for the report's comparison, and a third, of 2 micro-steps, what each extra micro-step adds, for the
-# step with 4 micro-steps of accumulation. About 25 minutes on 2 quiet cores. Output: a table per model
+# whose backward re-runs GELU) and `-ge 0` (every kernel, GELU's too: the default before sm_90); a second
+# set counts `-ge 2` (GELU in the matmul epilogues: the default on sm_90 and newer), and a third and
+# fourth, of 2 micro-steps at each, what each extra micro-step adds, for the step with 4 micro-steps of
+# accumulation. About 30 minutes on 2 quiet cores. Output: a table per model
 # on stdout, and build/dev/kernel_report/*.md.
 #   bash dev/kernel_report.sh [fp16|bf16]
 set -u
@@ -55,6 +56,7 @@ for model in d12:768:12 d48:1600:25; do
             # 2 micro-steps (-d: tokens a step): with the 1-micro-step runs, what an extra micro-step
             # adds (the first writes the gradients, the others add to them), for 4 micro-steps.
             count "$name" $L $B _A2 -r 0 -ge 0 -d $((2 * B * 1024))
+            count "$name" $L $B _ge2_A2 -r 0 -ge 2 -d $((2 * B * 1024))
         done
     done
 done

@@ -268,12 +268,16 @@ if [ -x build/emu/train_gpt2_emu_fp32 ] && [ -x build/emu/train_gpt2_emu_fp16 ] 
         grep -q "^engine: GPU engine (fp32, " "$dir/tf32_0.out" &&
         pass "the FP32 GPU engine (emulated, sm_90): the start-up report says \"with TF32 matmuls\" by default and with -f 1, not with -f 0" ||
         fail "-f: the engine line" "default: $(grep '^engine' "$dir/tf32_def.out"); -f 0: $(grep '^engine' "$dir/tf32_0.out")"
-    # -ge: llm.c's main() resolves an unset -ge to 0 on every GPU, sm_90 included (its usage text's
-    # "2 for >=SM90" is stale since July 2024); the emulated device is an sm_90 H100, so the default
-    # run must say "gelu fusion 0" there.
-    grep -qE "^engine: GPU engine \(fp32 with TF32 matmuls, gelu fusion 0\) on .*\(sm_90\)" "$dir/tf32_def.out" &&
-        pass "-ge's default on the emulated sm_90 H100 is 0, as llm.c's main() resolves it on every GPU" ||
+    # -ge: unset (-1), llm.c's rule by the GPU (its usage text; its main() keeps it as a comment): 2 on
+    # sm_90 and newer, 0 before. The emulated device is an sm_90 H100, so the default run says "gelu
+    # fusion 2"; the same run on the device made an sm_80 (CUDA_CPU_SM) says "gelu fusion 0".
+    grep -qE "^engine: GPU engine \(fp32 with TF32 matmuls, gelu fusion 2\) on .*\(sm_90\)" "$dir/tf32_def.out" &&
+        pass "-ge's default on the emulated sm_90 H100 is 2 (GELU in the matmul epilogues)" ||
         fail "-ge's default on sm_90" "$(grep '^engine' "$dir/tf32_def.out")"
+    CUDA_CPU_SM=80 build/emu/train_gpt2_emu_fp32 "${base[@]}" -x 1 > "$dir/ge_sm80.out" 2>&1 &&
+        grep -qE "^engine: GPU engine \(fp32 with TF32 matmuls, gelu fusion 0\) on .* as sm_80 .*\(sm_80\)" "$dir/ge_sm80.out" &&
+        pass "-ge's default on an emulated sm_80 is 0 (GELU in its own kernels)" ||
+        fail "-ge's default on sm_80" "$(grep '^engine' "$dir/ge_sm80.out"; tail -1 "$dir/ge_sm80.out")"
     lc=$(tf32_losses "$dir/tf32_c/log.jsonl"); ld=$(tf32_losses "$dir/tf32_def/log.jsonl")
     l0=$(tf32_losses "$dir/tf32_0/log.jsonl"); l1=$(tf32_losses "$dir/tf32_1/log.jsonl")
     [ -n "$ld" ] && [ "$ld" = "$l1" ] && pass "the FP32 GPU engine's default is -f 1: the same losses, bit for bit ($ld)" ||
@@ -297,12 +301,12 @@ fi
 
 # --- llm.c's defaults: every flag llm.c has, with llm.c's default (its train_gpt2.cu) --------------
 # --help's "(default: X)" for each; -e, -i, -j (no llm.c files here) differ.
-"$PY" - "$dir/help.out" <<'PYEOF' && pass "--help: llm.c's defaults (-l 3e-4 -u 0 -q 1.0 -t 1024 -b 4 -v 20 -m 20 -s 20 -g 64 -r 1 -o none -sf 1 -lg -1 -ge 0 ...)" || fail "llm.c's defaults in --help" "see above"
+"$PY" - "$dir/help.out" <<'PYEOF' && pass "--help: llm.c's defaults (-l 3e-4 -u 0 -q 1.0 -t 1024 -b 4 -v 20 -m 20 -s 20 -g 64 -r 1 -o none -sf 1 -lg -1 -ge -1 ...)" || fail "llm.c's defaults in --help" "see above"
 import re, sys
 want = {"-l": "3e-4", "-u": "0", "-q": "1.0", "-t": "1024", "-b": "4", "-v": "20", "-m": "20", "-s": "20", "-g": "64",
         "-r": "1", "-o": '""', "-sf": "1", "-lg": "-1", "-k": "cosine", "-c": "0.0", "-x": "-1", "-d": "-1", "-n": "0",
         "-nk": "0", "-nm": "0", "-y": "0", "-z": "0", "-a": "0", "-h": "0", "-w": "1", "-pi": "mpi", "-pn": "1",
-        "-pr": "0", "-pg": "8", "-sl": "0", "-sg": "0", "-pf": '""', "-ps": '""', "-f": "1", "-ge": "0"}
+        "-pr": "0", "-pg": "8", "-sl": "0", "-sg": "0", "-pf": '""', "-ps": '""', "-f": "1", "-ge": "-1"}
 got = {}
 for line in open(sys.argv[1]):
     m = re.match(r"^  (-[a-z]+), --\S+ .*\(default: (.*)\)$", line)

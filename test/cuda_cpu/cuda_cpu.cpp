@@ -1637,6 +1637,25 @@ static size_t device_memory_size() {
     return size;
 }
 #define kDeviceMemory device_memory_size()
+// The emulated device's compute capability: sm_90, or CUDA_CPU_SM (75, 80, 86, 89, 90, 100, 120 ...),
+// so a test can see what a program chooses by the GPU's generation (the trainer's -ge default).
+static int device_sm() {
+    static int sm = 0;
+    if (sm == 0) {
+        const char* e = getenv("CUDA_CPU_SM");
+        sm = 90;
+        if (e && *e) {
+            char* end;
+            long v = strtol(e, &end, 10);
+            if (*end || v < 70 || v > 129) {  // a user's input: one line, exit 1
+                fprintf(stderr, "error: CUDA_CPU_SM=%s: expected a compute capability as nvcc's sm_XX writes it (80, 90, 120)\n", e);
+                exit(1);
+            }
+            sm = (int)v;
+        }
+    }
+    return sm;
+}
 static std::recursive_mutex g_access_mu;
 static int g_access_depth;
 
@@ -1994,7 +2013,10 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
     // Says it is emulated, and with how much memory (an H100 SXM's SMs, shared memory and peak,
     // whatever size CUDA_CPU_DEVICE_MEMORY gives it): a 48 GiB plan shows as such.
     double gib = (double)kDeviceMemory / (1u << 30);
-    snprintf(p->name, sizeof(p->name), "cuda_cpu emulation of an NVIDIA H100 SXM with %.*f GiB",
+    // CUDA_CPU_SM changes only the compute capability, and the name says so.
+    char as_sm[32] = "";
+    if (device_sm() != 90) snprintf(as_sm, sizeof(as_sm), " as sm_%d", device_sm());
+    snprintf(p->name, sizeof(p->name), "cuda_cpu emulation of an NVIDIA H100 SXM%s with %.*f GiB", as_sm,
              gib == (double)(long long)gib ? 0 : 2, gib);
     p->totalGlobalMem = kDeviceMemory;
     p->sharedMemPerBlock = kSmemDefault;
@@ -2009,8 +2031,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
     p->maxThreadsDim[0] = 1024; p->maxThreadsDim[1] = 1024; p->maxThreadsDim[2] = 64;
     p->maxGridSize[0] = 2147483647; p->maxGridSize[1] = 65535; p->maxGridSize[2] = 65535;
     p->totalConstMem = 65536;
-    p->major = 9;
-    p->minor = 0;
+    p->major = device_sm() / 10;
+    p->minor = device_sm() % 10;
     p->textureAlignment = 512;
     p->texturePitchAlignment = 32;
     p->multiProcessorCount = 132;

@@ -188,17 +188,20 @@ if [ $DRY = 1 ]; then
         || fail "kernel report prediction (-ge 2)" "$r"
     $bench d1 1 64 1 > "$work/kernels.txt" 2>&1 || fail "bench_kernels" "$(tail -n 2 "$work/kernels.txt")"
 else
-    r=$(bench_run d12 d12 16 1024 12) && row "d12 B=16 T=1024 (fp16)" "$r" || fail "bench d12" "$r"
+    # -ge both ways: the report predicts GELU in the matmul epilogues (-ge 2) faster, and -ge's default
+    # (-1) takes it on sm_90 and newer; this measures what that choice rests on.
+    r=$(bench_run d12 d12 16 1024 12 "-ge 0") && row "d12 B=16 T=1024 (fp16, -ge 0)" "$r" || fail "bench d12 -ge 0" "$r"
     row "  predicted by the kernel report" "$(predicted d12 16)"
-    # -ge 2 (GELU in the matmul epilogues): the report predicts it faster; its default waits for this.
     r=$(bench_run d12 d12 16 1024 12 "-ge 2") && row "d12 B=16 T=1024 (fp16, -ge 2)" "$r" || fail "bench d12 -ge 2" "$r"
     row "  predicted by the kernel report" "$(predicted d12 16 predicted_ge2)"
     d48=""
     for B in 32 24 16 12 8 4 2 1; do
         if r=$(bench_run d48 d48 $B 1024 6); then
             d48=$B
-            row "d48 B=$B T=1024 (fp16, largest B that fits)" "$r"
-            row "  predicted by the kernel report" "$(predicted d48 $B)"
+            # -ge's default: the engine line says which the GPU got, and so which table predicts it.
+            ge=$(grep -o 'gelu fusion [0-2]' "$work/run_d48_$B.out" | grep -o '[0-2]$')
+            row "d48 B=$B T=1024 (fp16, largest B that fits, -ge ${ge:-?} by default)" "$r"
+            row "  predicted by the kernel report" "$(predicted d48 $B $([ "$ge" = 2 ] && echo predicted_ge2))"
             break
         fi
         grep -q "out of GPU memory" "$work/run_d48_$B.out" || { fail "bench d48 B=$B" "$r"; break; }
