@@ -398,6 +398,23 @@ static void gather_from_owners(GPUEngine* g, floatX* dst, size_t a, size_t count
     }
 }
 
+// Layer l's 12 tensors' slices from their owners on the comm stream, one NCCL group: in place into
+// every rank's whole model (buffer NULL: stage 1 after an update), or into a layer buffer laid out as
+// the buckets (stage 3).
+static void gather_layer(GPUEngine* g, int l, floatX* buffer) {
+#if defined(USE_NCCL)
+    if (g->num_ranks > 1) ncclCheck(ncclGroupStart());
+#endif
+    for (int k = PT_LN1W; k <= PT_FCPROJB; k++) {
+        const ParamTensor* t = &g->layout.tensors[k];
+        size_t per_layer = t->numel / g->cfg.num_layers, a = t->offset + (size_t)l * per_layer;
+        gather_from_owners(g, buffer ? buffer + g->bucket_offset[k] : g->params + a, a, per_layer, g->comm_stream);
+    }
+#if defined(USE_NCCL)
+    if (g->num_ranks > 1) ncclCheck(ncclGroupEnd());
+#endif
+}
+
 // Stage 1 with overlap, after the update (gather_parameters): the parameters [a, a + count) from
 // their owners in place into every rank's whole model on the comm stream (one NCCL group), and
 // event ev recorded when they are there.
@@ -423,17 +440,7 @@ static void zero1_gather_pieces(GPUEngine* g) {
     cudaCheck(cudaStreamWaitEvent(g->comm_stream, g->edge_gather_free, 0));
     zero1_gather_piece(g, 0, g->plan.embed_n, g->params_ready[0]);
     for (int l = 0; l < L; l++) {
-#if defined(USE_NCCL)
-        ncclCheck(ncclGroupStart());
-#endif
-        for (int k = PT_LN1W; k <= PT_FCPROJB; k++) {
-            const ParamTensor* t = &g->layout.tensors[k];
-            size_t per_layer = t->numel / L, a = t->offset + (size_t)l * per_layer;
-            gather_from_owners(g, g->params + a, a, per_layer, g->comm_stream);
-        }
-#if defined(USE_NCCL)
-        ncclCheck(ncclGroupEnd());
-#endif
+        gather_layer(g, l, NULL);
         cudaCheck(cudaEventRecord(g->params_ready[1 + l], g->comm_stream));
     }
     zero1_gather_piece(g, lnf->offset, g->plan.lnf_n, g->params_ready[L + 1]);
@@ -466,18 +473,7 @@ static void zero3_gather_layer(GPUEngine* g, int l) {
     if (g->gathered[b] == l) return;
     cudaCheck(cudaEventRecord(g->gather_free[b], g->stream));
     cudaCheck(cudaStreamWaitEvent(g->comm_stream, g->gather_free[b], 0));
-#if defined(USE_NCCL)
-    if (g->num_ranks > 1) ncclCheck(ncclGroupStart());
-#endif
-    for (int k = PT_LN1W; k <= PT_FCPROJB; k++) {
-        const ParamTensor* t = &g->layout.tensors[k];
-        size_t per_layer = t->numel / g->cfg.num_layers;
-        gather_from_owners(g, g->layer_params[b] + g->bucket_offset[k], t->offset + (size_t)l * per_layer, per_layer,
-                           g->comm_stream);
-    }
-#if defined(USE_NCCL)
-    if (g->num_ranks > 1) ncclCheck(ncclGroupEnd());
-#endif
+    gather_layer(g, l, g->layer_params[b]);
     cudaCheck(cudaEventRecord(g->gather_done[b], g->comm_stream));
     g->gathered[b] = l;
 }

@@ -19,19 +19,13 @@
 # (CUDA_CPU_HOST_TRAFFIC: none without offload); --link parsing and refusals; the time column is bytes over the link's bandwidth.
 # Behaviour only: no timing.
 set -u
-cd "$(dirname "$0")/.." || exit 1
+. "$(dirname "$0")/lib.sh"
 build=${BUILD:-build}
-if ! command -v mpirun > /dev/null 2>&1; then
-    echo "SKIP comm_volume: needs mpirun (apt-get install openmpi-bin libopenmpi-dev)"
+if ! have_mpi; then
+    echo "SKIP comm_volume: needs mpirun and mpicc (apt-get install openmpi-bin libopenmpi-dev)"
     exit 0
 fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export CUDA_CPU_THREADS=1 OMP_NUM_THREADS=1
-status=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; status=1; }
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
 gen=$build/test/gen_data
 emu=$build/emu/train_gpt2_emu_fp16
 L=2 C=64 NH=2 V=301 MAXT=64
@@ -298,4 +292,4 @@ $emu --plan "${common[@]}" -b 2 -z 1 --ranks 2 --link 100 > "$dir/link100.txt" 2
 row=$(grep '^| between ranks, per optimizer step' "$dir/link100.txt" | awk -F'|' '{ gsub(/ /, "", $9); gsub(/ /, "", $10); print $8 + 0, $10 }')
 wantms=$(awk -v b=$want 'BEGIN { printf "%.3f", b / 1e11 * 1e3 }')
 [ "$row" = "$want $wantms" ] && pass "--plan's table: $want B sent a step, $wantms ms at 100 GB/s" || fail "--plan's table" "row '$row', want '$want $wantms'"
-exit $status
+exit $failed

@@ -19,16 +19,12 @@
 # (The plan = allocation checks of -z 3 are in test_memory_plan.sh, its communication against the
 # counted traffic in test_comm_volume.sh, its stream synchronization in test_stream_sync.sh.)
 set -u
-cd "$(dirname "$0")/.."
-if ! command -v mpirun > /dev/null 2>&1; then
-    echo "SKIP zero3: needs mpirun (apt-get install openmpi-bin libopenmpi-dev)"
+. "$(dirname "$0")/lib.sh"
+if ! have_mpi; then
+    echo "SKIP zero3: needs mpirun and mpicc (apt-get install openmpi-bin libopenmpi-dev)"
     exit 0
 fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export CUDA_CPU_THREADS=1 OMP_NUM_THREADS=1
-status=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; status=1; }
 
 # --- the engine through its contract (test/test_zero.cu, stage 3) ---------------------------------
 for run in fp32:2:3 fp32:3:3 "fp16:2:3 basic"; do
@@ -38,13 +34,10 @@ for run in fp32:2:3 fp32:3:3 "fp16:2:3 basic"; do
     args=${rest#*:}
     # shellcheck disable=SC2086
     timeout 900 mpirun --oversubscribe -np "$np" "build/test/test_zero_$p" $args || {
-        echo "FAIL zero3_${p}_np$np: mpirun exited with status $?"; status=1; }
+        echo "FAIL zero3_${p}_np$np: mpirun exited with status $?"; failed=1; }
 done
 
 # --- the trainer under mpirun --------------------------------------------------------------------
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-gen=build/test/gen_data
 emu=build/emu/train_gpt2_emu_fp32
 # 4 layers: level 3 with segments of 2 layers has a segment boundary inside the model.
 $gen model "$dir/model.bin" 4 32 2 301 32 1 > /dev/null && $gen shard "$dir/train.bin" 40000 301 2 > /dev/null \
@@ -146,4 +139,4 @@ for case in "2 optimizer" "3 grads"; do
     np=$1 off=$2 b=$((6 / $1))
     resume_from cko ro$np $np "ZeRO-3 --offload optimizer on 2 ranks" "--offload $off (B=$b)" -b $b -z 3 --offload $off
 done
-exit $status
+exit $failed

@@ -14,19 +14,13 @@
 # other forward), and the val losses, the samples and every checkpoint must be the same too. FP32
 # runs with -f 0 (plain fp32 products).
 set -u
-cd "$(dirname "$0")/.." || exit 1
+. "$(dirname "$0")/lib.sh"
 build=${BUILD:-build}
-if ! command -v mpirun > /dev/null 2>&1; then
-    echo "SKIP zero_overlap: needs mpirun (apt-get install openmpi-bin libopenmpi-dev)"
+if ! have_mpi; then
+    echo "SKIP zero_overlap: needs mpirun and mpicc (apt-get install openmpi-bin libopenmpi-dev)"
     exit 0
 fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export CUDA_CPU_THREADS=1 OMP_NUM_THREADS=1
-status=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; status=1; }
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
 gen=$build/test/gen_data
 L=2 T=32 N=3
 $gen model "$dir/model.bin" $L 64 2 301 64 1 > /dev/null && $gen shard "$dir/train.bin" 20000 301 2 > /dev/null \
@@ -93,4 +87,4 @@ for p in fp16 fp32; do
         done
     done
 done
-exit $status
+exit $failed
