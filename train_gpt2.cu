@@ -1145,8 +1145,7 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     Engine* e = (Engine*)calloc_check(1, sizeof(Engine), "engine");
     e->self = g;
     e->config = *cfg;
-    e->options = *opts;
-    e->options.gelu_fusion = g->opts.gelu_fusion;
+    e->options = g->opts;  // the options as resolved for this GPU (-ge -1's choice)
     e->precision = BUILD_PRECISION;
     e->peak_flops = device_peak_flops(&prop, e->peak_note, sizeof(e->peak_note));
     e->loss_scaling = USE_LOSS_SCALING;

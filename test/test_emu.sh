@@ -157,15 +157,14 @@ rc=$?
 [ $rc -eq 1 ] && grep -q "GPU memory\|out of memory\|does not fit" "$dir/bad.err" &&
     pass "CUDA_CPU_DEVICE_MEMORY=48 (bytes): the run does not fit and says so, exit 1" ||
     fail "48 bytes of device memory" "exit $rc: $(head -c 300 "$dir/bad.err")"
-CUDA_CPU_DEVICE_MEMORY=48XB emu fp16 "${common[@]}" -x 1 -v 0 -o "" > /dev/null 2> "$dir/bad.err"
-rc=$?
-[ $rc -eq 1 ] && [ "$(wc -l < "$dir/bad.err")" -eq 1 ] && grep -q "^error: CUDA_CPU_DEVICE_MEMORY=48XB: expected a size" "$dir/bad.err" &&
-    pass "CUDA_CPU_DEVICE_MEMORY with a bad unit: one line naming it, exit 1" ||
-    fail "bad CUDA_CPU_DEVICE_MEMORY" "exit $rc: $(cat "$dir/bad.err")"
-# CUDA_CPU_SM: the compute capability (test_llmc_flags.sh runs an sm_80); a bad one is one line, exit 1.
-CUDA_CPU_SM=9.0 emu fp16 "${common[@]}" -x 1 -v 0 -o "" > /dev/null 2> "$dir/bad.err"
-rc=$?
-[ $rc -eq 1 ] && [ "$(wc -l < "$dir/bad.err")" -eq 1 ] && grep -q "^error: CUDA_CPU_SM=9.0: expected a compute capability" "$dir/bad.err" &&
-    pass "CUDA_CPU_SM not a compute capability: one line naming it, exit 1" ||
-    fail "bad CUDA_CPU_SM" "exit $rc: $(cat "$dir/bad.err")"
+# A bad value of the runtime's settings: one line naming it, exit 1.
+env_refused() {  # VAR=VALUE, what the line says is expected, the check's name
+    env "$1" "build/emu/train_gpt2_emu_fp16" "${common[@]}" -x 1 -v 0 -o "" > /dev/null 2> "$dir/bad.err"
+    local rc=$?
+    [ $rc -eq 1 ] && [ "$(wc -l < "$dir/bad.err")" -eq 1 ] && grep -q "^error: $1: expected $2" "$dir/bad.err" &&
+        pass "$3: one line naming it, exit 1" || fail "$3" "exit $rc: $(cat "$dir/bad.err")"
+}
+env_refused CUDA_CPU_DEVICE_MEMORY=48XB "a size" "CUDA_CPU_DEVICE_MEMORY with a bad unit"
+# CUDA_CPU_SM: the compute capability (test_llmc_flags.sh runs an sm_80).
+env_refused CUDA_CPU_SM=9.0 "a compute capability" "CUDA_CPU_SM not a compute capability"
 exit $failed
