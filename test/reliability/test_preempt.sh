@@ -65,10 +65,10 @@ ls "$dir/run1" > "$dir/run1.ls"
 k=$(sed -n 's/^stopped by SIGTERM after step \([123]\): .*/\1/p' "$dir/run1.out" | head -n 1)
 rc2=none
 if [ -n "$k" ]; then
-    timeout 900 mpirun -np 2 $emu "${flags[@]}" -x 4 -z 1 -o "$dir/run1" -y "$k" > "$dir/run1b.out" 2>&1
+    timeout 900 mpirun -np 2 $emu "${flags[@]}" -x 4 -z 1 -o "$dir/run1" -y 1 > "$dir/run1b.out" 2>&1
     rc2=$?
 fi
-if [ -n "$k" ] && grep -q "^stopped by SIGTERM after step $k: checkpoint .*run1/model_0000000$k.bin; resume with the same flags and -y $k (step $((k + 1)), under way, was dropped" "$dir/run1.out" &&
+if [ -n "$k" ] && grep -q "^stopped by SIGTERM after step $k: checkpoint .*run1/model_0000000$k.bin; resume with the same flags and -y 1 (step $((k + 1)), under way, was dropped" "$dir/run1.out" &&
     grep -q "state_0000000$k.rank001.bin" "$dir/run1.ls" && [ "$rc2" = 0 ] && same_run 4 "$dir/ref1" "$dir/run1"; then
     pass "SIGTERM to mpirun mid-step (kill delay 3 s, steps of 32 micro-steps): checkpoint of step $k written, resumed bit-identical"
 else
