@@ -23,6 +23,8 @@ THE MODEL (written before it was applied; only a GPU measurement may change it):
     t = max(2 m n k / (0.80 * peak), (A + B + C + D bytes) / (0.90 * bandwidth)) / (tiles /
         (ceil(tiles / SMs) * SMs)) + 5 us
     (0.80: cuBLASLt's large-shape efficiency, ~790 of 989 TFLOP/s measured by others on an H200).
+  A kernel whose grid is the GPU's SM count (LayerNorm backward: one block an SM) has that GPU's SM
+    count of blocks, whatever the counting device (an H100's 132) gave it.
   A memset: bytes / (0.90 * bandwidth) + 2 us.
   A step is the sum over its launches (one stream, no overlap). MFU = (6 P + 6 L C T) * B T / t / peak
   (llm.c's formula; P the parameters).
@@ -266,9 +268,18 @@ def check_exact(counts_dir, prefix, L, B, T, path):
     return keys, bad
 
 
+# Kernels whose grid is the device's SM count (one block an SM, kernels/sizes.h), counted on the CPU
+# runtime's device, which has an H100's 132 SMs: on another GPU the launch has that GPU's SM count
+# of blocks, each as many warps as its shared memory holds (so still one an SM). Their bytes stay as
+# counted (the partials of 132 blocks; an A100's 108 would write fewer).
+GRID_BY_SMS, COUNT_SMS = {"layernorm_backward"}, 132
+
+
 def op_time(gpu, k, attr, per, bt):
     """One launch of op k on gpu: (seconds, what bounds it, the kernel's launch detail or None)."""
     if k[0] == "kernel":
+        if k[1] in GRID_BY_SMS and round(per["blocks"]) == COUNT_SMS:
+            per = dict(per, blocks=gpu["sms"])
         t, bound, bps, waves = kernel_time(gpu, attr, per)
         return t, bound, (attr["threads"], attr["regs"], attr["smem"], bps, waves, per["blocks"])
     if k[0] == "blas":

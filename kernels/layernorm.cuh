@@ -12,11 +12,11 @@
 // does); each stored floatX is rounded once. One warp per row; 128-bit accesses when C % X128 == 0
 // and the bases are 16-byte aligned, scalar ones otherwise.
 //
-// Determinism: every sum has a fixed order given (N, C) and the chosen width: a lane sums its own
-// elements in order, the warp combines lanes with a fixed butterfly; dweight/dbias are summed per
-// block in shared memory (warp partials added in warp order), written per block to scratch, and
-// the blocks' partials are then added in a fixed order in the same kernel by the last blocks to
-// finish (a fenced counter finds them; no float atomics).
+// Determinism: every sum has a fixed order given (N, C), the chosen width and the device's SM count
+// and shared memory: a lane sums its own elements in order, the warp combines lanes with a fixed
+// butterfly; dweight/dbias are summed per block in shared memory (warp partials added in warp
+// order), written per block to scratch, and the blocks' partials are then added in a fixed order
+// in the same kernel by the last blocks to finish (a fenced counter finds them; no float atomics).
 #pragma once
 
 #include <stdint.h>
@@ -154,26 +154,36 @@ static inline void fused_residual_layernorm_forward(floatX* residual, floatX* ou
 
 // ---- backward ----
 //
-// Per-block partial sums of dbias and dweight live in a padded, lane-interleaved order: a lane's
-// j-th pack of W channels (channels (j*32 + lane)*W + k) sits at index (j*W + k)*32 + lane, so the
-// 32 lanes of a warp hit 32 consecutive floats (no bank conflicts) and each lane owns exactly the
-// indices equal to its lane mod 32. CP = that padded length per array.
-// The sizes (warps, rows, blocks, groups, counters, scratch) live in kernels/sizes.h, where the
-// memory planner reads them too.
+// Each warp accumulates dbias and dweight in shared memory in a padded, lane-interleaved order: a
+// lane's j-th pack of W channels (channels (j*32 + lane)*W + k) sits at index (j*W + k)*32 + lane,
+// so the 32 lanes of a warp hit 32 consecutive floats (no bank conflicts) and each lane owns
+// exactly the indices equal to its lane mod 32. CP = that padded length per array. A block's
+// partial in scratch (a slot of 2*CP floats, [dbias | dweight]) is in channel order, C floats of
+// each half written (the padding is never touched), except when the accumulators do not fit in
+// shared memory: then the block's single warp accumulates straight into its slot, interleaved.
+// The sizes (warps, blocks, groups, counters, scratch) live in kernels/sizes.h, where the memory
+// planner reads them too.
 static inline size_t layernorm_backward_scratch_floats(int N, int C) {
     return layernorm_backward_scratch_floats_for(N, C, sizeof(floatX));
 }
 
-// Block g takes rows g*32 .. g*32 + 31 (LAYERNORM_BWD_BLOCK_ROWS): warp `warp` the rows
-// g*rows + warp, + wpb, ... Per row: pass 1 sums dnorm = weight*dout and dnorm*norm (and adds dout
-// and norm*dout to the warp's dbias/dweight accumulators), pass 2 re-reads the row (L1/L2) and
-// adds the input gradient. The block adds its warps' accumulators in warp order into its partial
-// (scratch partials[g], 2*CP floats = [dbias | dweight]). Then, in the same launch, a two-level
-// fixed-order reduction: the last block of each group of LAYERNORM_BWD_GROUP consecutive blocks
-// to finish adds the group's partials in block order into the group's partial, and the last group
-// to finish adds the group partials in group order to dweight/dbias's old values (or to 0 when not
-// accumulate: the same bits as after a memset) and rounds once. Which block
-// comes last varies; every sum's order does not: bit-identical run to run.
+// The channel of index q (0 <= q < CP) of one half of a slot, or >= C for padding.
+template <int W, bool ACC_SMEM>
+__device__ inline int layernorm_backward_channel(int q) {
+    if (ACC_SMEM) return q;  // channel order
+    int j = q / (32 * W), k = (q / 32) % W, l = q % 32;
+    return (j * 32 + l) * W + k;
+}
+
+// Block g takes the contiguous rows g*N/G .. (g+1)*N/G - 1, dealt to its warps in turn. Per row:
+// pass 1 sums dnorm = weight*dout and dnorm*norm (and adds dout and norm*dout to the warp's
+// dbias/dweight accumulators), pass 2 re-reads the row (L1/L2) and adds the input gradient. The
+// block adds its warps' accumulators in warp order into its partial. Then, in the same launch, a
+// two-level fixed-order reduction: the last block of each group of LAYERNORM_BWD_GROUP consecutive
+// blocks to finish adds the group's partials in block order into the group's partial, and the
+// last group to finish adds the group partials in group order to dweight/dbias's old values (or to
+// 0 when not accumulate: the same bits as after a memset) and rounds once. Which block comes last
+// varies; every sum's order does not: bit-identical run to run.
 // ACC_SMEM (the warps' accumulators in shared memory, else the single warp's in its scratch partial)
 // is a template argument, as the forward's CACHE is, so the accumulators' reads and writes are shared
 // or global loads and stores the compiler knows, not generic ones (the SASS mix counted 57-61 of
@@ -196,7 +206,7 @@ __global__ void __launch_bounds__(32 * LAYERNORM_BWD_MAX_WARPS)
     float* acc = ACC_SMEM ? layernorm_bwd_smem + (size_t)warp * 2 * CP : part;  // global: wpb == 1
     for (int i = lane; i < 2 * CP; i += 32) acc[i] = 0.0f;  // each lane zeroes only what it owns
     const int packs = C / W;
-    const int row0 = blockIdx.x * LAYERNORM_BWD_BLOCK_ROWS, row_end = min(N, row0 + LAYERNORM_BWD_BLOCK_ROWS);
+    const int row0 = (int)((long long)blockIdx.x * N / G), row_end = (int)((long long)(blockIdx.x + 1) * N / G);
 
     for (int row = row0 + warp; row < row_end; row += wpb) {
         const size_t off = (size_t)row * C;
@@ -229,11 +239,14 @@ __global__ void __launch_bounds__(32 * LAYERNORM_BWD_MAX_WARPS)
         }
     }
     if (ACC_SMEM) {
+        // The warps' accumulators in warp order, out of the interleaved order into channel order.
         __syncthreads();
         for (int i = threadIdx.x; i < 2 * CP; i += blockDim.x) {
+            const int q = i % CP, c = layernorm_backward_channel<W, false>(q);
+            if (c >= C) continue;
             float t = 0.0f;
             for (int w = 0; w < wpb; w++) t += layernorm_bwd_smem[(size_t)w * 2 * CP + i];
-            part[i] = t;
+            part[i - q + c] = t;
         }
     }
 
@@ -242,22 +255,21 @@ __global__ void __launch_bounds__(32 * LAYERNORM_BWD_MAX_WARPS)
     if (!block_last_to_arrive(group_counter, members, &last_flag)) return;
     float* gpart = group_partials + (size_t)group * 2 * CP;
     for (int i = threadIdx.x; i < 2 * CP; i += blockDim.x) {
+        if (layernorm_backward_channel<W, ACC_SMEM>(i % CP) >= C) continue;
         float t = 0.0f;
         for (int b = 0; b < members; b++) t += __ldcg(partials + (size_t)(first + b) * 2 * CP + i);
         gpart[i] = t;
     }
-    // Level 2: the group partials in group order, back from the interleaved order to the channel.
+    // Level 2: the group partials in group order, into the channels.
     if (!block_last_to_arrive(top_counter, groups, &last_flag)) return;
     for (int i = threadIdx.x; i < 2 * CP; i += blockDim.x) {
+        const int c = layernorm_backward_channel<W, ACC_SMEM>(i % CP);
+        if (c >= C) continue;
         float t = 0.0f;
         for (int g = 0; g < groups; g++) t += __ldcg(group_partials + (size_t)g * 2 * CP + i);
-        int q = i % CP, j = q / (32 * W), k = (q / 32) % W, l = q % 32;
-        int c = (j * 32 + l) * W + k;
-        if (c < C) {
-            floatX* dst = i < CP ? dbias : dweight;
-            const float old = accumulate ? (float)dst[c] : 0.0f;
-            dst[c] = (floatX)(old + t);
-        }
+        floatX* dst = i < CP ? dbias : dweight;
+        const float old = accumulate ? (float)dst[c] : 0.0f;
+        dst[c] = (floatX)(old + t);
     }
 }
 
@@ -273,6 +285,27 @@ static inline void layernorm_backward_allow_smem(size_t smem) {
     }
 }
 
+// The device's SM count and per-block shared memory limit (opt-in), asked once per device: the
+// backward's grid and block are sized by them.
+struct LayerNormBwdDevice {
+    int sms;
+    size_t smem;
+};
+static inline LayerNormBwdDevice layernorm_backward_device() {
+    static LayerNormBwdDevice known[16];
+    int dev = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    LayerNormBwdDevice d = {0, 0};
+    if (dev >= 0 && dev < 16 && known[dev].sms > 0) return known[dev];
+    int sms = 0, smem = 0;
+    cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    cudaCheck(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    d.sms = sms;
+    d.smem = (size_t)smem;
+    if (dev >= 0 && dev < 16) known[dev] = d;
+    return d;
+}
+
 // dinp (N,C) +=, dweight (C) +=, dbias (C) += (floatX); with accumulate 0, dweight and dbias are
 // overwritten instead (the first micro-step of a step writes its gradients: no memset before it).
 // Reads dout, inp (N,C), weight (C), and the forward's mean, rstd (N, fp32). dinp must not alias
@@ -281,12 +314,13 @@ static inline void layernorm_backward_allow_smem(size_t smem) {
 // words are counters that must be zero before the first call (a cudaMemset once, when it is
 // allocated), and every call leaves them zero; the rest is overwritten. Calls on one stream with
 // the same N and C may share it.
-// Launch: one kernel, G = ceil(N / 32) blocks of wpb warps: wpb = as many as keep each warp's
-// accumulators (2*CP floats) within 96 KiB, at most 16 (1, accumulating in scratch, beyond that);
-// 32 rows a block, dealt to its warps in turn (at d48, 6 warps: 256 blocks at N = 8192, which fill
-// the 264 two-a-SM slots of an H100; 36 rows a block, 6 to each warp, gave 228). The launch shape depends only on N, C and the width
-// (128-bit when C % X128 == 0 and the bases are 16-byte aligned), so results are bit-identical from
-// run to run.
+// Launch: one kernel of one block an SM (fewer for small N), each block as many warps (up to 32)
+// as its shared memory holds accumulators for (2*CP floats a warp; no more than its rows in a grid
+// short of the SMs): the fewest partials, in one full wave. At d48 on an H100: 132 blocks of 15
+// warps (215 KiB), where 256 blocks of 32 rows, two of 6 warps an SM, wrote twice the partials.
+// The launch shape depends only on N, C, the width (128-bit when C % X128 == 0 and the bases are
+// 16-byte aligned) and the device, so results are bit-identical from run to run on one kind of GPU
+// (another SM count sums in another order).
 static inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch,
                                       const floatX* dout, const floatX* inp, const floatX* weight, const float* mean,
                                       const float* rstd, int N, int C, int accumulate, cudaStream_t stream) {
@@ -294,9 +328,14 @@ static inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbi
     const bool vec = C % X128 == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight);
     const int W = vec ? X128 : 1;
     const int CP = layernorm_backward_padded(C, W);
-    const int wpb_fit = layernorm_backward_warps(CP);
-    const int wpb = wpb_fit > 0 ? wpb_fit : 1, acc_in_smem = wpb_fit > 0;
-    const int G = layernorm_backward_blocks(N);
+    const LayerNormBwdDevice dev = layernorm_backward_device();
+    const int G = layernorm_backward_blocks(N, dev.sms);
+    // A grid short of the SMs (small N) has blocks of at most LAYERNORM_BWD_MIN_ROWS rows: no more
+    // warps than rows. A full grid keeps the warps that fit whatever N is, so the launch shape is
+    // the same at every N from SMs * LAYERNORM_BWD_MIN_ROWS rows on (the kernel report's counts
+    // at batch 1 and 2 then add up to batch 8 exactly).
+    const int wpb_fit = layernorm_backward_warps(CP, dev.smem), rows = (N + G - 1) / G;
+    const int wpb = wpb_fit <= 0 ? 1 : (G < dev.sms && rows < wpb_fit) ? rows : wpb_fit, acc_in_smem = wpb_fit > 0;
     const size_t counters = layernorm_backward_counters(N, C, sizeof(floatX));
     const size_t smem = acc_in_smem ? (size_t)wpb * 2 * CP * sizeof(float) : 0;
     if (vec && acc_in_smem) {

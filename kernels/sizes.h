@@ -9,39 +9,50 @@
 
 // ---- LayerNorm backward (kernels/layernorm.cuh) ----
 #define LAYERNORM_SMEM_LIMIT (48 * 1024)       // forward: stay within the default dynamic shared memory
-#define LAYERNORM_BWD_SMEM_LIMIT (96 * 1024)   // backward: opted in above 48 KiB; every GPU from sm_80 allows 99 KiB
-#define LAYERNORM_BWD_MAX_WARPS 16             // rows in flight per backward block
-#define LAYERNORM_BWD_BLOCK_ROWS 32            // rows per backward block: one fp32 partial per 32 rows
+#define LAYERNORM_BWD_MAX_WARPS 32             // rows in flight per backward block (1,024 threads)
+#define LAYERNORM_BWD_MIN_ROWS 4               // rows per backward block at least (small N: fewer blocks)
+#define LAYERNORM_BWD_MAX_GRID 256             // backward blocks at most (one an SM: every GPU so far has fewer SMs)
 #define LAYERNORM_BWD_GROUP 16                 // block partials a first-level reducer adds
 
 // Channels of one partial, padded to whole warps of W-wide packs.
 static inline int layernorm_backward_padded(int C, int W) { return (C + 32 * W - 1) / (32 * W) * 32 * W; }
-// Warps per block for a padded length: as many (up to 16) as keep the warps' accumulators (2*CP
-// floats each) within LAYERNORM_BWD_SMEM_LIMIT; 0 means even one does not fit, and the single warp
-// of each block accumulates straight into its scratch partial in global memory.
-static inline int layernorm_backward_warps(int CP) {
+// Warps per block: as many (up to 32) as keep the warps' accumulators (2*CP floats each) within
+// smem_limit, the bytes of shared memory a block may have on the device (its opt-in limit); 0 means
+// even one does not fit, and the single warp of each block accumulates straight into its scratch
+// partial in global memory.
+static inline int layernorm_backward_warps(int CP, size_t smem_limit) {
     size_t per_warp = (size_t)2 * CP * sizeof(float);
-    size_t w = LAYERNORM_BWD_SMEM_LIMIT / per_warp;
+    size_t w = smem_limit / per_warp;
     return w > LAYERNORM_BWD_MAX_WARPS ? LAYERNORM_BWD_MAX_WARPS : (int)w;
 }
-// Blocks: LAYERNORM_BWD_BLOCK_ROWS rows each, so the partials (8*CP bytes a block) stay a few
-// percent of the rows' bytes.
-static inline int layernorm_backward_blocks(int N) { return (N + LAYERNORM_BWD_BLOCK_ROWS - 1) / LAYERNORM_BWD_BLOCK_ROWS; }
+// Blocks: one an SM (the warps above fill its shared memory, so a second would not fit), each a
+// contiguous share of the rows; fewer when N is small (LAYERNORM_BWD_MIN_ROWS rows a block at
+// least). Every block writes one fp32 partial of 2*C floats, so the fewer blocks the fewer bytes:
+// at d48 (N = 8192) 132 partials on an H100 are 3% of the rows' bytes, where 256 blocks of 32
+// rows, two an SM, were 7%. sms = the device's SM count.
+static inline int layernorm_backward_blocks_max(int N) {
+    int g = (N + LAYERNORM_BWD_MIN_ROWS - 1) / LAYERNORM_BWD_MIN_ROWS;
+    return g < LAYERNORM_BWD_MAX_GRID ? g : LAYERNORM_BWD_MAX_GRID;
+}
+static inline int layernorm_backward_blocks(int N, int sms) {
+    int g = layernorm_backward_blocks_max(N);
+    return sms > 0 && sms < g ? sms : g;
+}
 // First-level reduction groups of the grid's partials.
 static inline int layernorm_backward_groups(int G) { return (G + LAYERNORM_BWD_GROUP - 1) / LAYERNORM_BWD_GROUP; }
-// Counters at the scratch's start: one per group and one for the groups (the grid is the same at
-// either width, so calls of both agree on where the counters end), padded to 4 words so the
-// partials stay 16-byte aligned. They must be zero before the first call (cudaMemset once); each
-// call leaves them zero.
+// Counters at the scratch's start: one per group and one for the groups, for the largest grid (any
+// device's grid fits), padded to 4 words so the partials stay 16-byte aligned. They must be zero
+// before the first call (cudaMemset once); each call leaves them zero.
 static inline size_t layernorm_backward_counters(int N, int C, size_t floatx_bytes) {
-    return ((size_t)layernorm_backward_groups(layernorm_backward_blocks(N)) + 1 + 3) / 4 * 4;
+    return ((size_t)layernorm_backward_groups(layernorm_backward_blocks_max(N)) + 1 + 3) / 4 * 4;
 }
 // fp32 scratch of the backward over N rows of C channels with floatx_bytes-wide elements: the
-// counters, then one partial (2*CP floats) per block and one per group, for the larger CP (the
-// 128-bit width's) of the two widths.
+// counters, then one partial slot (2*CP floats) per block and one per group, for the largest grid
+// and the larger CP (the 128-bit width's) of the two widths. What the planner counts does not
+// depend on the device; a device with fewer SMs leaves the tail unused.
 static inline size_t layernorm_backward_scratch_floats_for(int N, int C, size_t floatx_bytes) {
     int CP = layernorm_backward_padded(C, (int)(16 / floatx_bytes));
-    int G = layernorm_backward_blocks(N);
+    int G = layernorm_backward_blocks_max(N);
     return layernorm_backward_counters(N, C, floatx_bytes) + ((size_t)G + layernorm_backward_groups(G)) * 2 * CP;
 }
 

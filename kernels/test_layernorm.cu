@@ -176,13 +176,17 @@ static void test_case(int N, int C, TestRng& rng) {
 int main() {
     TestRng rng(3);
     printf("precision %s\n", PRECISION_NAME);
+    // The backward's grid (kernels/sizes.h): one block an SM (the runtime's device has 132), fewer
+    // for small N (4 rows a block at least); each block as many warps as its 227 KiB hold and it
+    // has rows for.
     test_case(1, 40, rng);      // N = 1, C a multiple of 8 but not 32
     test_case(5, 100, rng);     // 128-bit in fp32, scalar in fp16/bf16
     test_case(3, 37, rng);      // odd C: scalar everywhere
     test_case(6, 768, rng);     // GPT-2 small
-    test_case(4, 1600, rng);    // GPT-2 XL: 6 warps per backward block in fp16/bf16
-    test_case(70, 1600, rng);   // ... 32 rows a block: its 6 warps take 6, 6, 5, 5, 5, 5; 3 blocks, the last short
-    test_case(2100, 24, rng);   // 66 blocks of 32 rows: 5 reduction groups, the last partial
-    test_case(2, 25000, rng);   // rows too big for shared memory: the global-memory paths
+    test_case(4, 1600, rng);    // GPT-2 XL: one backward block of 4 warps
+    test_case(70, 1600, rng);   // ... 18 blocks of 3 or 4 rows (block g from row 70*g/18), 4 warps each
+    test_case(2100, 24, rng);   // 132 blocks of 15 or 16 rows (32 warps): 9 reduction groups, the last partial
+    test_case(5000, 64, rng);   // 132 blocks of 37 or 38 rows, more than their 32 warps: 2 rows to some
+    test_case(2, 30000, rng);   // rows too big for shared memory: the global-memory paths
     return test_finish();
 }
