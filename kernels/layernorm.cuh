@@ -293,15 +293,12 @@ struct LayerNormBwdDevice {
 };
 static inline LayerNormBwdDevice layernorm_backward_device() {
     static LayerNormBwdDevice known[16];
-    int dev = 0;
+    int dev = 0, sms = 0, smem = 0;
     cudaCheck(cudaGetDevice(&dev));
-    LayerNormBwdDevice d = {0, 0};
     if (dev >= 0 && dev < 16 && known[dev].sms > 0) return known[dev];
-    int sms = 0, smem = 0;
     cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     cudaCheck(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    d.sms = sms;
-    d.smem = (size_t)smem;
+    const LayerNormBwdDevice d = {sms, (size_t)smem};
     if (dev >= 0 && dev < 16) known[dev] = d;
     return d;
 }
@@ -316,8 +313,8 @@ static inline LayerNormBwdDevice layernorm_backward_device() {
 // the same N and C may share it.
 // Launch: one kernel of one block an SM (fewer for small N), each block as many warps (up to 32)
 // as its shared memory holds accumulators for (2*CP floats a warp; no more than its rows in a grid
-// short of the SMs): the fewest partials, in one full wave. At d48 on an H100: 132 blocks of 15
-// warps (215 KiB), where 256 blocks of 32 rows, two of 6 warps an SM, wrote twice the partials.
+// short of the SMs): the fewest partials, in one full wave. At d48 on an H100: 132 blocks of 16
+// warps (224 KiB), where 256 blocks of 32 rows, two of 6 warps an SM, wrote twice the partials.
 // The launch shape depends only on N, C, the width (128-bit when C % X128 == 0 and the bases are
 // 16-byte aligned) and the device, so results are bit-identical from run to run on one kind of GPU
 // (another SM count sums in another order).
