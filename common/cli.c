@@ -23,7 +23,9 @@ typedef enum { FLAG_INT, FLAG_LONG, FLAG_FLOAT, FLAG_STRING, FLAG_SWITCH } FlagT
 #define PER_RANK 0x400
 // ADOPTED, with RECORDED: a resume that does not give the flag takes the checkpoint's value (its
 // default changed to llm.c's: a run started under the old one must still resume without the flag);
-// given, it must equal the record's, as for any recorded flag (cli_record_adopt).
+// given, it must equal the record's, as for any recorded flag (cli_record_adopt). A recorded flag
+// the built-in run's preset filled is adopted alike: a run on the built-in corpus with arguments
+// had llm.c's defaults before the preset filled them, and still resumes with the same command.
 #define ADOPTED 0x800
 #define FLAG_TYPE(f) ((FlagType)((f)->type & 0xff))
 
@@ -42,13 +44,13 @@ static const Flag FLAGS[] = {
     {"-i", "--train", FLAG_STRING | NO_BYTES, OPT(train_data), "", "train data: glob of token shards (\"\" = the built-in corpus)"},
     {"-j", "--val", FLAG_STRING | NO_BYTES, OPT(val_data), "", "val data: glob of token shards (\"\" = none, or the built-in corpus's)"},
     {"-e", "--model", FLAG_STRING | NO_BYTES, OPT(model), "d2", "model: a descriptor (d1..d6, d12, d24, d36, d48, d60, d72, d84, gpt2:dN, gpt3:cN as llm.c's) or a model file"},
-    // No output dir unless -o names one, as in llm.c (the no-argument run's preset keeps out/).
+    // No output dir unless -o names one, as in llm.c (the built-in run's preset keeps out/).
     {"-o", "--output", FLAG_STRING | NO_BYTES, OPT(output_dir), "", "output dir for log.jsonl, main.log and checkpoints (\"\" = none, llm.c's default: nothing is written)"},
     {"-b", "--batch", FLAG_INT, OPT(B), "4", "micro-batch size B (sequences per forward, per rank)"},
     {"-t", "--seq", FLAG_INT | RECORDED, OPT(T), "1024", "sequence length T (at most the model's max: 1024 for GPT-2 descriptors, 2048 for gpt3:cN)"},
     {"-d", "--total-batch", FLAG_LONG | RECORDED, OPT(total_batch), "-1", "tokens per optimizer step, a multiple of B*T*ranks (-1 = B*T*ranks)"},
     {"-x", "--steps", FLAG_INT | RECORDED, OPT(max_steps), "-1", "optimizer steps (-1 = one epoch of the train data)"},
-    // llm.c's defaults: 3e-4, no warmup, no decay (the no-argument run's preset: 2e-3 over 50 steps to 0.1).
+    // llm.c's defaults: 3e-4, no warmup, no decay (the built-in run's preset: 2e-3 over 50 steps to 0.1).
     {"-l", "--lr", FLAG_FLOAT | RECORDED, OPT(lr), "3e-4", "peak learning rate"},
     {"-u", "--warmup", FLAG_INT | RECORDED, OPT(warmup), "0", "learning-rate warmup steps"},
     {"-q", "--final-lr-frac", FLAG_FLOAT | RECORDED, OPT(final_lr_frac), "1.0", "the learning rate at the last step, as a fraction of the peak (1 = no decay)"},
@@ -126,10 +128,14 @@ typedef struct {
     const char* value;
 } FlagValue;
 
-// The no-argument run (`./train_gpt2` alone): its own documented preset, a small model learning the
-// built-in corpus in minutes on a CPU, with logs and checkpoints in out/. It predates llm.c's
-// defaults in the table above, which every run with arguments gets; this run stays as it was.
-static const FlagValue NO_ARGUMENT_PRESET[] = {
+// The built-in run (the built-in corpus and a fresh model: no -i, -j or model file; the trainer
+// decides, cli_preset_apply fills): its own documented preset, a small model learning the built-in
+// corpus in minutes on a CPU, with its logs in out/, for every flag of it not given. `./train_gpt2`
+// alone is this run, and `./train_gpt2 -x 3` the same run cut short. llm.c's defaults in the table
+// above are for llm.c's data and models: their B*T+1 = 4097 tokens a batch are more than the built-in
+// corpus's val split holds once BPE-encoded (3693), and 3e-4 without warm-up or decay is GPT-2
+// 124M's schedule, not d2's.
+static const FlagValue BUILT_IN_RUN_PRESET[] = {
     {"--output", "out"}, {"--seq", "64"}, {"--lr", "2e-3"}, {"--warmup", "50"}, {"--final-lr-frac", "0.1"},
     {"--val-every", "100"}, {"--sample-every", "100"}, {"--shuffle", "0"}, {"--recompute", "0"},
 };
@@ -351,17 +357,18 @@ static void record_value_or_absent(const Flag* f, const char* record, char* out,
 void cli_record_adopt(TrainOptions* opts, const char* record) {
     for (int i = 0; i < NUM_FLAGS; i++) {
         const Flag* f = &FLAGS[i];
-        if (!(f->type & ADOPTED) || (opts->given >> i & 1)) continue;
+        int preset = (int)(opts->preset >> i & 1);
+        if (!(f->type & RECORDED) || !((f->type & ADOPTED) || preset) || (opts->given >> i & 1)) continue;
         char theirs[256];
         record_value_or_absent(f, record, theirs, sizeof(theirs));
         if (flag_value_is(f, opts, theirs)) continue;
-        // A string flag would keep a pointer into theirs: none is ADOPTED.
+        // A string flag would keep a pointer into theirs: none is ADOPTED or in the preset and recorded.
         if (FLAG_TYPE(f) == FLAG_STRING) fatal("cli_record_adopt: string flag %s", f->long_name);
         char mine[64];
         flag_format(f, opts, mine, sizeof(mine));
         flag_set(opts, f, theirs);
-        printf("resume: %s %s, as the checkpoint's run had it (the default is %s; give the flag to check it)\n",
-               f->short_name ? f->short_name : f->long_name, theirs, mine);
+        printf("resume: %s %s, as the checkpoint's run had it (%s is %s; give the flag to check it)\n",
+               f->short_name ? f->short_name : f->long_name, theirs, preset ? "the built-in run's preset" : "the default", mine);
     }
 }
 
@@ -383,13 +390,15 @@ int cli_record_check(const TrainOptions* opts, const char* record, char* why, si
 
 void cli_usage(const char* prog) {
     printf("usage: %s [flags]\n\nTrains GPT-2. With no flags at all: a small model (d2) for one epoch of the built-in corpus (a few\n"
-           "minutes on a laptop CPU), with that run's own preset:", prog);
-    for (size_t i = 0; i < sizeof(NO_ARGUMENT_PRESET) / sizeof(NO_ARGUMENT_PRESET[0]); i++) {
-        const Flag* f = flag_by_long_name(NO_ARGUMENT_PRESET[i].long_name);
-        printf(" %s %s", f->short_name ? f->short_name : f->long_name, NO_ARGUMENT_PRESET[i].value);
+           "minutes on a laptop CPU), with the built-in run's preset:", prog);
+    for (size_t i = 0; i < sizeof(BUILT_IN_RUN_PRESET) / sizeof(BUILT_IN_RUN_PRESET[0]); i++) {
+        const Flag* f = flag_by_long_name(BUILT_IN_RUN_PRESET[i].long_name);
+        printf(" %s %s", f->short_name ? f->short_name : f->long_name, BUILT_IN_RUN_PRESET[i].value);
     }
-    printf(".\nWith any flag, the defaults are llm.c's (its train_gpt2.cu's) where llm.c has the flag, except -e, -i\n"
-           "and -j (no llm.c files here by default).\n\nflags:\n");
+    printf(".\nAny run on the built-in corpus with a fresh model (no -i, -j or model file for -e; not --plan) takes the\n"
+           "preset for the flags it does not give (./train_gpt2 -x 3: that run, 3 steps). Otherwise the defaults are\n"
+           "llm.c's (its train_gpt2.cu's) where llm.c has the flag, except -e, -i and -j (no llm.c files here by\n"
+           "default).\n\nflags:\n");
     for (int i = 0; i < NUM_FLAGS; i++) {
         const Flag* f = &FLAGS[i];
         char names[48];
@@ -404,9 +413,6 @@ void cli_usage(const char* prog) {
 void cli_parse(TrainOptions* opts, int argc, char** argv) {
     memset(opts, 0, sizeof(*opts));
     for (int i = 0; i < NUM_FLAGS; i++) flag_set(opts, &FLAGS[i], FLAGS[i].def);
-    if (argc <= 1)
-        for (size_t i = 0; i < sizeof(NO_ARGUMENT_PRESET) / sizeof(NO_ARGUMENT_PRESET[0]); i++)
-            flag_set(opts, flag_by_long_name(NO_ARGUMENT_PRESET[i].long_name), NO_ARGUMENT_PRESET[i].value);
     for (int a = 1; a < argc; a++) {
         const char* arg = argv[a];
         if (strcmp(arg, "--help") == 0) {
@@ -437,6 +443,24 @@ void cli_parse(TrainOptions* opts, int argc, char** argv) {
         if (a + 1 >= argc) fatal("flag %s needs a value", flag_names(f));
         flag_set(opts, f, argv[++a]);
     }
+}
+
+int cli_preset_apply(TrainOptions* opts, char* out, size_t cap) {
+    int filled = 0;
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof(BUILT_IN_RUN_PRESET) / sizeof(BUILT_IN_RUN_PRESET[0]); i++) {
+        const Flag* f = flag_by_long_name(BUILT_IN_RUN_PRESET[i].long_name);
+        int bit = (int)(f - FLAGS);
+        if (opts->given >> bit & 1) continue;
+        flag_set(opts, f, BUILT_IN_RUN_PRESET[i].value);
+        opts->preset |= 1ull << bit;
+        int n = snprintf(out + used, cap - used, "%s%s %s", filled ? " " : "", f->short_name ? f->short_name : f->long_name,
+                         BUILT_IN_RUN_PRESET[i].value);
+        if (n > 0 && (size_t)n < cap - used) used += (size_t)n;
+        filled++;
+    }
+    return filled;
 }
 
 void cli_print(const TrainOptions* opts) {

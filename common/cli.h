@@ -70,12 +70,16 @@ typedef struct {
     const char* offload;       // none | optimizer | grads
     int overlap;               // ZeRO stages 0, 1: gradients reduced beside backward (1) or after it (0)
     unsigned long long given;  // a bit per flag given on the command line (cli_given)
+    unsigned long long preset; // a bit per flag the built-in run's preset filled (cli_preset_apply)
 } TrainOptions;
 
-// Fills opts from the table's defaults (llm.c's; with no arguments at all, the no-argument run's
-// preset over them), then argv. Prints usage and exits 0 on --help;
+// Fills opts from the table's defaults (llm.c's), then argv. Prints usage and exits 0 on --help;
 // fatal, naming the flag, on an unknown flag, a missing value or a value of the wrong type.
 void cli_parse(TrainOptions* opts, int argc, char** argv);
+// The built-in run (the built-in corpus and a fresh model; the caller decides): every flag of its
+// preset that the command line did not give takes the preset's value. Returns how many did, and
+// writes them into out as flags ("-o out -t 64 ...") for the start-up line that says so.
+int cli_preset_apply(TrainOptions* opts, char* out, size_t cap);
 void cli_usage(const char* prog);
 // Prints every option's value, one line each, for the start-up report.
 void cli_print(const TrainOptions* opts);
@@ -86,8 +90,9 @@ size_t cli_record(const TrainOptions* opts, char* out, size_t cap);
 // 0 with why naming the first recorded flag whose value differs from the record's (a flag the
 // record lacks, newer than the checkpoint, must have its default), else 1.
 int cli_record_check(const TrainOptions* opts, const char* record, char* why, size_t why_cap);
-// A resume: each flag whose default gives way to the record (-sf), not given on the command line,
-// takes the checkpoint's value (a record without its line: the default of that time), saying so.
+// A resume: each recorded flag whose default gives way to the record (-sf) or that the built-in
+// run's preset filled, not given on the command line, takes the checkpoint's value (a record
+// without its line: the default of that time), saying so.
 void cli_record_adopt(TrainOptions* opts, const char* record);
 // The value on the record's line for name, into out; 0 if there is none.
 int cli_record_value(const char* record, const char* name, char* out, size_t cap);

@@ -756,6 +756,32 @@ static void plan_and_exit(TrainSetup* s, Precision gpu_precision) {
     exit(0);
 }
 
+// The built-in run, which the preset is for: the built-in corpus (no -i, no -j) and a fresh model (a
+// descriptor, d4 as d2: a model file brings llm.c's habits), training (--plan plans llm.c's shapes).
+static int built_in_run(const TrainOptions* o) {
+    GPT2Config cfg;
+    return !o->plan && !o->train_data[0] && !o->val_data[0] && gpt2_config_from_descriptor(o->model, 1024, &cfg);
+}
+
+// T against the model's positions (a -t not given is llm.c's default, or the built-in run's preset).
+static void seq_len_check(const TrainSetup* s) {
+    const TrainOptions* o = &s->opts;
+    if (o->T > s->config.max_seq_len)
+        fatal("flag -t (sequence length) is %d%s, the model's maximum is %d; pass -t %d or less", o->T,
+              cli_given(o, "--seq") ? "" : " (its default, llm.c's)", s->config.max_seq_len, s->config.max_seq_len);
+}
+
+// The step's shape from B, T, -d and the ranks: micro-steps and tokens a step.
+static void run_shape_set(TrainSetup* s) {
+    const TrainOptions* o = &s->opts;
+    seq_len_check(s);
+    long accum;
+    char why[256];
+    if (!run_shape_check(o->B, o->T, s->num_ranks, o->total_batch, &accum, why, sizeof(why))) fatal("%s", why);
+    s->accum = (int)accum;
+    s->total_batch = accum * o->B * o->T * s->num_ranks;
+}
+
 void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) {
     // A line at a time even into a file or a pipe: a log being followed, or a run stopped by a
     // signal or an error, shows every step it made.
@@ -767,6 +793,9 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     TrainOptions* o = &s->opts;
     ranks_name_errors_early();
     cli_parse(o, argc, argv);
+    // The built-in run: its preset fills what was not given (common/cli.c says why).
+    char preset[256] = "";
+    if (built_in_run(o)) cli_preset_apply(o, preset, sizeof(preset));
     // -K's default, or the tokenizer file's name before it had its own (tokenizer_default_path).
     if (!cli_given(o, "--tokenizer")) o->tokenizer = tokenizer_default_path();
     options_validate(o);
@@ -780,6 +809,9 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     s->local_rank = ranks.local_rank;
     if (s->rank != 0 && !freopen("/dev/null", "w", stdout)) fatal("cannot silence the output of rank %d", s->rank);
     s->resume_step = -1;
+    if (preset[0])
+        printf("flags: the built-in run's preset for the flags not given: %s (-i, -j or a model file for -e give llm.c's "
+               "defaults instead)\n", preset);
 
     if (strcmp(o->nccl_init, "mpi") == 0 &&
         (cli_given(o, "--num-processes") || cli_given(o, "--process-rank") || cli_given(o, "--gpus-per-node") ||
@@ -799,15 +831,11 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
         free(record);
         free(flags);
     }
-    if (o->T > s->config.max_seq_len)
-        fatal("flag -t (sequence length) is %d%s, the model's maximum is %d; pass -t %d or less", o->T,
-              cli_given(o, "--seq") ? "" : " (its default, llm.c's)", s->config.max_seq_len, s->config.max_seq_len);
-    if (o->plan) plan_and_exit(s, gpu_precision);
-    long accum;
-    char why[256];
-    if (!run_shape_check(o->B, o->T, s->num_ranks, o->total_batch, &accum, why, sizeof(why))) fatal("%s", why);
-    s->accum = (int)accum;
-    s->total_batch = accum * o->B * o->T * s->num_ranks;
+    if (o->plan) {
+        seq_len_check(s);
+        plan_and_exit(s, gpu_precision);
+    }
+    run_shape_set(s);
 
     // The output dir before the data: a second run on it stops at once, not after a long data check.
     // Rank 0 owns the dir (its lock, its clean-up); the others write their state shards into it, and
@@ -822,13 +850,17 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     }
     if (!o->output_dir[0]) printf("output: none (no -o, llm.c's default): no checkpoints, log.jsonl or main.log are written\n");
     // A resume reads the newest intact checkpoint's record first: flags whose default gives way to it
-    // (-sf) take its values before the data loader is made, and the built-in corpus is its own.
+    // (-sf, and the recorded ones the built-in run's preset filled) take its values before the data
+    // loader is made, and the built-in corpus is its own. Every rank adopts from rank 0's record;
+    // an adopted -t reshapes the step.
     int have_peeked = 0;
-    if (o->resume && s->rank == 0) {
-        have_peeked = resume_peek(s);
-        if (have_peeked) cli_record_adopt(o, g_peeked.record);
+    if (o->resume && s->rank == 0) have_peeked = resume_peek(s);
+    ranks_broadcast(&have_peeked, sizeof(have_peeked), 0);
+    if (have_peeked) {
+        ranks_broadcast(g_peeked.record, sizeof(g_peeked.record), 0);
+        cli_record_adopt(o, g_peeked.record);
+        run_shape_set(s);
     }
-    ranks_broadcast(&o->shuffle, sizeof(o->shuffle), 0);
 
     // Data: given shards, or the built-in corpus made on first use. Every token is checked here.
     s->train_pattern = o->train_data;

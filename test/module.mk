@@ -46,6 +46,8 @@ TESTS += $(TEST_BIN)/test_host
 # The build notices a change of its configuration (MPI, CUDA, flags) and rebuilds what depends on it.
 TESTS += test/test_build_config.sh
 TESTS += test/test_default_run.sh
+# The built-in run with one more flag (-x 3, -b 8, -e d4 ...): the preset fills the rest, and trains.
+TESTS += test/test_builtin_flags.sh
 # The default run's whole epoch (a few minutes on 2 cores).
 TESTS_LONG += test/test_default_run_full.sh
 # The memory ladder (planned) and the run recipes' --dry: ./train_gpt2 --plan only (test_ladder.sh).

@@ -314,8 +314,9 @@ for line in open(sys.argv[1]):
 bad = [f"{f}: {got.get(f)} (llm.c: {v})" for f, v in want.items() if got.get(f) != v]
 if bad: print("; ".join(bad)); sys.exit(1)
 PYEOF
-grep -q "^minutes on a laptop CPU), with that run's own preset: -o out -t 64 -l 2e-3 -u 50 -q 0.1 -v 100 -s 100 -sf 0 -r 0\.$" "$dir/help.out" &&
-    pass "--help names the no-argument run's own preset" || fail "the preset in --help" "$(grep -m1 preset "$dir/help.out")"
+grep -q "^minutes on a laptop CPU), with the built-in run's preset: -o out -t 64 -l 2e-3 -u 50 -q 0.1 -v 100 -s 100 -sf 0 -r 0\.$" "$dir/help.out" &&
+    grep -q "^Any run on the built-in corpus with a fresh model (no -i, -j or model file for -e; not --plan) takes the$" "$dir/help.out" &&
+    pass "--help names the built-in run's preset and the runs it fills" || fail "the preset in --help" "$(grep -m2 preset "$dir/help.out")"
 # The start-up report of a run with arguments: llm.c's schedule, no output dir, shuffled (a scratch
 # working dir: nothing may appear in it).
 mkdir -p "$dir/cwd_def"
