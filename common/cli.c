@@ -68,7 +68,7 @@ static const Flag FLAGS[] = {
     {"-T", "--temperature", FLAG_FLOAT, OPT(temperature), "1.0", "sampling temperature (0 = greedy)"},
     {NULL, "--top-k", FLAG_INT, OPT(top_k), "0", "sample from the k most likely tokens (0 = all; llm.c's -k is the schedule)"},
     {"-h", "--hellaswag", FLAG_INT | NO_BYTES, OPT(hellaswag), "0", "1 = evaluate HellaSwag accuracy with each val loss (llm.c's -h; help is --help)"},
-    {NULL, "--hellaswag-file", FLAG_STRING | NO_BYTES, OPT(hellaswag_file), "data/cache/hellaswag/hellaswag_val.bin", "with -h 1: the eval file in llm.c's format (data/hellaswag.sh, or llm.c's dev/data/hellaswag/hellaswag_val.bin)"},
+    {NULL, "--hellaswag-file", FLAG_STRING | NO_BYTES, OPT(hellaswag_file), "data/cache/hellaswag/hellaswag_val.bin", "with -h 1: the eval file in llm.c's format (data/hellaswag.sh makes it); not given: this one, else llm.c's dev/data/hellaswag/hellaswag_val.bin, else a warning and no HellaSwag, as llm.c"},
     {"-n", "--checkpoint-every", FLAG_INT | NO_BYTES, OPT(checkpoint_every), "0", "write a checkpoint (and its DONE_STEP file) every N steps and at the end (0 = never)"},
     {"-nk", "--checkpoints-keep", FLAG_INT | NO_BYTES, OPT(checkpoints_keep), "0", "keep the newest N checkpoints, deleting older ones (0 = keep all)"},
     {"-nm", "--checkpoints-major", FLAG_INT | NO_BYTES, OPT(major_checkpoint_every), "0", "with -nk: checkpoints at multiples of N steps are never deleted (0 = none)"},

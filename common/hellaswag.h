@@ -25,6 +25,8 @@ extern "C" {
 
 #define HELLASWAG_MAGIC 20240522
 #define HELLASWAG_COMPLETIONS 4
+// Where llm.c keeps the file (its train_gpt2.cu's hellaswag_path), relative to the working dir.
+#define HELLASWAG_LLMC_PATH "dev/data/hellaswag/hellaswag_val.bin"
 
 typedef struct {
     char path[4200];

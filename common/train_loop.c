@@ -79,6 +79,10 @@ static void options_validate(const TrainOptions* o) {
               number ? " (top-k sampling, which was -k, is now --top-k)" : "");
     }
     if (o->hellaswag != 0 && o->hellaswag != 1) fatal("flag -h (--hellaswag) must be 0 or 1, got %d (help is --help)", o->hellaswag);
+    // A file named on purpose and missing is bad input (without the flag, a missing file is skipped: hellaswag_choose_file).
+    if (o->hellaswag && cli_given(o, "--hellaswag-file") && !file_exists(o->hellaswag_file))
+        fatal("flag --hellaswag-file: no HellaSwag file %s (make it with data/hellaswag.sh; without the flag -h 1 looks in "
+              "data/cache/hellaswag/ and llm.c's dev/data/hellaswag/)", o->hellaswag_file);
     if (o->checkpoint_every < 0) fatal("flag -n (checkpoint every) must be non-negative, got %d", o->checkpoint_every);
     if (o->checkpoints_keep < 0) fatal("flag -nk (checkpoints to keep) must be non-negative, got %d", o->checkpoints_keep);
     if (o->major_checkpoint_every < 0)
@@ -763,6 +767,27 @@ static int built_in_run(const TrainOptions* o) {
     return !o->plan && !o->train_data[0] && !o->val_data[0] && gpt2_config_from_descriptor(o->model, 1024, &cfg);
 }
 
+// -h 1's file. Given (--hellaswag-file), it must exist (options_validate). Else this project's
+// place, then llm.c's (its train_gpt2.cu reads dev/data/hellaswag/hellaswag_val.bin), both relative
+// to the working dir; with neither, llm.c's way: a line says so and the run trains without
+// HellaSwag (so llm.c's restart loop ends). Rank 0 looks; every rank takes its choice.
+static void hellaswag_choose_file(TrainSetup* s) {
+    TrainOptions* o = &s->opts;
+    if (!o->hellaswag || cli_given(o, "--hellaswag-file")) return;
+    const char* places[2] = {o->hellaswag_file, HELLASWAG_LLMC_PATH};
+    int found = -1;
+    for (int i = 0; i < 2 && s->rank == 0 && found < 0; i++)
+        if (file_exists(places[i])) found = i;
+    ranks_broadcast(&found, sizeof(found), 0);
+    if (found >= 0) {
+        o->hellaswag_file = places[found];
+        return;
+    }
+    printf("HellaSwag: no eval file at %s or %s (llm.c's place); training without HellaSwag, as llm.c does (make it "
+           "with data/hellaswag.sh, or name one with --hellaswag-file)\n", places[0], places[1]);
+    o->hellaswag = 0;
+}
+
 // T against the model's positions (a -t not given is llm.c's default, or the built-in run's preset).
 static void seq_len_check(const TrainSetup* s) {
     const TrainOptions* o = &s->opts;
@@ -812,6 +837,7 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     if (preset[0])
         printf("flags: the built-in run's preset for the flags not given: %s (-i, -j or a model file for -e give llm.c's "
                "defaults instead)\n", preset);
+    hellaswag_choose_file(s);
 
     if (strcmp(o->nccl_init, "mpi") == 0 &&
         (cli_given(o, "--num-processes") || cli_given(o, "--process-rank") || cli_given(o, "--gpus-per-node") ||

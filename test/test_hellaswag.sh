@@ -4,7 +4,8 @@
 # come from elsewhere in it), so a trained model answers nearly all and an untrained one about a quarter.
 # The count of right answers is checked against an independent PyTorch computation on the same
 # model file (test/torch_gpt2.py's reader and model): each completion's mean token loss after the
-# context, the lowest wins. Also: when it runs (llm.c's timing), both logs, and bad files and flags.
+# context, the lowest wins. Also: when it runs (llm.c's timing), both logs, where it looks without
+# --hellaswag-file (ours, then llm.c's place; neither: a warning, and training), bad files and flags.
 set -u
 # A tiny model: one OpenMP thread (spinning threads on a shared machine cost 1000 times the step).
 export OMP_NUM_THREADS=1
@@ -210,12 +211,40 @@ HELLASWAG_JSONL="$dir/bad.jsonl" HELLASWAG_OUT="$dir/bad_made.bin" bash data/hel
     pass "data/hellaswag.sh: an example without 4 endings is one error line, no file written" ||
     fail "data/hellaswag.sh bad input" "$(cat "$dir/bad_made.out")"
 
+# Where -h 1 looks without --hellaswag-file, from the working dir: this project's
+# data/cache/hellaswag/hellaswag_val.bin, then llm.c's dev/data/hellaswag/hellaswag_val.bin; with
+# neither, a warning naming both and the run trains without HellaSwag (as llm.c), so llm.c's restart
+# loop ends.
+look=(-e "$dir/m.bin" -i "$dir/train.bin" -j "$dir/val.bin" -b 8 -t 32 -s 0 -p 1000 -h 1)
+mkdir -p "$dir/llmc/dev/data/hellaswag" "$dir/both/dev/data/hellaswag" "$dir/both/data/cache/hellaswag" "$dir/none"
+cp "$dir/hs.bin" "$dir/llmc/dev/data/hellaswag/hellaswag_val.bin"
+cp "$dir/hs.bin" "$dir/both/dev/data/hellaswag/hellaswag_val.bin"
+write_eval "$dir/both/data/cache/hellaswag/hellaswag_val.bin" 5
+trainer=$PWD/train_gpt2
+(cd "$dir/llmc" && "$trainer" "${look[@]}" -x 0 -o "" > run.out 2>&1) &&
+    grep -q "^HellaSwag: 37 examples from dev/data/hellaswag/hellaswag_val.bin," "$dir/llmc/run.out" &&
+    [ "$(grep '^HellaSwag: [0-9]*/' "$dir/llmc/run.out")" = "$(grep '^HellaSwag: [0-9]*/' "$dir/u.out")" ] &&
+    (cd "$dir/both" && "$trainer" "${look[@]}" -x 0 -o "" > run.out 2>&1) &&
+    grep -q "^HellaSwag: 5 examples from data/cache/hellaswag/hellaswag_val.bin," "$dir/both/run.out" &&
+    pass "-h 1 finds llm.c's dev/data/hellaswag/hellaswag_val.bin ($(grep '^HellaSwag: [0-9]*/' "$dir/llmc/run.out"), as with --hellaswag-file), this project's place first when both hold one" ||
+    fail "-h 1's places" "$(grep -h -E '^(HellaSwag|error)' "$dir/llmc/run.out" "$dir/both/run.out" | tr '\n' ' ')"
+tries=0
+while [ ! -f "$dir/none/out/DONE_00000004" ] && [ $tries -lt 3 ]; do
+    (cd "$dir/none" && "$trainer" "${look[@]}" -x 4 -v 2 -n 2 -y 1 -o out > "run$tries.out" 2>&1)
+    tries=$((tries + 1))
+done
+none=$dir/none/run0.out
+[ $tries -eq 1 ] && grep -q "^HellaSwag: no eval file at data/cache/hellaswag/hellaswag_val.bin or dev/data/hellaswag/hellaswag_val.bin (llm.c's place); training without HellaSwag, as llm.c does (make it with data/hellaswag.sh, or name one with --hellaswag-file)$" "$none" &&
+    grep -qE "^step +4/4 " "$none" && ! grep -q "^HellaSwag: [0-9]" "$none" && ! grep -q '"hellaswag"' "$dir/none/out/log.jsonl" &&
+    pass "-h 1 without any eval file: one warning naming both places, 4 steps trained, llm.c's restart loop ends after 1 attempt" ||
+    fail "-h 1 without a file" "$tries attempts: $(grep -h -E '^(HellaSwag|error|step)' "$dir/none/"run*.out | head -n 4 | tr '\n' ' ')"
+
 # Bad files and flags: one line naming the file or flag, exit 1.
 # expect_error (test/lib.sh): its checks are named "bad input: NAME".
 expect_prefix="bad input: "
 bad=(-e "$dir/m.bin" -i "$dir/train.bin" -t 32 -s 0 -x 0 -o "" -h 1)
 expect_error "-h 1 with -b 2" "flag -h 1: .*-b is 2 \(flag -b\)" "${bad[@]}" -b 2 --hellaswag-file "$dir/hs.bin"
-expect_error "-h 1 without the file" "flag -h 1: no HellaSwag file .*nope.bin \(make it with data/hellaswag.sh" "${bad[@]}" -b 4 --hellaswag-file "$dir/nope.bin"
+expect_error "--hellaswag-file naming no file (given, it must exist)" "^error: flag --hellaswag-file: no HellaSwag file .*nope.bin \(make it with data/hellaswag.sh" "${bad[@]}" -b 4 --hellaswag-file "$dir/nope.bin"
 for how in magic count size token long; do
     write_eval "$dir/bad_$how.bin" 5 $how
 done

@@ -4,7 +4,8 @@
 # model, the sizes (-b -t -d), the step counts (-x -v -u -n) and the data shrunk to fit a CPU, every
 # other flag as written there (-h 1 -r 0 -z 1 -c -l -q -k cosine -ge 1 -y 1 -s -g), inside llm.c's
 # restart loop (`while [ ! -f $out_dir/DONE_<last> ]; do ...; done`). The HellaSwag file sits where
-# -h 1 looks by default (a scratch working dir). A first attempt is cut short after a checkpoint
+# llm.c keeps it, dev/data/hellaswag/hellaswag_val.bin (a scratch working dir laid out as llm.c's,
+# which -h 1 looks in after this project's place). A first attempt is cut short after a checkpoint
 # (the files after it removed, as a crash leaves them); the loop resumes it (-y 1), the run trains,
 # evaluates HellaSwag, writes DONE files and stops, ending bit-identical to an unbroken run.
 # The 124M line runs on the C engine; the 1558M line has -ge 1 (a GPU matmul epilogue), so it runs
@@ -16,10 +17,10 @@ repo=$PWD
 require "$gen"
 gen=$repo/$gen
 cd "$dir"
-mkdir -p data/fineweb data/cache/hellaswag
+mkdir -p data/fineweb dev/data/hellaswag
 $gen model model.bin 2 32 2 256 64 1 && $gen shard data/fineweb/fineweb_train_000001.bin 12800 256 2 &&
     $gen shard data/fineweb/fineweb_val_000000.bin 2048 256 3 || { echo "FAIL setup: gen_data"; exit 1; }
-# A HellaSwag file in llm.c's format at the default --hellaswag-file: 12 examples cut from the train data.
+# A HellaSwag file in llm.c's format, in llm.c's place: 12 examples cut from the train data.
 "$PY" - <<'PYEOF'
 import random, struct
 import numpy as np
@@ -32,7 +33,7 @@ for i in range(12):
         s = o + n if c == label else r.randrange(len(toks) - 10)
         words += [4] + [int(t) for t in toks[s:s + 4]]
     exs.append(struct.pack("<%dH" % (3 + len(words)), 65535, 2 * (3 + len(words)), i, *words))
-open("data/cache/hellaswag/hellaswag_val.bin", "wb").write(
+open("dev/data/hellaswag/hellaswag_val.bin", "wb").write(
     struct.pack("<256i", 20240522, 1, len(exs), max(map(len, exs)), *([0] * 252)) + b"".join(exs))
 PYEOF
 
