@@ -242,6 +242,7 @@ static int state_words_check(const StateHead* s, const char* path, char* why, si
     if (w[5] != (int64_t)s->n) bad = "parameter count (word 5) does not match its header's model";
     else if (w[0] < 0 || w[0] > CHECKPOINT_MAX_STEP) bad = "step (word 0) is negative or above 10^9";
     else if (w[2] < 0 || w[3] < 0 || w[4] < 0) bad = "data position (words 2-4) is negative";
+    else if (s->h[1] >= 4 && (w[3] != 0 || w[4] != 0)) bad = "words 3-4 (unused since version 4) are not zero";
     else if (s->h[1] >= 2 && (w[8] < 0 || w[8] > w[0])) bad = "AdamW update count (word 8) is outside 0..step";
     else if (s->h[1] >= 2 && !(word_double(w[9]) >= 0 && isfinite(word_double(w[9]))))
         bad = "loss scale (word 9) is negative or not finite";
@@ -333,7 +334,7 @@ static void state_head_fill(const StateHead* s, TrainState* st, OptimizerCounter
     st->step = w[0];
     st->run_id = header_run(s->h);
     st->rng_state = (uint64_t)w[1];
-    st->train_pos.epoch = w[2]; st->train_pos.shard_pos = w[3]; st->train_pos.window_pos = w[4];
+    st->train_samples = s->h[1] >= 4 ? w[2] : -1;
     st->stats_count = 0;
     st->loss_mean = st->loss_var = st->norm_mean = st->norm_var = 0.0;
     memcpy(st->record, s->record, sizeof(st->record));
@@ -413,7 +414,8 @@ void state_file_begin_shard(CheckpointWriter* w, const char* path, const GPT2Con
     int64_t words[STATE_WORDS] = {0};
     words[0] = st->step;
     words[1] = (int64_t)st->rng_state;
-    words[2] = st->train_pos.epoch; words[3] = st->train_pos.shard_pos; words[4] = st->train_pos.window_pos;
+    if (st->train_samples < 0) fatal("writing %s: the data position %lld is negative", path, (long long)st->train_samples);
+    words[2] = st->train_samples;
     words[5] = (int64_t)n;
     words[8] = oc->adam_steps;
     words[9] = double_word(oc->loss_scale);

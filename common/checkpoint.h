@@ -8,17 +8,18 @@
 // model file that is not part of a checkpoint). Every value is finite: a NaN or Inf anywhere, the
 // padding rows of wte included, is refused naming the file, the tensor and the entry.
 //
-// State file (version 3): 256 int32 header {20241130, 3, maxT, V, L, NH, C, Vp, B, T, ranks,
+// State file (version 4): 256 int32 header {20241130, 4, maxT, V, L, NH, C, Vp, B, T, ranks,
 // record_bytes, tag, sum_lo, sum_hi, run_lo, run_hi, 0...}; 32 int64 words: the driver's TrainState (0: step,
-// 1: RNG, 2-4: data position, 5: parameter count, 11: outlier-guard steps seen, 12-15: the guard's
+// 1: RNG, 2: data position as the samples read over all ranks, 3-4: 0, 5: parameter count, 11: outlier-guard steps seen, 12-15: the guard's
 // loss mean and variance and gradient-norm mean and variance, as the bits of doubles), the
 // engine's OptimizerCounters (8: AdamW updates applied, 9: loss scale as the bits of a double,
 // 10: finite steps since the scale changed) and the shard (16-19: first entry, entries, index,
 // files; 0s = the whole of m and v, see StateShard); then the run record: record_bytes of text,
 // zero-padded to a multiple of 4 (what made the run's trajectory, "name value" per line, see
 // train_loop.c); then AdamW m and v (the file's entries) as fp32. With the model file of the same step it holds everything a resumed
-// run needs to continue bit for bit. Versions 1 (no counters) and 2 (no checksum, no record) still
-// load.
+// run needs to continue bit for bit. Versions 1 (no counters), 2 (no checksum, no record) and 3
+// (words 2-4: the position of the loader before samples were ordered one by one, which this one
+// cannot place: train_samples -1) still load.
 //
 // The run id (header words 15 and 16 of every file of a checkpoint: model, state and each shard)
 // says which run wrote it (train_loop.c: a hash of what decides a fresh run's bytes, kept by every
@@ -42,7 +43,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "dataloader.h"
 #include "gpt2_config.h"
 #include "util.h"
 
@@ -54,7 +54,7 @@ extern "C" {
 #define MODEL_VERSION_FP32 3
 #define MODEL_VERSION_BF16 5
 #define STATE_MAGIC 20241130
-#define STATE_VERSION 3
+#define STATE_VERSION 4
 #define CHECKSUM_TAG 0x4B534843  // "CHSK": header words 13 and 14 hold the file's checksum
 #define RUN_RECORD_MAX 8192      // bytes of a state file's run record, with its terminating NUL
 #define CHECKPOINT_MAX_STEP 1000000000LL
@@ -62,8 +62,10 @@ extern "C" {
 typedef struct {
     int64_t step;            // optimizer steps completed
     uint64_t rng_state;      // the sampler's RNG
-    DataLoaderPos train_pos; // where the next training batch starts
-    int B, T, num_processes; // the batch geometry the position refers to
+    // Samples of T+1 tokens the run has read over all ranks: the next step's first (dataloader.h);
+    // -1 read from a file of version 1 to 3, which recorded an older loader's position.
+    int64_t train_samples;
+    int B, T, num_processes; // the batch geometry of the run that wrote it
     // The outlier guard (--skip-outliers): exponential moving mean and variance of the loss and
     // of the gradient norm over the finite steps seen, so a resumed run decides as an unbroken one.
     int64_t stats_count;

@@ -77,7 +77,7 @@ static const Flag FLAGS[] = {
     // llm.c initialises its descriptor models with PyTorch's generator seeded 42 (gpt2_init_params_llmc).
     {NULL, "--init-seed", FLAG_LONG | RECORDED, OPT(init_seed), "42", "seed of an llm.c descriptor's initialization (d6 and up, gpt2:dN, gpt3:cN; llm.c's: 42)"},
     // On by default, as llm.c's loader shuffles; a resume without -sf keeps the checkpoint's value.
-    {"-sf", "--shuffle", FLAG_INT | RECORDED | ADOPTED, OPT(shuffle), "1", "1 = shuffle shard order and windows within shards (seeded by -S; llm.c's loader always does), 0 = in order; a resume without -sf keeps the checkpoint's"},
+    {"-sf", "--shuffle", FLAG_INT | RECORDED | ADOPTED, OPT(shuffle), "1", "1 = shuffle the shards and each shard's samples of T+1 tokens, per epoch (seeded by -S; the same order on any number of ranks; llm.c's loader always shuffles), 0 = in order; a resume without -sf keeps the checkpoint's"},
     {"-z", "--zero", FLAG_INT, OPT(zero_stage), "0", "ZeRO stage over MPI ranks: 0 data parallel, 1 shard the optimizer state, 2 also the gradients, 3 also the parameters (gathered layer by layer)"},
     {"-a", "--overfit", FLAG_INT | RECORDED, OPT(overfit), "0", "1 = train on the first batch only (debugging)"},
     {"-lg", "--log-memory-every", FLAG_INT | NO_BYTES, OPT(log_memory_every), "-1", "print and log the device memory in use every N steps (0 or -1 = never; llm.c's -lg)"},

@@ -79,11 +79,6 @@ uint16_t* shard_load(const char* path, size_t* n_out) {
     return tokens;
 }
 
-static int64_t dataloader_windows(const DataLoader* dl, int64_t shard) {
-    size_t span = (size_t)dl->B * dl->T * dl->nproc;
-    return dl->ntok[shard] < 1 ? 0 : (int64_t)((dl->ntok[shard] - 1) / span);
-}
-
 // The permutation of [0, n) for (seed, a, b): identity when not shuffling.
 static void seeded_permutation(int64_t* out, int64_t n, int shuffle, uint64_t seed, uint64_t a, uint64_t b) {
     for (int64_t i = 0; i < n; i++) out[i] = i;
@@ -92,35 +87,6 @@ static void seeded_permutation(int64_t* out, int64_t n, int shuffle, uint64_t se
     for (int64_t i = n - 1; i > 0; i--) {
         int64_t j = (int64_t)rng_below(&s, (uint64_t)i + 1);
         int64_t t = out[i]; out[i] = out[j]; out[j] = t;
-    }
-}
-
-// Makes pos point at an existing window, moving past empty shards and epochs; opens the shard.
-static void dataloader_settle(DataLoader* dl) {
-    for (;;) {
-        if (dl->pos.shard_pos >= dl->nfiles) {
-            dl->pos.epoch++;
-            dl->pos.shard_pos = 0;
-            dl->pos.window_pos = 0;
-        }
-        if (dl->order_epoch != dl->pos.epoch) {
-            seeded_permutation(dl->shard_order, dl->nfiles, dl->shuffle, dl->seed, (uint64_t)dl->pos.epoch, 0xFFFFFFFFu);
-            dl->order_epoch = dl->pos.epoch;
-            dl->loaded_shard = -1;
-        }
-        int64_t shard = dl->shard_order[dl->pos.shard_pos];
-        if (dl->pos.window_pos < dataloader_windows(dl, shard)) {
-            if (dl->loaded_shard != shard) {
-                if (dl->file) fclose(dl->file);
-                shard_open(dl->files[shard], &dl->file);
-                seeded_permutation(dl->window_order, dataloader_windows(dl, shard), dl->shuffle, dl->seed,
-                                   (uint64_t)dl->pos.epoch, (uint64_t)shard);
-                dl->loaded_shard = shard;
-            }
-            return;
-        }
-        dl->pos.shard_pos++;
-        dl->pos.window_pos = 0;
     }
 }
 
@@ -139,99 +105,122 @@ void dataloader_init(DataLoader* dl, const char* pattern, int B, int T, int rank
     dl->nfiles = (int)g.gl_pathc;
     dl->files = (char**)malloc_check(dl->nfiles * sizeof(char*), "data file names");
     dl->ntok = (size_t*)malloc_check(dl->nfiles * sizeof(size_t), "data file sizes");
+    dl->nsamples = (int64_t*)malloc_check(dl->nfiles * sizeof(int64_t), "data file samples");
     double t0 = wall_time_ms();
     Checksum sum;
     checksum_init(&sum);
     Progress progress;  // a large data set takes a while to check: say how far it is
     progress_begin(&progress, "data: checking", "shards", dl->nfiles);
+    int64_t most = 0;
     for (int i = 0; i < dl->nfiles; i++) {
         dl->files[i] = strdup(g.gl_pathv[i]);
         if (!dl->files[i]) fatal("out of host memory listing data files");
         dl->ntok[i] = shard_check(dl->files[i], vocab_size, &sum);
         progress_update(&progress, i + 1);
         dl->total_tokens += (long long)dl->ntok[i];
-        int64_t w = dataloader_windows(dl, i);
-        dl->total_windows += w;
-        if (w > dl->nwin_max) dl->nwin_max = w;
+        dl->nsamples[i] = dl->ntok[i] < 1 ? 0 : (int64_t)((dl->ntok[i] - 1) / (size_t)T);
+        dl->total_samples += dl->nsamples[i];
+        if (dl->nsamples[i] > most) most = dl->nsamples[i];
     }
     globfree(&g);
     dl->data_sum = checksum_final(&sum);
     dl->check_ms = wall_time_ms() - t0;
-    if (dl->total_windows == 0)
-        fatal("data %s: no shard holds B*T*ranks+1 = %lld tokens (B=%d, T=%d, ranks=%d)", pattern,
-              (long long)B * T * nproc + 1, B, T, nproc);
+    int64_t batch = (int64_t)B * nproc;
+    dl->epoch_batches = dl->total_samples / batch;
+    if (dl->epoch_batches == 0)
+        fatal("data %s holds %lld samples of T+1 = %d tokens, fewer than one batch of B*ranks = %lld "
+              "(B=%d, T=%d, ranks=%d)", pattern, (long long)dl->total_samples, T + 1, (long long)batch, B, T, nproc);
     dl->shard_order = (int64_t*)malloc_check(dl->nfiles * sizeof(int64_t), "shard order");
-    dl->window_order = (int64_t*)malloc_check(dl->nwin_max * sizeof(int64_t), "window order");
+    dl->shard_start = (int64_t*)malloc_check((dl->nfiles + 1) * sizeof(int64_t), "shard starts");
+    if (shuffle) dl->sample_order = (int64_t*)malloc_check(most * sizeof(int64_t), "sample order");
     dl->buf = (uint16_t*)malloc_check(((size_t)B * T + 1) * sizeof(uint16_t), "batch buffer");
     dl->inputs = (int*)malloc_check((size_t)B * T * sizeof(int), "batch inputs");
     dl->targets = (int*)malloc_check((size_t)B * T * sizeof(int), "batch targets");
-    dl->loaded_shard = -1;
+    dl->order_epoch = dl->perm_shard = dl->open_shard = -1;
     dataloader_reset(dl);
 }
 
-void dataloader_next_batch(DataLoader* dl) {
-    dataloader_settle(dl);
-    int64_t shard = dl->loaded_shard;
-    size_t BT = (size_t)dl->B * dl->T;
-    size_t start = (size_t)dl->window_order[dl->pos.window_pos] * BT * dl->nproc + (size_t)dl->rank * BT;
-    const char* path = dl->files[shard];
+void dataloader_locate(DataLoader* dl, int64_t index, int64_t* epoch, int64_t* shard, int64_t* sample_in_shard) {
+    int64_t e = index / dl->total_samples, i = index % dl->total_samples;
+    if (e != dl->order_epoch) {
+        seeded_permutation(dl->shard_order, dl->nfiles, dl->shuffle, dl->seed, (uint64_t)e, 0xFFFFFFFFu);
+        dl->shard_start[0] = 0;
+        for (int k = 0; k < dl->nfiles; k++) dl->shard_start[k + 1] = dl->shard_start[k] + dl->nsamples[dl->shard_order[k]];
+        dl->order_epoch = e;
+        dl->perm_shard = -1;
+    }
+    // The last place in the order whose shard starts at or before i; a shard without samples starts
+    // where the next one does and is passed over.
+    int lo = 0, hi = dl->nfiles - 1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (dl->shard_start[mid] <= i) lo = mid;
+        else hi = mid - 1;
+    }
+    int64_t s = dl->shard_order[lo], within = i - dl->shard_start[lo];
+    if (dl->shuffle && dl->perm_shard != s) {
+        seeded_permutation(dl->sample_order, dl->nsamples[s], 1, dl->seed, (uint64_t)e, (uint64_t)s);
+        dl->perm_shard = s;
+    }
+    *epoch = e;
+    *shard = s;
+    *sample_in_shard = dl->shuffle ? dl->sample_order[within] : within;
+}
+
+// Reads n consecutive samples of shard s from sample q on (n*T+1 tokens) into dl->buf.
+static void dataloader_read(DataLoader* dl, int64_t s, int64_t q, int n) {
+    const char* path = dl->files[s];
+    if (dl->open_shard != s) {
+        if (dl->file) fclose(dl->file);
+        dl->file = NULL;
+        shard_open(path, &dl->file);
+        dl->open_shard = s;
+    }
+    size_t start = (size_t)q * dl->T, count = (size_t)n * dl->T + 1;
     if (fseek(dl->file, (long)(SHARD_HEADER_INTS * sizeof(int32_t) + start * sizeof(uint16_t)), SEEK_SET) != 0)
         fatal("cannot seek in data file %s", path);
-    fread_check(dl->buf, sizeof(uint16_t), BT + 1, dl->file, path);
-    for (size_t i = 0; i <= BT; i++) {
+    fread_check(dl->buf, sizeof(uint16_t), count, dl->file, path);
+    for (size_t i = 0; i < count; i++) {
         if (dl->buf[i] >= dl->vocab_size)
             fatal("data file %s: token %u at position %zu is out of range (vocabulary has %d tokens)", path,
                   dl->buf[i], start + i, dl->vocab_size);
     }
-    for (size_t i = 0; i < BT; i++) {
-        dl->inputs[i] = dl->buf[i];
-        dl->targets[i] = dl->buf[i + 1];
-    }
-    dl->pos.window_pos++;
-    if (dl->pos.window_pos >= dataloader_windows(dl, shard)) {
-        dl->pos.shard_pos++;
-        dl->pos.window_pos = 0;
-    }
 }
 
-void dataloader_reset(DataLoader* dl) {
-    DataLoaderPos zero = {0, 0, 0};
-    dataloader_set_pos(dl, zero);
+void dataloader_next_batch(DataLoader* dl) {
+    int B = dl->B, T = dl->T;
+    int64_t first = dl->pos + (int64_t)dl->rank * B;
+    int64_t e, s, q;
+    dataloader_locate(dl, first, &e, &s, &q);
+    for (int b = 0; b < B;) {
+        // A run of samples that follow each other in one file is one read (the whole batch, in order):
+        // row b+j's inputs are its tokens j*T.., its targets the same shifted by one.
+        int n = 1;
+        int64_t e2, s2 = s, q2 = q;
+        while (b + n < B) {
+            dataloader_locate(dl, first + b + n, &e2, &s2, &q2);
+            if (s2 != s || q2 != q + n) break;
+            n++;
+        }
+        dataloader_read(dl, s, q, n);
+        for (size_t i = 0; i < (size_t)n * T; i++) {
+            dl->inputs[(size_t)b * T + i] = dl->buf[i];
+            dl->targets[(size_t)b * T + i] = dl->buf[i + 1];
+        }
+        b += n;
+        s = s2;
+        q = q2;
+    }
+    dl->pos += (int64_t)B * dl->nproc;
 }
 
-DataLoaderPos dataloader_get_pos(const DataLoader* dl) { return dl->pos; }
+void dataloader_reset(DataLoader* dl) { dataloader_set_pos(dl, 0); }
 
-int64_t dataloader_batches_before(DataLoader* dl, DataLoaderPos pos, char* why, size_t cap) {
-    int64_t before;
-    if (pos.epoch < 0 || pos.shard_pos < 0 || pos.shard_pos > dl->nfiles || pos.window_pos < 0 ||
-        __builtin_mul_overflow(pos.epoch, dl->total_windows, &before)) {
-        snprintf(why, cap, "data position (epoch %lld, shard %lld, window %lld) does not fit the %d data files",
-                 (long long)pos.epoch, (long long)pos.shard_pos, (long long)pos.window_pos, dl->nfiles);
-        return -1;
-    }
-    // That epoch's shard order; the loader recomputes its own after any set_pos.
-    seeded_permutation(dl->shard_order, dl->nfiles, dl->shuffle, dl->seed, (uint64_t)pos.epoch, 0xFFFFFFFFu);
-    dl->order_epoch = -1;
-    for (int64_t i = 0; i < pos.shard_pos; i++) before += dataloader_windows(dl, dl->shard_order[i]);
-    // Inside a shard's windows, or at the start of a shard (which may have none: the loader skips it).
-    int64_t here = pos.shard_pos < dl->nfiles ? dataloader_windows(dl, dl->shard_order[pos.shard_pos]) : 0;
-    if (pos.window_pos != 0 && pos.window_pos >= here) {
-        snprintf(why, cap, "data position (epoch %lld, shard %lld, window %lld) is past that shard's %lld windows",
-                 (long long)pos.epoch, (long long)pos.shard_pos, (long long)pos.window_pos, (long long)here);
-        return -1;
-    }
-    if (__builtin_add_overflow(before, pos.window_pos, &before)) {
-        snprintf(why, cap, "data position (epoch %lld, ...) is too far", (long long)pos.epoch);
-        return -1;
-    }
-    return before;
-}
+int64_t dataloader_get_pos(const DataLoader* dl) { return dl->pos; }
 
-void dataloader_set_pos(DataLoader* dl, DataLoaderPos pos) {
-    char why[256];
-    if (dataloader_batches_before(dl, pos, why, sizeof(why)) < 0) fatal("%s", why);
-    dl->pos = pos;
-    dl->order_epoch = -1;  // orders are recomputed for the new position
+void dataloader_set_pos(DataLoader* dl, int64_t samples) {
+    if (samples < 0) fatal("data position %lld is negative", (long long)samples);
+    dl->pos = samples;
 }
 
 void dataloader_fingerprint(const DataLoader* dl, char* out, size_t cap) {
@@ -242,7 +231,7 @@ void dataloader_fingerprint(const DataLoader* dl, char* out, size_t cap) {
 void dataloader_free(DataLoader* dl) {
     if (dl->file) fclose(dl->file);
     for (int i = 0; i < dl->nfiles; i++) free(dl->files[i]);
-    free(dl->files); free(dl->ntok); free(dl->shard_order); free(dl->window_order);
-    free(dl->buf); free(dl->inputs); free(dl->targets);
+    free(dl->files); free(dl->ntok); free(dl->nsamples); free(dl->shard_order); free(dl->shard_start);
+    free(dl->sample_order); free(dl->buf); free(dl->inputs); free(dl->targets);
     memset(dl, 0, sizeof(*dl));
 }

@@ -1,12 +1,20 @@
 // dataloader.h: token data shards (llm.c's format) and the loader that cuts them into batches.
 //
 // A shard: 256 int32 header (magic 20240520, version 1, token count), then uint16 tokens.
-// A batch takes B*T+1 consecutive tokens per rank: inputs are the first B*T, targets the
-// same shifted by one. A "window" is B*T*nproc tokens; rank r of nproc reads the r-th B*T
-// slice of each window, so ranks see distinct tokens and together cover the window.
-// With shuffling, the order of shards (per epoch) and of windows inside each shard are
-// seeded permutations, so the loader's whole position is three integers: that is what
-// a training-state file saves to resume bit for bit.
+// A sample is T+1 consecutive tokens starting at a multiple of T in its shard (so consecutive
+// samples share one token): its first T are a sequence's inputs, its last T the targets. An
+// epoch is every sample of every shard once, in an order that is a function of the seed, the
+// epoch and the sample's index only: the shards in a seeded permutation per epoch (-sf 1; name
+// order with -sf 0), and each shard's samples in a seeded permutation of their own (file order
+// with -sf 0), one shard after another, so reads stay within a shard. Epochs follow each other
+// as one sequence, indexed by the global sample count.
+//
+// Batch j (a micro-step's, over all ranks) is samples j*B*nproc .. +B*nproc of that sequence,
+// and rank r takes B of them from r*B on. With G = B*nproc*micro-steps samples a step, step s
+// reads samples s*G .. +G, micro-step m of rank r those from s*G + (m*nproc + r)*B: every split
+// of one global batch (ranks x micro-steps x B) reads the same samples in the same step. The
+// loader's whole position is one number, the samples read over all ranks, which a training-state
+// file saves: a resume on any number of ranks continues the same sequence.
 #ifndef COMMON_DATALOADER_H
 #define COMMON_DATALOADER_H
 
@@ -37,49 +45,50 @@ size_t shard_check(const char* path, int vocab_size, Checksum* sum);
 uint16_t* shard_load(const char* path, size_t* n_out);
 
 typedef struct {
-    int64_t epoch;       // passes completed over all shards
-    int64_t shard_pos;   // index into this epoch's shard order
-    int64_t window_pos;  // index into the current shard's window order
-} DataLoaderPos;
-
-typedef struct {
     int B, T, rank, nproc, shuffle, vocab_size;
     uint64_t seed;
     int nfiles;
     char** files;
-    size_t* ntok;        // tokens in each shard
-    int64_t* shard_order;
-    int64_t* window_order;  // permutation of the current shard's windows (capacity: max over shards)
-    int64_t nwin_max;
-    int64_t total_windows;  // windows in one epoch over all shards
-    DataLoaderPos pos;
+    size_t* ntok;            // tokens in each shard
+    int64_t* nsamples;       // samples in each shard: (tokens - 1) / T
+    int64_t total_samples;   // samples in one epoch over all shards
+    int64_t epoch_batches;   // whole batches of B*nproc samples in one epoch (what a val pass reads)
+    int64_t pos;             // samples read over all ranks: the next batch starts at this one
     // What dataloader_init found reading every shard through (so a bad token stops the run at
     // start-up, not hours in): the tokens, a checksum of the shards' contents in order, and the time.
     long long total_tokens;
     uint64_t data_sum;
     double check_ms;
-    int64_t order_epoch;    // epoch whose shard order is in shard_order, -1 if none
-    int64_t loaded_shard;   // shard that is open and whose window order is current, -1 if none
-    FILE* file;             // open handle on the current shard
-    uint16_t* buf;          // B*T+1 raw tokens
-    int* inputs;            // B*T
-    int* targets;           // B*T
+    // The order, computed as the sequence reaches it: one epoch's shard order with the samples of
+    // the epoch before each of its shards, and one shard's sample order.
+    int64_t order_epoch;     // epoch whose shard order is in shard_order, -1 if none
+    int64_t* shard_order;    // nfiles
+    int64_t* shard_start;    // nfiles + 1: samples of the epoch before shard_order[i]
+    int64_t perm_shard;      // shard whose sample order (of order_epoch) is in sample_order, -1 if none
+    int64_t* sample_order;   // capacity: the most samples of a shard (NULL unshuffled: file order)
+    int64_t open_shard;      // shard whose file is open, -1 if none
+    FILE* file;
+    uint16_t* buf;           // B*T+1 raw tokens
+    int* inputs;             // B*T
+    int* targets;            // B*T
 } DataLoader;
 
 // pattern: a glob (or one path) of shards. Token ids must be below vocab_size: every shard is read
 // through once here to check it. Fatal, naming the pattern or file, when nothing matches, a shard
-// is malformed or holds a bad token, or no shard holds one window.
+// is malformed or holds a bad token, or the shards hold fewer than one batch (B*nproc samples).
 void dataloader_init(DataLoader* dl, const char* pattern, int B, int T, int rank, int nproc,
                      int shuffle, uint64_t seed, int vocab_size);
-// Fills dl->inputs and dl->targets with the next batch and advances.
+// Fills dl->inputs and dl->targets with this rank's B samples of the next batch and advances past
+// the whole batch (B*nproc samples).
 void dataloader_next_batch(DataLoader* dl);
 // Back to the first batch of epoch 0 (used for validation passes).
 void dataloader_reset(DataLoader* dl);
-DataLoaderPos dataloader_get_pos(const DataLoader* dl);
-// Fatal unless pos is a position this loader can reach (inside its shards' windows).
-void dataloader_set_pos(DataLoader* dl, DataLoaderPos pos);
-// Batches taken from epoch 0's start to reach pos; -1 (with why) if pos is not a reachable position.
-int64_t dataloader_batches_before(DataLoader* dl, DataLoaderPos pos, char* why, size_t why_cap);
+// The samples read over all ranks; setting it moves to any point of the sequence (fatal if negative).
+int64_t dataloader_get_pos(const DataLoader* dl);
+void dataloader_set_pos(DataLoader* dl, int64_t samples);
+// Where sample `index` of the sequence lies: its epoch, its shard (a file index) and its place in
+// that shard (the sample starting at token sample_in_shard*T).
+void dataloader_locate(DataLoader* dl, int64_t index, int64_t* epoch, int64_t* shard, int64_t* sample_in_shard);
 // "3 shards, 123456 tokens, checksum 0123456789abcdef": what the data was, for run records.
 void dataloader_fingerprint(const DataLoader* dl, char* out, size_t cap);
 void dataloader_free(DataLoader* dl);

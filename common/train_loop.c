@@ -456,9 +456,9 @@ static void checkpoint_set_aside(const char* dir, long step) {
 // The run record: the flags that shape the trajectory, then what the train data was.
 static void run_record_make(TrainSetup* s) {
     size_t n = cli_record(&s->opts, s->record, sizeof(s->record));
-    // B is not recorded itself: a run may resume on other ranks with B*ranks unchanged.
-    int k0 = snprintf(s->record + n, sizeof(s->record) - n, "sequences-per-micro-step %ld\n",
-                      (long)s->opts.B * s->num_ranks);
+    // B is not recorded itself: a run may resume with another B and number of ranks as long as a
+    // step reads the same tokens (T, recorded, and the tokens a step, resolved: -d -1 means B*T*ranks).
+    int k0 = snprintf(s->record + n, sizeof(s->record) - n, "tokens-per-step %ld\n", s->total_batch);
     if (k0 < 0 || (size_t)k0 >= sizeof(s->record) - n) fatal("run record: more than %zu bytes", sizeof(s->record));
     n += (size_t)k0;
     char fp[256];
@@ -495,6 +495,38 @@ static void resume_check_record(const TrainSetup* s, const char* sp, const Train
     }
     fatal("flag -i (--train): the train data (%s: %s) is not the data the checkpoint %s was trained on (%s)",
           s->train_pattern, now, sp, then);
+}
+
+// The samples of T+1 tokens one step reads over all ranks (B*ranks a micro-step, times the
+// micro-steps): every split of it reads the same ones (dataloader.h).
+static int64_t train_step_samples(const TrainSetup* s) { return (int64_t)s->accum * s->opts.B * s->num_ranks; }
+
+// Fatal unless this run's steps read what the checkpoint's did: T and the tokens a step. B, the
+// number of ranks and the micro-steps may change (the data order depends on none of them). The
+// tokens a step of the run that wrote st: its record says; a record from before it did has -d
+// (which cli_record_check holds to this run's) or -d -1, B*T*ranks. A file from before run
+// records does not say: there B*ranks must stay as well.
+static void resume_check_batch(const TrainSetup* s, const char* sp, const TrainState* st) {
+    const TrainOptions* o = &s->opts;
+    char v[64];
+    long then = -1;
+    long micro = (long)st->B * st->T * st->num_processes;  // a micro-step of the writer's, over its ranks
+    if (cli_record_value(st->record, "tokens-per-step", v, sizeof(v))) then = atol(v);
+    else if (st->record[0]) then = o->total_batch > 0 ? o->total_batch : micro;
+    // A writer's step is whole micro-steps of its header's geometry, one of them with -d -1 (the
+    // record's -d is this run's: cli_record_check).
+    if (then >= 0 && (then <= 0 || then % micro != 0 || (o->total_batch <= 0 && then != micro)))
+        fatal("state file %s: its header's B=%d T=%d ranks=%d (%ld tokens a micro-step) do not fit its record's %ld "
+              "tokens a step (-d %ld): no writer makes such a file", sp, st->B, st->T, st->num_processes, micro, then,
+              o->total_batch);
+    if (then >= 0 && (st->T != o->T || then != s->total_batch))
+        fatal("state file %s was written with T=%d and %ld tokens a step (B=%d, ranks=%d); this run has T=%d and %ld "
+              "(B=%d, ranks=%d): T and the tokens a step (-d) must stay, B and the number of ranks may change", sp,
+              st->T, then, st->B, st->num_processes, o->T, s->total_batch, o->B, s->num_ranks);
+    if (then < 0 && (st->T != o->T || (long)st->B * st->num_processes != (long)o->B * s->num_ranks))
+        fatal("state file %s was written with B=%d T=%d ranks=%d; this run has B=%d T=%d ranks=%d (a file from before "
+              "run records does not say its tokens a step: T and B*ranks must stay)", sp, st->B, st->T,
+              st->num_processes, o->B, o->T, s->num_ranks);
 }
 
 // The newest intact checkpoint, read through once by resume_peek before the data loader is made
@@ -630,22 +662,14 @@ static void resume_choose(TrainSetup* s) {
         }
         if (status == CHECKPOINT_OK) {
             resume_check_record(s, sp, &st);
-            // Another number of ranks resumes the run as long as every step still reads the same
-            // tokens: T, and B*ranks (the sequences a micro-step takes over all ranks), unchanged.
-            if (st.T != o->T || (long)st.B * st.num_processes != (long)o->B * s->num_ranks)
-                fatal("state file %s was written with B=%d T=%d ranks=%d; this run has B=%d T=%d ranks=%d (T and "
-                      "B*ranks must stay)", sp, st.B, st.T, st.num_processes, o->B, o->T, s->num_ranks);
+            resume_check_batch(s, sp, &st);
             if (st.step > s->max_steps)
                 fatal("flag -x (steps) is %d but the checkpoint %s is at step %lld", s->max_steps, sp, (long long)st.step);
             // Where the data loader stood must be where this step's batches lead (one batch, overfitting).
-            char pos_why[256];
-            int64_t batches = dataloader_batches_before(&s->train, st.train_pos, pos_why, sizeof(pos_why));
-            int64_t expect = o->overfit ? 1 : st.step * s->accum;
-            if (batches < 0 || (st.record[0] && batches != expect)) {
-                if (batches >= 0)
-                    snprintf(pos_why, sizeof(pos_why), "data position is %lld batches in, step %lld needs %lld",
-                             (long long)batches, (long long)st.step, (long long)expect);
-                snprintf(why, sizeof(why), "state file %s: its %s", sp, pos_why);
+            int64_t expect = o->overfit ? (int64_t)st.B * st.num_processes : st.step * train_step_samples(s);
+            if (st.train_samples >= 0 && st.train_samples != expect) {
+                snprintf(why, sizeof(why), "state file %s: its data position is %lld samples in, step %lld needs %lld", sp,
+                         (long long)st.train_samples, (long long)st.step, (long long)expect);
                 status = CHECKPOINT_DAMAGED;
             }
         }
@@ -919,7 +943,7 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     printf("\n");
     s->max_steps = o->max_steps;
     if (s->max_steps == -1) {
-        int64_t epoch_steps = s->train.total_windows / s->accum;
+        int64_t epoch_steps = s->train.total_samples / train_step_samples(s);
         if (epoch_steps == 0)
             fatal("train data %s holds less than one step of %ld tokens; set -x", s->train_pattern, s->total_batch);
         if (epoch_steps > CHECKPOINT_MAX_STEP)
@@ -977,7 +1001,7 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
 // The mean val loss over every rank's slice of the val data; a long evaluation says how far it is.
 static float evaluate(Engine* e, DataLoader* val, int steps, int num_ranks) {
     dataloader_reset(val);
-    int n = steps < 0 || steps > val->total_windows ? (int)val->total_windows : steps;
+    int n = steps < 0 || steps > val->epoch_batches ? (int)val->epoch_batches : steps;
     double sum = 0.0;
     Progress progress;
     progress_begin(&progress, "val", "batches", n);
@@ -1241,7 +1265,7 @@ static void checkpoint_write(TrainSetup* s, Engine* e, TrainState* st, int step)
     const char* dir = s->opts.output_dir;
     checkpoint_paths(dir, step, mp, sp, sizeof(mp));
     st->step = step;
-    st->train_pos = dataloader_get_pos(&s->train);
+    st->train_samples = dataloader_get_pos(&s->train);
     e->checkpoint_save(e, mp, sp, st);
     ranks_barrier();  // every rank's part written
     if (s->rank == 0) {
@@ -1278,7 +1302,7 @@ static void stop_report(const TrainSetup* s, int sig, int step, int abandoned) {
 // master weights when its state holds them, else its model file), AdamW m and v (from every llm.c
 // rank's file, mapped from its ZeRO-1 shards into the whole), and the step (also AdamW's
 // bias-correction count: llm.c updates at every step). The data position is this loader's after
-// step x accum batches from the start (where a run of ours would stand): llm.c's recorded shard and
+// step steps from the start (where a run of ours would stand): llm.c's recorded shard and
 // sample are printed beside it, and its shuffled order (-sf 1) is its own MT19937 permutation, which
 // this loader does not reproduce. Not restored: llm.c's stochastic-rounding RNG, the -sl/-sg
 // outlier statistics (they start afresh), the loss-scale (llm.c has none). Rank 0 hands the whole
@@ -1296,10 +1320,8 @@ static void llmc_resume_load(TrainSetup* s, Engine* e, const char* mp, TrainStat
     st->step = ls.step;
     st->run_id = 0;
     memcpy(st->record, s->record, sizeof(st->record));
-    dataloader_reset(&s->train);
-    int64_t batches = o->overfit ? 1 : ls.step * s->accum;
-    for (int64_t i = 0; i < batches; i++) dataloader_next_batch(&s->train);
-    st->train_pos = dataloader_get_pos(&s->train);
+    int64_t samples = ls.step * train_step_samples(s);
+    st->train_samples = o->overfit ? 0 : samples;  // overfitting rereads the first batch whatever the position
     snprintf(tm, sizeof(tm), "%s/llmc_import_model.tmp", o->output_dir);
     snprintf(ts, sizeof(ts), "%s/llmc_import_state.tmp", o->output_dir);
     if (s->rank == 0) {
@@ -1329,24 +1351,29 @@ static void llmc_resume_load(TrainSetup* s, Engine* e, const char* mp, TrainStat
     printf("resume: step %lld from llm.c's checkpoint %s + %s%s: weights (%s), AdamW m and v, step; not restored: "
            "llm.c's stochastic-rounding RNG, the -sl/-sg statistics (start afresh)\n", (long long)ls.step, mp, lp, more,
            ls.master_weights ? "its fp32 master weights" : "its model file");
-    // Unshuffled, both loaders read shard k's window i at tokens i*B*T*ranks (+ rank*B*T) and go
-    // through the shards in name order; at a shard's end llm.c still names the shard just read
-    // (sample = its window count) where this loader names the next one's window 0; llm.c counts no
-    // epochs (its shard index wraps; this loader's position after an epoch's last window names
-    // shard `files`, the next epoch's first).
-    uint64_t files = (uint64_t)s->train.nfiles;
-    uint64_t our_shard = (uint64_t)st->train_pos.shard_pos % files, our_window = (uint64_t)st->train_pos.window_pos;
-    int same = !ls.shuffle && !o->shuffle &&
-               ((our_shard == ls.shard_idx && our_window == ls.sample_idx) ||
-                (our_window == 0 && ls.sample_idx > 0 && our_shard == (ls.shard_idx + 1) % files));
-    printf("resume: data: %lld batches from the start in this loader's %s order (shard %lld, window %lld); llm.c's "
-           "loader stood at shard %llu sample %llu%s\n", (long long)batches, o->shuffle ? "shuffled" : "sequential",
-           (long long)our_shard, (long long)our_window,
-           (unsigned long long)ls.shard_idx, (unsigned long long)ls.sample_idx,
+    // Where each loader reads next. Unshuffled, both go through the shards in name order; llm.c's
+    // "sample" i of shard k is its window of B*T*ranks tokens at i*B*T*ranks (taken here as this
+    // run's B*T*ranks: llm.c's state does not hold B); after a shard's last whole window llm.c still
+    // names that shard (sample = its window count) and goes on at the next shard's start, dropping
+    // the shorter tail, which this loader reads as samples of T+1 tokens before it goes on.
+    int64_t epoch, shard, sample;
+    dataloader_locate(&s->train, samples, &epoch, &shard, &sample);
+    uint64_t files = (uint64_t)s->train.nfiles, k = ls.shard_idx % files;
+    uint64_t window = (uint64_t)o->B * o->T * s->num_ranks;
+    uint64_t windows = s->train.ntok[k] < 1 ? 0 : (s->train.ntok[k] - 1) / window;
+    int shard_end = ls.sample_idx >= windows;  // llm.c goes on at the next shard's start
+    uint64_t llmc_shard = shard_end ? (k + 1) % files : k, llmc_token = shard_end ? 0 : ls.sample_idx * window;
+    int same = !ls.shuffle && !o->shuffle && (uint64_t)shard == llmc_shard && (uint64_t)(sample * o->T) == llmc_token;
+    printf("resume: data: %lld samples from the start in this loader's %s order (next: shard %lld, tokens %lld on); "
+           "llm.c's loader stood at shard %llu sample %llu%s\n", (long long)samples, o->shuffle ? "shuffled" : "sequential",
+           (long long)shard, (long long)(sample * o->T), (unsigned long long)ls.shard_idx,
+           (unsigned long long)ls.sample_idx,
            same ? " (the same position)"
            : ls.shuffle || o->shuffle ? ", shuffled: llm.c's permutation is not this loader's, so the batches from "
                                         "here are this loader's, continuing from the same step count"
-                                      : " (a different position: the batches from here are this loader's)");
+           : shard_end ? " (a different position: llm.c goes on at the next shard, dropping the tail this loader "
+                         "reads; the batches from here are this loader's)"
+                       : " (a different position: the batches from here are this loader's)");
 }
 
 int train_run(TrainSetup* s, Engine* e) {
@@ -1376,8 +1403,22 @@ int train_run(TrainSetup* s, Engine* e) {
         checkpoint_paths(o->output_dir, s->resume_step, mp, sp, sizeof(mp));
         if (s->resume_llmc) llmc_resume_load(s, e, mp, &st);
         else e->checkpoint_load(e, mp, sp, &st);
-        dataloader_set_pos(&s->train, st.train_pos);
         if (!s->resume_llmc) printf("resume: step %lld from %s\n", (long long)st.step, mp);
+        if (st.train_samples < 0) {
+            // A file of version 1 to 3: its position was an older loader's (windows of B*T*ranks tokens,
+            // shuffled as whole windows), which this loader cannot place. The run goes on at the
+            // sample count its steps read, in this loader's order (dataloader.h): unshuffled, the
+            // tokens the older loader read next unless it had passed a shard's end (it dropped each
+            // shard's tail shorter than a window); shuffled, the epoch under way goes on from the
+            // same count in this order, so some of its samples come twice and others not at all
+            // until the next epoch, which reads every sample once.
+            st.train_samples = o->overfit ? 0 : st.step * train_step_samples(s);
+            printf("resume: %s holds an older loader's data position; the data goes on at sample %lld (%lld steps of "
+                   "%lld) of this loader's %s order\n", sp, (long long)st.train_samples, (long long)st.step,
+                   (long long)train_step_samples(s), o->shuffle ? "shuffled" : "sequential");
+        }
+        dataloader_set_pos(&s->train, st.train_samples);
+        st.B = o->B; st.T = o->T; st.num_processes = s->num_ranks;  // the next checkpoint's: this run's
     }
     // A resumed run keeps its checkpoint's run id (a checkpoint from before run ids gets one now).
     if (!o->resume || st.run_id == 0) st.run_id = run_id_make(s, e);
@@ -1410,8 +1451,8 @@ int train_run(TrainSetup* s, Engine* e) {
         comm_plan_make(&comm, &mp, s->accum, &link, e->peak_flops, "running GPU");
         comm_plan_print(&comm, stdout);
     }
-    printf("train: %s (%d shards, %lld batches of B=%d T=%d per epoch, %s) | val: %s\n", s->train_pattern, s->train.nfiles,
-           (long long)s->train.total_windows, o->B, o->T, o->shuffle ? "shuffled, -sf 1" : "in order, -sf 0",
+    printf("train: %s (%d shards, %lld samples of %d tokens per epoch, %s) | val: %s\n", s->train_pattern, s->train.nfiles,
+           (long long)s->train.total_samples, o->T + 1, o->shuffle ? "shuffled, -sf 1" : "in order, -sf 0",
            s->have_val ? s->val_pattern : "none");
     LRSchedule schedule = (LRSchedule)lr_schedule_parse(o->lr_scheduler);
     printf("steps: %d | total batch %ld tokens = %d micro-steps | lr %g %s warmup %d final %g | wd %g | clip %g\n",
@@ -1488,7 +1529,7 @@ int train_run(TrainSetup* s, Engine* e) {
         if (last) break;
 
         double t0 = wall_time_ms();
-        DataLoaderPos step_start = dataloader_get_pos(&s->train);
+        int64_t step_start = dataloader_get_pos(&s->train);
         int abandon = 0;
         for (int micro = 0; micro < s->accum; micro++) {
             // A stop request between micro-steps abandons the step (not after its last: the update

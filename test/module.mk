@@ -12,6 +12,10 @@ $(TEST_BIN)/test_engine: $(BUILD)/test/test_engine.o $(HOST_LIB)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 TESTS += test/test_parity.sh $(TEST_BIN)/test_engine test/test_trainer.sh
+# The data order whatever the split of a step's batch (ranks x micro-steps x B): the same losses on
+# the C engine and on the emulated GPU trainer under mpirun, resumes on another split and from the
+# state format before (about 15 s of CPU).
+TESTS += test/test_data_order.sh
 # llm.c's flags with llm.c's meaning (-h, -k and its schedules, -y 1, DONE files, -nk/-nm), and
 # docs/flags.md against --help.
 TESTS += test/test_llmc_flags.sh test/test_flags_doc.sh

@@ -131,7 +131,7 @@ make_llmc "$dir/l1"
 if ./train_gpt2 "${run[@]}" -o "$dir/l1" -y 1 > "$dir/l1.out" 2>&1; then
     got=$(losses "$dir/l1/log.jsonl")
     grep -q "^resume: step 4 from llm.c's checkpoint .*model_00000004.bin + .*state_00000004_00000.bin: weights (its model file), AdamW m and v, step" "$dir/l1.out" &&
-        grep -q "^resume: data: 4 batches from the start in this loader's sequential order (shard 0, window 4); llm.c's loader stood at shard 0 sample 4 (the same position)" "$dir/l1.out" &&
+        grep -q "^resume: data: 8 samples from the start in this loader's sequential order (next: shard 0, tokens 128 on); llm.c's loader stood at shard 0 sample 4 (the same position)" "$dir/l1.out" &&
         [ "$got" = "$want" ] && [ "$(weights "$dir/l1/model_00000008.bin")" = "$(weights "$dir/ours/model_00000008.bin")" ] &&
         [ -z "$(ls "$dir/l1" | grep tmp)" ] &&
         pass "llm.c's state of step 4 resumes: losses of steps 5-8 and the step-8 weights equal our unbroken run's, bit for bit" ||
@@ -196,14 +196,16 @@ make_llmc "$dir/pn" procs=2 z=1 naive=1
     [ "$(echo "$got" | wc -l)" -eq 4 ] && [ "$got" != "$want" ] &&
     pass "control: 2 ZeRO-1 files cut as one flat array resume to other losses" || fail "flat-cut control" "'$got'"
 
-# At the end of the data's only shard (624 windows of B*T): llm.c still names it (sample 624), this
-# loader the next epoch's window 0; the same position, and the losses after it equal ours.
+# At the end of the data's only shard (624 windows of B*T = 32 tokens, 31 tokens left): llm.c still
+# names it (sample 624) and goes on at its start, dropping the tail; this loader reads the tail's
+# whole sample of T+1 tokens first (sample 1248 of 1249). A different position, said so, and the
+# losses after it equal ours.
 ./train_gpt2 "${run[@]}" -x 626 -n 624 -o "$dir/b" > "$dir/b.out" 2>&1 || fail "run to 626" "$(tail -2 "$dir/b.out")"
 SRC="$dir/b" make_llmc "$dir/lb" step=624
 ./train_gpt2 "${run[@]}" -x 626 -n 624 -o "$dir/lb" -y 1 > "$dir/lb.out" 2>&1 &&
-    grep -q "^resume: data: 624 batches from the start in this loader's sequential order (shard 0, window 0); llm.c's loader stood at shard 0 sample 624 (the same position)" "$dir/lb.out" &&
+    grep -q "^resume: data: 1248 samples from the start in this loader's sequential order (next: shard 0, tokens 19968 on); llm.c's loader stood at shard 0 sample 624 (a different position: llm.c goes on at the next shard, dropping the tail this loader reads; " "$dir/lb.out" &&
     [ "$(losses "$dir/lb/log.jsonl" 624 | wc -l)" -eq 2 ] && [ "$(losses "$dir/lb/log.jsonl" 624)" = "$(losses "$dir/b/log.jsonl" 624)" ] &&
-    pass "at a shard's end (step 624) llm.c's position is this loader's next window; losses of 625-626 equal ours" ||
+    pass "at a shard's end (step 624) llm.c drops the shard's tail, which this loader reads, and says so; losses of 625-626 equal ours" ||
     fail "shard end" "$(grep -m3 -E '^resume: data|error' "$dir/lb.out")"
 
 # 5. The GPU engine (train_gpt2.cu on the CPU runtime), FP32 and FP16 (the build's default): the

@@ -65,36 +65,49 @@ static void check_split(const char* name, const char* prefix, const char* split,
     free(got.t);
 }
 
-// One epoch through the data loader (no shuffling) gives each shard's windows in order.
+// One epoch through the data loader (no shuffling) gives every shard's samples (T+1 tokens from each
+// multiple of T) in order, shard after shard: batch j's row b is the epoch's sample j*B + b.
 static void check_loader(const char* name, const char* prefix, const char* split, const Stream* want, int B, int T) {
     char pattern[4200], why[256] = "", label[256];
     snprintf(pattern, sizeof(pattern), "%s_%s_*.bin", prefix, split);
     snprintf(label, sizeof(label), "%s_%s_dataloader", name, split);
     DataLoader dl;
     dataloader_init(&dl, pattern, B, T, 0, 1, 0, 1, GPT2_VOCAB_SIZE);
-    size_t BT = (size_t)B * T, base = 0;
     int ok = 1;
-    int64_t batches = 0;
-    for (int f = 0; f < dl.nfiles && ok; f++) {
-        size_t windows = dl.ntok[f] < 1 ? 0 : (dl.ntok[f] - 1) / BT;
-        for (size_t w = 0; w < windows && ok; w++) {
-            dataloader_next_batch(&dl);
-            batches++;
-            const uint16_t* x = want->t + base + w * BT;
-            for (size_t i = 0; i < BT; i++) {
-                if (dl.inputs[i] != x[i] || dl.targets[i] != x[i + 1]) {
-                    snprintf(why, sizeof(why), "shard %d window %zu position %zu: input %d target %d, expected %d %d", f, w,
-                             i, dl.inputs[i], dl.targets[i], x[i], x[i + 1]);
+    int64_t samples = 0;
+    size_t base = 0;
+    for (int f = 0; f < dl.nfiles; f++) {
+        samples += dl.ntok[f] < 1 ? 0 : (int64_t)((dl.ntok[f] - 1) / (size_t)T);
+        base += dl.ntok[f];
+    }
+    if (samples != dl.total_samples) {
+        snprintf(why, sizeof(why), "the shards hold %lld samples, the loader counts %lld", (long long)samples,
+                 (long long)dl.total_samples);
+        ok = 0;
+    }
+    // Walk the shards beside the batches: shard f, its sample q, the stream's offset of shard f.
+    int f = 0;
+    int64_t q = 0;
+    size_t offset = 0;
+    for (int64_t j = 0; j < dl.epoch_batches && ok; j++) {
+        dataloader_next_batch(&dl);
+        for (int b = 0; b < B && ok; b++) {
+            while ((size_t)(q + 1) * T + 1 > dl.ntok[f]) {  // past shard f's last whole sample
+                offset += dl.ntok[f++];
+                q = 0;
+            }
+            const uint16_t* x = want->t + offset + (size_t)q * T;
+            for (int i = 0; i < T; i++) {
+                if (dl.inputs[b * T + i] != x[i] || dl.targets[b * T + i] != x[i + 1]) {
+                    snprintf(why, sizeof(why), "batch %lld row %d (shard %d sample %lld) position %d: input %d target "
+                             "%d, expected %d %d", (long long)j, b, f, (long long)q, i, dl.inputs[b * T + i],
+                             dl.targets[b * T + i], x[i], x[i + 1]);
                     ok = 0;
                     break;
                 }
             }
+            q++;
         }
-        base += dl.ntok[f];
-    }
-    if (ok && batches != dl.total_windows) {
-        snprintf(why, sizeof(why), "%lld batches, loader counts %lld windows", (long long)batches, (long long)dl.total_windows);
-        ok = 0;
     }
     if (ok && base != want->n) {
         snprintf(why, sizeof(why), "shards hold %zu tokens, expected %zu", base, want->n);

@@ -105,6 +105,6 @@ expect_error "truncated model file" "trunc_model.bin is 5000 bytes, expected" "$
 ./train_gpt2 "${base[@]}" -o "$dir/empty" -y 1 > "$dir/empty.out" 2>&1 && grep -q "^resume: no checkpoint in .*empty; starting the run" "$dir/empty.out" \
     && pass "-y 1 without a checkpoint starts the run" || fail "-y 1 without a checkpoint" "$(tail -2 "$dir/empty.out")"
 expect_error "checkpoint of another model" "another model|different model" -e d2 -i "$dir/train.bin" -x 3 -v 0 -s 0 -o "$dir/learn" -y 1
-expect_error "data too small for one batch" "no shard holds" "${base[@]}" -i "$dir/val.bin" -b 64 -t 1024
+expect_error "data too small for one batch" "holds 3 samples of T\+1 = 1025 tokens, fewer than one batch of B\*ranks = 64" "${base[@]}" -i "$dir/val.bin" -b 64 -t 1024
 expect_error "negative learning rate" "flag -l .*non-negative" "${base[@]}" -l -1
 exit $failed
