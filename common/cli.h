@@ -69,7 +69,9 @@ typedef struct {
     const char* max_memory;    // the GPU engine's device bytes per rank at most ("" = no limit)
     const char* offload;       // none | optimizer | grads
     int overlap;               // ZeRO stages 0, 1: gradients reduced beside backward (1) or after it (0)
-    unsigned long long given;  // a bit per flag given on the command line (cli_given)
+    int pp_stages;             // pipeline stages (-pp): ranks = stages x data-parallel ranks
+    const char* pp_split;      // layers per stage, "12,12,12,12" ("" = the planner's split)
+    unsigned long long given[2];  // a bit per flag given on the command line (cli_given)
 } TrainOptions;
 
 // Fills opts from the table's defaults (llm.c's; with no arguments at all, the no-argument run's
