@@ -9,7 +9,8 @@
 # model and one state file, the state's record naming the stages), resumed on one process and the
 # other way round to the same weights within 1e-5, and on as many stages bit for bit.
 # test_pipeline_long.sh (make test-long) runs this with PP_LONG=1: the longer cases instead, -pp 2 x 2
-# at -z 0, -pp 4 on 4 ranks (one layer a stage), and FP16 (build/emu/train_gpt2_emu_fp16) -pp 2 and
+# at -z 0, -pp 4 on 4 ranks (one layer a stage), --pp-split 3,1 at -r 3 (each stage its own
+# segments to recompute), and FP16 (build/emu/train_gpt2_emu_fp16) -pp 2 and
 # -pp 2 x 2 at -z 1, whose losses are held to (m + 1) u: the one process adds the tied embedding's
 # gradient into FP16 once more per micro-step (m = 4) than the stages (test_zero.cu's bound), and its
 # first step's norm too (the later norms move with AdamW's first update, which is not bounded by
@@ -101,6 +102,7 @@ reference $emu one
 if [ "$long" = 1 ]; then
     run pp2z0 4 1 -pp 2 -z 0
     run pp4 4 2 -pp 4
+    run pp2r3 2 2 -pp 2 --pp-split 3,1 -r 3
     require build/emu/train_gpt2_emu_fp16
     reference build/emu/train_gpt2_emu_fp16 one16
     FP16=1 run pp2h 2 2 -pp 2
@@ -128,6 +130,19 @@ for name in pp2:2:2 pp2z1:4:1; do
         && pass "pp: $run_name's rank 0 allocates its stage's plan to the byte ($got device bytes, planned = allocated = counted)" \
         || fail "pp: $run_name's rank 0 against --plan's stage 0" "--plan $want, start-up $got"
 done
+
+# The stages' traffic as the runtime's NCCL counts it (NCCL_CPU_TRAFFIC, a line per communicator at
+# its end) equals the planner's: each rank sends a micro-batch's activation or its gradient, B x T x C
+# fp32, on each of the 2 steps' 4 micro-steps, and nothing else point to point.
+timeout 600 mpirun -np 2 -x NCCL_CPU_TRAFFIC="$dir/traffic" $emu -e "$dir/m.bin" -i "$dir/train.bin" -t 32 -b 2 -d 256 -x 2 \
+    -v 0 -s 0 -f 0 -pp 2 -o "" > "$dir/traffic.out" 2>&1 || fail "pp: the traffic run" "$(tail -n 2 "$dir/traffic.out")"
+per=$(./train_gpt2 --plan --json -e "$dir/m.bin" -t 32 -b 2 -d 256 -pp 2 --ranks 2 --precision fp32 |
+      "$PY" -c 'import json, sys; c = json.load(sys.stdin)["communication"]; print(next(i["sent"] for i in c["items"] if i["kind"] == "send") * c["micro_steps"])')
+got=$(awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } s[v["rank"]] += v["send_bytes"]; c[v["rank"]] += v["send_calls"] }
+           END { printf "%s %s %s %s", s[0], s[1], c[0], c[1] }' "$dir/traffic" 2> /dev/null)
+[ -n "$per" ] && [ "$got" = "$((2 * per)) $((2 * per)) 8 8" ] && [ "$per" = $((4 * 2 * 32 * 32 * 4)) ] \
+    && pass "pp: the runtime counts each stage's sends as the planner plans them (2 steps x $per bytes, 8 calls a rank)" \
+    || fail "pp: counted traffic against the planner" "counted (bytes, bytes, calls, calls) '$got', planned $per a step"
 
 # --- checkpoints: whole files, resumed across -pp ----------------------------------------------------
 ls "$dir/pp2" | grep -E '^(model|state)_' | tr '\n' ' ' > "$dir/files"
