@@ -115,7 +115,7 @@ $(PRECISION_STAMP):
 	@touch $@
 
 ifneq ($(HAVE_NVCC),)
-train_gpt2: train_gpt2.cu train_gpt2_zero.cuh $(KERNEL_HEADERS) $(HOST_LIB) $(PRECISION_STAMP) $(NVCC_STAMP) $(MPI_STAMP)
+train_gpt2: train_gpt2.cu train_gpt2_zero.cuh train_gpt2_pipe.cuh $(KERNEL_HEADERS) $(HOST_LIB) $(PRECISION_STAMP) $(NVCC_STAMP) $(MPI_STAMP)
 	@echo "train: building the GPU trainer ($(PRECISION), sm_$(GPU_ARCH)$(if $(MPICC),, no MPI)$(if $(HAVE_NCCL),, no NCCL)) with $(NVCC); without a usable GPU it runs the C engine"
 	$(NVCC) $(NVCC_FLAGS) train_gpt2.cu $(HOST_LIB) -lcublasLt $(NVCC_NCCL) $(MPI_LIBS) -o $@
 else

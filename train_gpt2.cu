@@ -15,7 +15,10 @@
 //      back after the update (1: piece by piece beside the next forward; 2: all-gathered) or layer
 //      by layer before use (3) (the collectives themselves, and
 //      their contract, in train_gpt2_zero.cuh)
-//   4. backward: the fused classifier, then the blocks in reverse; parameter gradients accumulate
+//   4. backward: the fused classifier, then the blocks in reverse; parameter gradients accumulate;
+//      4b. pipeline stages (-pp): each rank runs its stage's layers of forward and backward over the
+//      step's micro-batches in 1F1B, activations to the next stage and their gradients back (the
+//      schedule and its contract in train_gpt2_pipe.cuh)
 //   5. the optimizer step: one sync for the loss and the gradient norm, loss-scale decision, AdamW
 //   6. weights in and out: start-up weights and checkpoints, streamed through a host buffer
 //   7. the Engine contract and main()
@@ -70,14 +73,28 @@ typedef struct {
 
     // Ranks and ZeRO (section 3: train_gpt2_zero.cuh). The parameters are split into num_ranks contiguous shards of
     // `shard` entries (the last ones padded: any count works); rank r owns [r*shard, +shard).
-    int rank, num_ranks, stage;
+    int rank, num_ranks, stage;  // with -pp: the stage's data-parallel ranks (world_* below: every rank)
     size_t shard;           // entries per shard: n rounded up to a multiple of num_ranks, divided
     size_t padded;          // shard * num_ranks: the length of params and grads
     size_t shard_begin, shard_n;  // this rank's shard: first entry, real entries in it (<= shard)
     size_t opt_begin, opt_n;      // what this rank's optimizer keeps: all n (stage 0) or its shard
 #if defined(USE_NCCL)
-    ncclComm_t comm;        // over every rank (NULL with one rank)
+    ncclComm_t comm;        // over the ranks above (NULL with one)
+    ncclComm_t world_comm;  // over every rank: comm itself without -pp (NULL with one rank)
+    ncclComm_t pipe_comm, tied_comm;  // -pp: the replica's stages; its first and last stage (section 4b)
 #endif
+    // Pipeline stages (section 4b: train_gpt2_pipe.cuh): this rank's stage; cfg, layout, n and every
+    // buffer below are the stage's (the whole model without -pp), model the whole model's shape.
+    PipeStage pipe;
+    GPT2Config model;
+    int pp;                 // pipeline stages > 1
+    int world_rank, world_ranks;
+    void* acts_all;         // pipe.in_flight copies of one micro-batch's activations, acts_bytes each
+    size_t acts_bytes;
+    int* h_tokens;          // -pp: the step's micro-batches (inputs, then targets, B*T each), until the schedule
+    float* h_dloss;         // their dloss_scale
+    int queued;             // micro-batches given this step
+    cudaEvent_t pipe_ready, pipe_received, pipe_done;
     cudaStream_t comm_stream;     // stage 2: gradient reductions, overlapped with backward
     cudaEvent_t bucket_ready[2], bucket_free[2], edge_ready, edge_free, comm_done;
     int overlap;            // stages 0, 1 over ranks: gradients reduced as the last micro-step's backward
@@ -221,6 +238,10 @@ static void zero3_layer(GPUEngine* g, int l);
 static void zero3_prefetch(GPUEngine* g, int l);
 static void zero3_backward_layer(GPUEngine* g, int l);
 static void zero1_wait_lnf(GPUEngine* g);  // stage 1 with overlap: the final LayerNorm's gather
+// Used by the pipeline (section 4b) before their sections.
+static void upload_tokens(GPUEngine* g, int slot, const int* tokens, int n);
+static void download_to_file(GPUEngine* g, CheckpointWriter* w, const float* src, size_t n, int on_host);
+static const float* master_weights(GPUEngine* g, int* on_host);
 
 // Out of device memory: the plan and the cheapest change that fits what the device had for this
 // engine, then one line naming the component (never a bare CUDA error).
@@ -229,7 +250,7 @@ static void out_of_memory(GPUEngine* g, int k, size_t bytes, size_t free_b, size
     // with the context back in (the plan counts it among its estimates).
     size_t budget = total_b - g->used_before + g->plan.items[MEM_CUDA_CONTEXT].bytes;
     memory_plan_print(&g->plan, stdout);
-    MemoryFit fit = memory_plan_fit(&g->cfg, &g->opts, 1, budget);
+    MemoryFit fit = memory_plan_fit(&g->model, &g->opts, 1, budget);
     memory_fit_print(&fit, &g->opts, budget, stdout);
     fflush(stdout);
     fatal("out of GPU memory allocating the %s: %.1f MiB asked, %.1f MiB free of %.1f MiB; the plan above needs "
@@ -339,29 +360,35 @@ static void layer_forward(GPUEngine* g, int l, int B, int T, int to_output) {
         zero3_layer(g, l + 1);  // its LayerNorm's parameters
         fused_residual_layernorm_forward(a.residual3, n.ln1, n.ln1_mean, n.ln1_rstd, a.residual2, proj,
                                          param_ptr(g, PT_LN1W, l + 1), param_ptr(g, PT_LN1B, l + 1), BT, C, st);
-    } else {
+    } else if (g->pipe.head) {
         zero1_wait_lnf(g);  // stage 1: the final LayerNorm's parameters gathered since the update
         fused_residual_layernorm_forward(a.residual3, act_ptr<floatX>(g, ACT_LNF), act_ptr<float>(g, ACT_LNF_MEAN),
                                          act_ptr<float>(g, ACT_LNF_RSTD), a.residual2, proj, param_ptr(g, PT_LNFW),
                                          param_ptr(g, PT_LNFB), BT, C, st);
+    } else {  // a pipeline stage before the last: the LayerNorm after its last layer is the next stage's
+        residual_forward(a.residual3, a.residual2, proj, (size_t)BT * C, st);
     }
 }
 
-// Embedding and the blocks up to the logits, over the B x T tokens already in ACT_INPUTS.
+// Embedding and the blocks up to the logits, over the B x T tokens already in ACT_INPUTS. A
+// pipeline stage runs its layers only: after the first, from the previous stage's output (received
+// into ACT_ENCODED, section 4b); before the last, up to its last layer's output.
 static void gpu_forward_pass(GPUEngine* g, int B, int T) {
     const GPT2Config* c = &g->cfg;
     int L = c->num_layers, C = c->channels, Vp = c->padded_vocab_size, BT = B * T;
     cudaStream_t st = g->stream;
     zero3_begin_pass(g);  // stage 3: the embeddings' and final LayerNorm's parameters gathered
                           // (stage 1 after an update: the embeddings' gather waited for)
-    encoder_forward(act_ptr<floatX>(g, ACT_ENCODED), act_ptr<int>(g, ACT_INPUTS), param_ptr(g, PT_WTE),
-                    param_ptr(g, PT_WPE), B, T, C, st);
+    if (g->pipe.embed)
+        encoder_forward(act_ptr<floatX>(g, ACT_ENCODED), act_ptr<int>(g, ACT_INPUTS), param_ptr(g, PT_WTE),
+                        param_ptr(g, PT_WPE), B, T, C, st);
     LayerActs a0 = layer_acts(g, 0);
     zero3_layer(g, 0);
     layernorm_forward(a0.ln1, a0.ln1_mean, a0.ln1_rstd, a0.residual, param_ptr(g, PT_LN1W), param_ptr(g, PT_LN1B), BT, C, st);
     for (int l = 0; l < L; l++) layer_forward(g, l, B, T, 1);
-    matmul_forward(&g->mm, act_ptr<floatX>(g, ACT_LOGITS), NULL, act_ptr<floatX>(g, ACT_LNF), param_ptr(g, PT_WTE),
-                   NULL, BT, C, Vp, st);
+    if (g->pipe.head)
+        matmul_forward(&g->mm, act_ptr<floatX>(g, ACT_LOGITS), NULL, act_ptr<floatX>(g, ACT_LNF), param_ptr(g, PT_WTE),
+                       NULL, BT, C, Vp, st);
 }
 
 // ============================================================================================
@@ -437,14 +464,16 @@ static void gpu_backward_pass(GPUEngine* g, int B, int T, float dloss_scale, int
     const int acc = g->bucketed || !g->grads_fresh;
     g->grads_fresh = 0;
     if (g->bucketed) bucket_begin_edges(g);
-    fused_classifier(logits, act_ptr<float>(g, ACT_LOSSES), act_ptr<int>(g, ACT_TARGETS), dloss, BT, V, Vp, 1, st);
-    loss_accumulate(scratch_ptr<float>(g, SCR_STATS), act_ptr<float>(g, ACT_LOSSES), BT, dloss_scale, st);
-    matmul_backward(&g->mm, dln, grad_ptr(g, PT_WTE), NULL, bias_scratch, logits, act_ptr<floatX>(g, ACT_LNF),
-                    param_ptr(g, PT_WTE), NULL, BT, C, Vp, acc, st);
-    cudaCheck(cudaMemsetAsync(dresidual, 0, (size_t)BT * C * sizeof(floatX), st));
-    layernorm_backward(dresidual, grad_ptr(g, PT_LNFW), grad_ptr(g, PT_LNFB), ln_scratch, dln,
-                       layer_acts(g, L - 1).residual3, param_ptr(g, PT_LNFW), act_ptr<float>(g, ACT_LNF_MEAN),
-                       act_ptr<float>(g, ACT_LNF_RSTD), BT, C, acc, st);
+    if (g->pipe.head) {
+        fused_classifier(logits, act_ptr<float>(g, ACT_LOSSES), act_ptr<int>(g, ACT_TARGETS), dloss, BT, V, Vp, 1, st);
+        loss_accumulate(scratch_ptr<float>(g, SCR_STATS), act_ptr<float>(g, ACT_LOSSES), BT, dloss_scale, st);
+        matmul_backward(&g->mm, dln, grad_ptr(g, PT_WTE), NULL, bias_scratch, logits, act_ptr<floatX>(g, ACT_LNF),
+                        param_ptr(g, PT_WTE), NULL, BT, C, Vp, acc, st);
+        cudaCheck(cudaMemsetAsync(dresidual, 0, (size_t)BT * C * sizeof(floatX), st));
+        layernorm_backward(dresidual, grad_ptr(g, PT_LNFW), grad_ptr(g, PT_LNFB), ln_scratch, dln,
+                           layer_acts(g, L - 1).residual3, param_ptr(g, PT_LNFW), act_ptr<float>(g, ACT_LNF_MEAN),
+                           act_ptr<float>(g, ACT_LNF_RSTD), BT, C, acc, st);
+    }  // else (a pipeline stage before the last) dresidual holds its output's gradient, from the next stage
     // dresidual now holds d(residual3) of the last layer; each layer turns it into d(its input).
     for (int l = L - 1; l >= 0; l--) {
         if (level == 3 && (l == L - 1 || (l + 1) % g->recompute_every == 0)) recompute_segment(g, l, B, T);
@@ -478,11 +507,26 @@ static void gpu_backward_pass(GPUEngine* g, int B, int T, float dloss_scale, int
         if (g->bucketed) bucket_reduce_layer(g, l);
         else if (reduce) overlap_reduce_layer(g, l);
     }
-    encoder_backward(grad_ptr(g, PT_WTE), grad_ptr(g, PT_WPE), dresidual, scratch_ptr<int>(g, SCR_PLAN), plan_blocks, B,
-                     T, C, acc, st);
+    if (g->pipe.embed) {
+        // The embedding's backward adds into wte's gradient, which the classifier's product writes
+        // first; a first pipeline stage without the classifier starts the step's from zero.
+        if (!g->pipe.head && !acc)
+            cudaCheck(cudaMemsetAsync(grad_ptr(g, PT_WTE), 0, g->layout.tensors[PT_WTE].numel * sizeof(floatX), st));
+        encoder_backward(grad_ptr(g, PT_WTE), grad_ptr(g, PT_WPE), dresidual, scratch_ptr<int>(g, SCR_PLAN), plan_blocks,
+                         B, T, C, acc, st);
+    }  // else dresidual is the gradient of the stage's input, for the previous stage
     if (g->bucketed) bucket_reduce_edges(g);
     else if (reduce) overlap_reduce_edges(g);
 }
+
+// 4b. Pipeline stages: the 1F1B schedule over the step's micro-batches, the activations and their
+// gradients between neighbouring stages, the tied embedding's gradient, checkpoints written whole
+// (train_gpt2_pipe.cuh, whose first screen is the contract). The story calls into it from the
+// micro-step (pipe_micro_step: the step's last runs the schedule, which runs gpu_forward_pass and
+// gpu_backward_pass per micro-batch), evaluation (pipe_forward_only, pipe_logits_row), the
+// optimizer step (pipe_step_gradients, pipe_norm_skip), checkpoints (pipe_checkpoint_save,
+// pipe_state_sink) and the engine's making (pipe_comm_init).
+#include "train_gpt2_pipe.cuh"
 
 // ============================================================================================
 // 5. The optimizer step
@@ -595,8 +639,10 @@ static StepResult gpu_optimizer_step(Engine* e, const AdamWConfig* opt, float lr
     const floatX* shard_grads = NULL;
     if (g->offload_grads) offload_step_gradients(g, stats);  // the sums are on the host already
     else {
+        pipe_step_gradients(g);  // -pp: the tied embedding's two gradients summed (section 4b)
         shard_grads = reduce_step_gradients(g);  // this rank's shard of the summed gradients
-        global_norm_squared(stats + 2, scratch_ptr<float>(g, SCR_NORM), shard_grads, g->shard_n, g->stream);
+        size_t skip = pipe_norm_skip(g);  // -pp: the last stage's copy of wte counts once, on the first
+        global_norm_squared(stats + 2, scratch_ptr<float>(g, SCR_NORM), shard_grads + skip, g->shard_n - skip, g->stream);
     }
     reduce_step_stats(g, stats);
     // The one device-to-host copy of a training step: loss, squared norm, non-finite count. Into
@@ -689,12 +735,39 @@ static const float* master_weights(GPUEngine* g, int* on_host) {
 #endif
 }
 
+// The stage's tensors in the model's parameter order: fn(first entry here, first entry in the
+// model's order, count) for each tensor it holds (the whole model: each tensor where it is).
+template <class Fn>
+static void for_each_stage_slice(GPUEngine* g, Fn fn) {
+    ParamLayout whole = gpt2_param_layout(&g->model);
+    for (int k = 0; k < GPT2_NUM_PARAM_TENSORS; k++) {
+        const ParamTensor* t = &g->layout.tensors[k];
+        const ParamTensor* w = &whole.tensors[k];
+        size_t layer = is_layer_tensor(k) ? w->numel / g->model.num_layers : 0;
+        if (t->numel) fn(t->offset, w->offset + (size_t)g->pipe.first_layer * layer, t->numel);
+    }
+}
+
+// fn(first entry here, its offset in the piece, count) for each part of the model's entries
+// [global, global + count) that the stage holds.
+template <class Fn>
+static void for_each_held(GPUEngine* g, size_t global, size_t count, Fn fn) {
+    for_each_stage_slice(g, [&](size_t here, size_t first, size_t n) {
+        size_t a = global > first ? global : first, b = global + count < first + n ? global + count : first + n;
+        if (a < b) fn(here + (a - first), a - global, b - a);
+    });
+}
+
+// The model's fp32 weights [global, global + count) from host memory (count <= STAGE_FLOATS): the
+// stage's part of them uploaded.
+static void upload_model_piece(GPUEngine* g, size_t global, const float* src, size_t count) {
+    for_each_held(g, global, count, [&](size_t here, size_t off, size_t k) { upload_weights(g, here, src + off, k); });
+}
+
 static void gpu_set_params(Engine* e, const float* params) {
     GPUEngine* g = (GPUEngine*)e->self;
-    for (size_t i = 0; i < g->n; i += STAGE_FLOATS) {
-        size_t count = g->n - i < STAGE_FLOATS ? g->n - i : STAGE_FLOATS;
-        upload_weights(g, i, params + i, count);
-    }
+    size_t n = gpt2_param_layout(&g->model).num_parameters;
+    for (size_t i = 0; i < n; i += STAGE_FLOATS) upload_model_piece(g, i, params + i, n - i < STAGE_FLOATS ? n - i : STAGE_FLOATS);
 }
 
 // n fp32 values into the file: from the device through the staging buffer, or (on_host: offloaded
@@ -717,7 +790,7 @@ static void download_to_file(GPUEngine* g, CheckpointWriter* w, const float* src
 // are the master, whole on every rank.
 static void write_model_file(GPUEngine* g, const char* model_path, const TrainState* st) {
     CheckpointWriter w;
-    if (g->rank == 0) model_file_begin_checkpoint(&w, model_path, &g->cfg, st);
+    if (g->rank == 0) model_file_begin_checkpoint(&w, model_path, &g->model, st);
     int on_host = 0;
     const float* weights = master_weights(g, &on_host);
     int whole = g->num_ranks == 1 ||
@@ -757,6 +830,10 @@ static void gpu_checkpoint_save(Engine* e, const char* model_path, const char* s
     cudaCheck(cudaStreamSynchronize(g->stream));
     cudaCheck(cudaStreamSynchronize(g->comm_stream));
     OptimizerCounters oc = {g->adam_steps, USE_LOSS_SCALING ? g->loss_scale : 0.0, g->good_steps};
+    if (g->pp) {  // the same files, whole, from every stage's pieces (section 4b)
+        pipe_checkpoint_save(g, model_path, state_path, st, &oc);
+        return;
+    }
     int sharded = g->stage > 0 && g->num_ranks > 1;
     if (sharded || g->rank == 0) {
         StateShard part = {0, g->n, 0, 1};
@@ -769,7 +846,7 @@ static void gpu_checkpoint_save(Engine* e, const char* model_path, const char* s
         char path[4300];
         state_shard_path(path, sizeof(path), state_path, part.index);
         CheckpointWriter w;
-        state_file_begin_shard(&w, path, &g->cfg, st, &oc, g->n, &part);
+        state_file_begin_shard(&w, path, &g->model, st, &oc, g->n, &part);
         download_to_file(g, &w, g->m, g->opt_n, g->offload);
         download_to_file(g, &w, g->v, g->opt_n, g->offload);
         checkpoint_commit(&w);
@@ -786,22 +863,38 @@ static void upload_state_piece(void* ctx, int which, size_t offset, const float*
     else cudaCheck(cudaMemcpy(dst, data, count * sizeof(float), cudaMemcpyHostToDevice));
 }
 
+// -pp: a piece of the model's m or v (offset in the model's order): the part in this rank's
+// optimizer range of what its stage holds.
+static void pipe_state_sink(void* ctx, int which, size_t offset, const float* data, size_t count) {
+    GPUEngine* g = (GPUEngine*)ctx;
+    for_each_held(g, offset, count, [&](size_t here, size_t off, size_t k) {
+        size_t a = here > g->opt_begin ? here : g->opt_begin;
+        size_t b = here + k < g->opt_begin + g->opt_n ? here + k : g->opt_begin + g->opt_n;
+        if (a < b) upload_state_piece(g, which, a - g->opt_begin, data + off + (a - here), b - a);
+    });
+}
+
 // Every rank reads the whole model file and, from however many state files the checkpoint has,
-// the part of m and v it keeps: a run resumes on any number of ranks and any ZeRO stage.
+// the part of m and v it keeps: a run resumes on any number of ranks, any ZeRO stage and any
+// pipeline stages (a stage reads the whole of m and v, keeping its part).
 static void gpu_checkpoint_load(Engine* e, const char* model_path, const char* state_path, TrainState* st) {
     GPUEngine* g = (GPUEngine*)e->self;
     cudaCheck(cudaStreamSynchronize(g->stream));
+    size_t n = gpt2_param_layout(&g->model).num_parameters;
     CheckpointReader r;
-    model_file_open_read(&r, model_path, &g->cfg);
-    for (size_t i = 0; i < g->n; i += STAGE_FLOATS) {
-        size_t count = g->n - i < STAGE_FLOATS ? g->n - i : STAGE_FLOATS;
+    model_file_open_read(&r, model_path, &g->model);
+    for (size_t i = 0; i < n; i += STAGE_FLOATS) {
+        size_t count = n - i < STAGE_FLOATS ? n - i : STAGE_FLOATS;
         checkpoint_get(&r, g->h_stage, count);
-        upload_weights(g, i, g->h_stage, count);
+        upload_model_piece(g, i, g->h_stage, count);
     }
     checkpoint_close(&r);
     OptimizerCounters oc;
-    state_read_range(state_path, &g->cfg, st, &oc, g->n, g->opt_begin, g->opt_n, upload_state_piece, g, g->h_stage,
-                     STAGE_FLOATS);
+    if (g->pp)
+        state_read_range(state_path, &g->model, st, &oc, n, 0, n, pipe_state_sink, g, g->h_stage, STAGE_FLOATS);
+    else
+        state_read_range(state_path, &g->model, st, &oc, n, g->opt_begin, g->opt_n, upload_state_piece, g, g->h_stage,
+                         STAGE_FLOATS);
     g->adam_steps = oc.adam_steps;
     // A file from a run without loss scaling (the C engine, BF16, FP32) leaves the scale at its start.
     if (USE_LOSS_SCALING && oc.loss_scale > 0) {
@@ -829,6 +922,10 @@ static void gpu_micro_step(Engine* e, const int* inputs, const int* targets, int
                            int is_last) {
     GPUEngine* g = self_of(e);
     check_shape(g, B, T);
+    if (g->pp) {  // kept until the step's last, which runs the schedule (section 4b)
+        pipe_micro_step(g, inputs, targets, B, T, dloss_scale, is_last);
+        return;
+    }
     int BT = B * T;
     upload_tokens(g, ACT_INPUTS, inputs, BT);
     upload_tokens(g, ACT_TARGETS, targets, BT);
@@ -846,6 +943,12 @@ static void gpu_micro_step(Engine* e, const int* inputs, const int* targets, int
 static float gpu_forward(Engine* e, const int* inputs, const int* targets, int B, int T) {
     GPUEngine* g = self_of(e);
     check_shape(g, B, T);
+    if (g->pp) {  // through the replica's stages (section 4b)
+        g->cur_B = B;
+        g->cur_T = T;
+        g->logits_valid = targets == NULL;
+        return pipe_forward_only(g, inputs, targets, B, T);
+    }
     int BT = B * T;
     upload_tokens(g, ACT_INPUTS, inputs, BT);
     gpu_forward_pass(g, B, T);
@@ -870,13 +973,18 @@ static void gpu_logits_at(Engine* e, int b, int t, float* out) {
     if (!g->logits_valid) fatal("GPU engine: logits_at needs a forward without targets first");
     int V = g->cfg.vocab_size;
     const floatX* row = act_ptr<floatX>(g, ACT_LOGITS) + ((size_t)b * g->cur_T + t) * g->cfg.padded_vocab_size;
-    cudaCheck(cudaMemcpyAsync(g->h_stage_x, row, (size_t)V * sizeof(floatX), cudaMemcpyDeviceToHost, g->stream));
-    cudaCheck(cudaStreamSynchronize(g->stream));
+    if (g->pp) {
+        pipe_logits_row(g, row, V);  // from the last stage, to every rank
+    } else {
+        cudaCheck(cudaMemcpyAsync(g->h_stage_x, row, (size_t)V * sizeof(floatX), cudaMemcpyDeviceToHost, g->stream));
+        cudaCheck(cudaStreamSynchronize(g->stream));
+    }
     for (int v = 0; v < V; v++) out[v] = (float)g->h_stage_x[v];
 }
 
 static void gpu_token_losses(Engine* e, float* out) {
     GPUEngine* g = self_of(e);
+    if (g->pp) fatal("GPU engine: per-position losses come from the last pipeline stage alone (the driver refuses -h 1 with -pp)");
     cudaCheck(cudaMemcpyAsync(out, act_ptr<float>(g, ACT_LOSSES), (size_t)g->cur_B * g->cur_T * sizeof(float),
                               cudaMemcpyDeviceToHost, g->stream));
     cudaCheck(cudaStreamSynchronize(g->stream));
@@ -904,6 +1012,7 @@ static void gpu_destroy(Engine* e) {
     cudaCheck(cudaStreamSynchronize(g->stream));
     cudaCheck(cudaStreamSynchronize(g->comm_stream));
     matmul_context_destroy(&g->mm);
+    if (g->pp) pipe_comm_destroy(g);
     zero_comm_destroy(g);
     void* parts[MEM_COUNT] = {0};
     parts[MEM_PARAMS] = g->params;
@@ -914,7 +1023,7 @@ static void gpu_destroy(Engine* e) {
     parts[MEM_MASTER] = g->master;
     parts[MEM_ADAM_M] = g->m;
     parts[MEM_ADAM_V] = g->v;
-    parts[MEM_ACTIVATIONS] = g->acts_base;
+    parts[MEM_ACTIVATIONS] = g->acts_all;
     parts[MEM_SCRATCH] = g->scratch_base;
     parts[MEM_WORKSPACE] = g->workspace;
     parts[MEM_DEVICE_STAGE] = g->dev_stage;
@@ -931,12 +1040,16 @@ static void gpu_destroy(Engine* e) {
                             g->gather_done[0], g->gather_done[1], g->edge_gather_free, g->edge_gather_done};
     for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++) cudaCheck(cudaEventDestroy(events[i]));
     for (int k = 0; k < OFFLOAD_PIECES; k++) cudaCheck(cudaEventDestroy(g->offload_down[k]));
+    cudaEvent_t pipe_events[] = {g->pipe_ready, g->pipe_received, g->pipe_done};
+    for (size_t i = 0; i < sizeof(pipe_events) / sizeof(pipe_events[0]); i++) cudaCheck(cudaEventDestroy(pipe_events[i]));
     for (int i = 0; g->params_ready && i < g->cfg.num_layers + 2; i++) cudaCheck(cudaEventDestroy(g->params_ready[i]));
     free(g->params_ready);
     cudaCheck(cudaStreamDestroy(g->comm_stream));
     cudaCheck(cudaStreamDestroy(g->stream));
     free(g->h_plan);
     free(g->h_keys);
+    free(g->h_tokens);
+    free(g->h_dloss);
     free(g);
     free(e);
 }
@@ -992,6 +1105,10 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
         return NULL;
     }
 #endif
+    if (opts->pp_stages > 1 && (opts->zero_stage >= 2 || opts->offload != OFFLOAD_NONE)) {
+        snprintf(why, why_cap, "-pp %d combines a stage's ranks with ZeRO stage 0 or 1 and no --offload", opts->pp_stages);
+        return NULL;
+    }
     int device = opts->local_rank % count;  // one GPU a rank, by the rank's place on its machine
     cudaCheck(cudaSetDevice(device));
     cudaDeviceProp prop;
@@ -1005,14 +1122,11 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
 #endif
 
     GPUEngine* g = (GPUEngine*)calloc_check(1, sizeof(GPUEngine), "GPU engine");
-    g->cfg = *cfg;
     g->opts = *opts;
     // -ge -1 (the default): llm.c's rule by the GPU. On sm_90 and newer cuBLASLt fuses GELU into the
     // product (the kernel report predicts the step 6% faster at d48 on an H100, and others measured it
     // faster there); on older GPUs llm.c's authors measured it slower, so the separate kernels stay.
     if (g->opts.gelu_fusion < 0) g->opts.gelu_fusion = prop.major >= 9 ? 2 : 0;
-    g->layout = gpt2_param_layout(cfg);
-    g->n = g->layout.num_parameters;
     g->loss_scale = USE_LOSS_SCALING ? opts->loss_scale_init : 1.0;
     cudaCheck(cudaStreamCreate(&g->stream));
     cudaCheck(cudaStreamCreate(&g->comm_stream));
@@ -1025,23 +1139,37 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
         cudaCheck(cudaEventCreateWithFlags(events[i], cudaEventDisableTiming));
     for (int k = 0; k < OFFLOAD_PIECES; k++)
         cudaCheck(cudaEventCreateWithFlags(&g->offload_down[k], cudaEventDisableTiming));
+    cudaEvent_t* pipe_events[] = {&g->pipe_ready, &g->pipe_received, &g->pipe_done};
+    for (size_t i = 0; i < sizeof(pipe_events) / sizeof(pipe_events[0]); i++)
+        cudaCheck(cudaEventCreateWithFlags(pipe_events[i], cudaEventDisableTiming));
 
     // The plan (common/memory_plan.h): the shards, buckets and tables everything below is carved by.
-    // Any parameter count splits over any rank count (the last shard padded).
+    // Any parameter count splits over any rank count (the last shard padded). With -pp the rank's
+    // stage: its layers (cfg), its tensors (layout) and its stage's data-parallel ranks.
     memory_plan_make(&g->plan, cfg, opts);
     if (g->plan.floatx_bytes != sizeof(floatX)) fatal("memory plan: %zu-byte elements, this build's are %zu",
                                                       g->plan.floatx_bytes, sizeof(floatX));
-    size_t R = opts->num_ranks > 0 ? opts->num_ranks : 1;
-    g->rank = opts->rank;
+    g->model = *cfg;
+    g->pipe = g->plan.pipe;
+    g->pp = g->pipe.stages > 1;
+    g->cfg = g->plan.stage_cfg;
+    g->layout = gpt2_stage_param_layout(cfg, g->pipe.num_layers, g->pipe.embed, g->pipe.head);
+    g->n = g->layout.num_parameters;
+    g->world_rank = opts->rank;
+    g->world_ranks = opts->num_ranks > 0 ? opts->num_ranks : 1;
+    size_t R = (size_t)g->pipe.dp_ranks;
+    g->rank = g->pipe.dp_rank;
     g->num_ranks = (int)R;
     g->stage = opts->zero_stage;
     g->offload = opts->offload != OFFLOAD_NONE;
     g->offload_grads = opts->offload == OFFLOAD_GRADS;
     g->bucketed = g->stage >= 2 || g->offload_grads;
-    g->overlap = !g->bucketed && g->num_ranks > 1 && !opts->no_overlap;
+    // With -pp the gradients are reduced after the schedule (a stage's last backward is not the
+    // step's last micro-step's alone).
+    g->overlap = !g->bucketed && g->num_ranks > 1 && !opts->no_overlap && !g->pp;
     if (g->stage == 1 && g->overlap) {  // one event a piece of the gather after the update
-        g->params_ready = (cudaEvent_t*)malloc_check((size_t)(cfg->num_layers + 2) * sizeof(cudaEvent_t), "events");
-        for (int i = 0; i < cfg->num_layers + 2; i++)
+        g->params_ready = (cudaEvent_t*)malloc_check((size_t)(g->cfg.num_layers + 2) * sizeof(cudaEvent_t), "events");
+        for (int i = 0; i < g->cfg.num_layers + 2; i++)
             cudaCheck(cudaEventCreateWithFlags(&g->params_ready[i], cudaEventDisableTiming));
     }
     g->landing_layer[0] = g->landing_layer[1] = -1;
@@ -1063,13 +1191,14 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     if (opts->memory_budget && g->plan.device_total > opts->memory_budget) {
         if (g->rank == 0) {
             memory_plan_print(&g->plan, stdout);
-            MemoryFit fit = memory_plan_fit(cfg, opts, 1, opts->memory_budget);
+            MemoryFit fit = memory_plan_fit(cfg, opts, 1, opts->memory_budget);  // the model's shape: the planner's
             memory_fit_print(&fit, opts, opts->memory_budget, stdout);
         }
         fatal("flag --max-memory is %.2f GiB per rank; the plan above needs %.2f GiB (with estimates)",
               opts->memory_budget / 1073741824.0, g->plan.device_total / 1073741824.0);
     }
     zero_comm_init(g);  // one communicator over every rank (section 3)
+    if (g->pp) pipe_comm_init(g);  // the stage's, the replica's and the tied embedding's (section 4b)
 
     // The tensor groups, each one allocation of the plan's size, measured as the device counts it.
     cudaCheck(cudaFree(0));  // the context first: it is not the engine's to count
@@ -1117,8 +1246,11 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
         cudaCheck(cudaMemset(g->m, 0, g->plan.items[MEM_ADAM_M].bytes));
         cudaCheck(cudaMemset(g->v, 0, g->plan.items[MEM_ADAM_V].bytes));
     }
-    if (g->rank == 0) print_recompute_levels(cfg, opts, g->recompute_every);
-    g->acts_base = component_alloc(g, MEM_ACTIVATIONS);
+    if (g->world_rank == 0) print_recompute_levels(&g->cfg, opts, g->recompute_every);
+    // One micro-batch's activations a copy; 1F1B keeps pipe.in_flight of them (1 without -pp).
+    g->acts_all = component_alloc(g, MEM_ACTIVATIONS);
+    g->acts_base = g->acts_all;
+    g->acts_bytes = g->acts.bytes;
     g->scratch_base = component_alloc(g, MEM_SCRATCH);
     g->workspace = component_alloc(g, MEM_WORKSPACE);
     matmul_context_init(&g->mm, g->workspace, MATMUL_WORKSPACE_BYTES);
@@ -1141,6 +1273,13 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     g->h_keys = (int64_t*)malloc_check((size_t)BT * sizeof(int64_t), "encoder plan keys");
     g->allocated[MEM_HOST_PLAN] = encoder_plan_ints(BT) * sizeof(int) + (size_t)BT * sizeof(int64_t);
     g->measured[MEM_HOST_PLAN] = -1;
+    if (g->pp) {  // pageable: the uploads from it take their bytes when issued
+        int m = opts->micro_steps > 0 ? opts->micro_steps : 1;
+        g->h_tokens = (int*)malloc_check(g->plan.items[MEM_PIPE_TOKENS].bytes, "pipeline tokens");
+        g->h_dloss = (float*)malloc_check((size_t)m * sizeof(float), "pipeline micro-batch scales");
+    }
+    g->allocated[MEM_PIPE_TOKENS] = g->plan.items[MEM_PIPE_TOKENS].bytes;
+    g->measured[MEM_PIPE_TOKENS] = -1;
 
     Engine* e = (Engine*)calloc_check(1, sizeof(Engine), "engine");
     e->self = g;
@@ -1157,9 +1296,15 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     char scaling[64] = "", zero[64] = "";
     if (USE_LOSS_SCALING) snprintf(scaling, sizeof(scaling), ", loss scale from %g", g->loss_scale);
     if (R > 1 || g->stage > 0) snprintf(zero, sizeof(zero), ", ZeRO stage %d over %d ranks", g->stage, (int)R);
-    snprintf(e->name, sizeof(e->name), "GPU engine (%s%s%s, gelu fusion %d%s) on %.120s (sm_%d%d), %.1f MiB",
-             PRECISION_NAME, tf32 ? " with TF32 matmuls" : "", scaling, g->opts.gelu_fusion, zero, prop.name, prop.major,
-             prop.minor, total / 1048576.0);
+    char pipe[160] = "";
+    if (g->pp)
+        snprintf(pipe, sizeof(pipe), ", pipeline stage %d of %d (layers %d-%d%s%s, %d micro-batches in flight)",
+                 g->pipe.stage, g->pipe.stages, g->pipe.first_layer, g->pipe.first_layer + g->pipe.num_layers - 1,
+                 g->pipe.embed ? ", embeddings" : "", g->pipe.head ? ", final LayerNorm and classifier" : "",
+                 g->pipe.in_flight);
+    snprintf(e->name, sizeof(e->name), "GPU engine (%s%s%s, gelu fusion %d%s%s) on %.80s (sm_%d%d), %.1f MiB",
+             PRECISION_NAME, tf32 ? " with TF32 matmuls" : "", scaling, g->opts.gelu_fusion, zero, pipe, prop.name,
+             prop.major, prop.minor, total / 1048576.0);
     e->set_params = gpu_set_params;
     e->micro_step = gpu_micro_step;
     e->optimizer_step = gpu_optimizer_step;

@@ -5,7 +5,8 @@
 // train_gpt2.cu includes it once, after the engine's state (section 1), and it reads GPUEngine.
 //
 // What the engine gives it (made in gpu_engine_create from the memory plan, common/memory_plan.c):
-//   ranks     rank, num_ranks, stage (0-3), comm (one NCCL communicator; NULL with one rank)
+//   ranks     rank, num_ranks, stage (0-3), comm (one NCCL communicator; NULL with one rank); with
+//             -pp a pipeline stage's data-parallel ranks (section 4b), world_comm every rank's
 //   shards    shard (entries a shard, padded), shard_begin, shard_n; opt_begin, opt_n: the range
 //             this rank's optimizer keeps (stage 0 all n, else its shard)
 //   buffers   params (stages 0-2: padded, gpt2_param_layout() order; stage 3: this rank's shard, its
@@ -55,7 +56,8 @@
 //            reduce_step_gradients rounds grad_acc into shard_grads; gather as stage 1
 //   offload grads  the same buckets, reduced (all-reduce at stage 0, to the owners in place at
 //            stages 1-3) then copied to h_landing and summed on the host's CPU threads into h_grad_acc
-//   every stage  reduce_step_stats: ncclAllReduce of the 4 step statistics on the compute stream
+//   every stage  reduce_step_stats: ncclAllReduce of the 4 step statistics on the compute stream (over
+//            every rank: with -pp, every stage's; comm is then a pipeline stage's data-parallel ranks)
 //
 // When it synchronizes: a bucket's reduction waits (comm_stream on bucket_ready / edge_ready) for
 // backward to have filled it; backward waits (stream on bucket_free / edge_free) before zeroing a
@@ -348,11 +350,12 @@ static const floatX* reduce_step_gradients(GPUEngine* g) {
     return g->grads + g->shard_begin;
 }
 
-// The loss, squared norm and non-finite count summed over ranks (each rank measured its shard).
+// The loss, squared norm and non-finite count summed over every rank (each measured its shard; with
+// -pp each stage its part of the model, the last stages the loss): one decision for all.
 static void reduce_step_stats(GPUEngine* g, float* stats) {
-    if (g->num_ranks == 1) return;
+    if (g->world_ranks == 1) return;
 #if defined(USE_NCCL)
-    ncclCheck(ncclAllReduce(stats, stats, 4, ncclFloat32, ncclSum, g->comm, g->stream));
+    ncclCheck(ncclAllReduce(stats, stats, 4, ncclFloat32, ncclSum, g->world_comm, g->stream));
 #else
     collectives_missing(g);
 #endif
@@ -529,14 +532,16 @@ static void zero3_begin_pass(GPUEngine* g) {
 }
 
 // One communicator over every rank: rank 0 makes its id, the launcher's channel (MPI, TCP or a
-// shared directory: common/ranks.c) carries it to the others.
+// shared directory: common/ranks.c) carries it to the others. It is ZeRO's (comm) unless -pp splits
+// the ranks into stages (section 4b makes a stage's communicator then).
 static void zero_comm_init(GPUEngine* g) {
 #if defined(USE_NCCL)
-    if (g->num_ranks > 1) {
+    if (g->world_ranks > 1) {
         ncclUniqueId id;
-        if (g->rank == 0) ncclCheck(ncclGetUniqueId(&id));
+        if (g->world_rank == 0) ncclCheck(ncclGetUniqueId(&id));
         ranks_broadcast(&id, sizeof(id), 0);
-        ncclCheck(ncclCommInitRank(&g->comm, g->num_ranks, id, g->rank));
+        ncclCheck(ncclCommInitRank(&g->world_comm, g->world_ranks, id, g->world_rank));
+        if (!g->pp) g->comm = g->world_comm;
     }
 #else
     (void)g;
@@ -545,7 +550,8 @@ static void zero_comm_init(GPUEngine* g) {
 
 static void zero_comm_destroy(GPUEngine* g) {
 #if defined(USE_NCCL)
-    if (g->comm) ncclCheck(ncclCommDestroy(g->comm));
+    if (g->comm && g->comm != g->world_comm) ncclCheck(ncclCommDestroy(g->comm));
+    if (g->world_comm) ncclCheck(ncclCommDestroy(g->world_comm));
 #else
     (void)g;
 #endif

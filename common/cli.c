@@ -48,7 +48,7 @@ static const Flag FLAGS[] = {
     {"-o", "--output", FLAG_STRING | NO_BYTES, OPT(output_dir), "", "output dir for log.jsonl, main.log and checkpoints (\"\" = none, llm.c's default: nothing is written)"},
     {"-b", "--batch", FLAG_INT, OPT(B), "4", "micro-batch size B (sequences per forward, per rank)"},
     {"-t", "--seq", FLAG_INT | RECORDED, OPT(T), "1024", "sequence length T (at most the model's max: 1024 for GPT-2 descriptors, 2048 for gpt3:cN)"},
-    {"-d", "--total-batch", FLAG_LONG | RECORDED, OPT(total_batch), "-1", "tokens per optimizer step, a multiple of B*T*ranks (-1 = B*T*ranks)"},
+    {"-d", "--total-batch", FLAG_LONG | RECORDED, OPT(total_batch), "-1", "tokens per optimizer step, a multiple of B*T*ranks (-1 = B*T*ranks: one micro-step, with -pp P micro-steps)"},
     {"-x", "--steps", FLAG_INT | RECORDED, OPT(max_steps), "-1", "optimizer steps (-1 = one epoch of the train data)"},
     // llm.c's defaults: 3e-4, no warmup, no decay (the built-in run's preset: 2e-3 over 50 steps to 0.1).
     {"-l", "--lr", FLAG_FLOAT | RECORDED, OPT(lr), "3e-4", "peak learning rate"},
@@ -117,11 +117,17 @@ static const Flag FLAGS[] = {
     {NULL, "--json", FLAG_SWITCH | NO_BYTES, OPT(json), "0", "with --plan: as one JSON object"},
     {NULL, "--memory-budget", FLAG_STRING | NO_BYTES, OPT(memory_budget), "", "with --plan: SIZE per rank (e.g. 48GiB): does it fit, the largest -b that does, the cheapest change that makes it fit"},
     {NULL, "--ranks", FLAG_INT | NO_BYTES, OPT(plan_ranks), "0", "with --plan: the number of ranks to plan for (0 = the ranks running)"},
+    // Pipeline parallelism: the model split by layers into stages on consecutive groups of ranks.
+    {"-pp", "--pipeline-stages", FLAG_INT, OPT(pp_stages), "1", "pipeline stages P: each of P groups of ranks holds a contiguous range of layers (the first also the embeddings, the last the final LayerNorm and classifier), 1F1B over the step's micro-steps; ranks = P x data-parallel ranks"},
+    {NULL, "--pp-split", FLAG_STRING, OPT(pp_split), "", "with -pp: layers per stage, e.g. 12,12,12,12 (\"\" = the split that minimises the largest stage's planned memory)"},
     {NULL, "--link", FLAG_STRING | NO_BYTES, OPT(link), "nvlink", "the ranks' link for the planned communication time: nvlink (450 GB/s), pcie (25), ib (50) or GB/s per direction, e.g. 100 (assumed figures)"},
 };
 #define NUM_FLAGS ((int)(sizeof(FLAGS) / sizeof(FLAGS[0])))
 // TrainOptions.given has a bit per row.
-_Static_assert(sizeof(FLAGS) / sizeof(FLAGS[0]) <= 64, "more flags than TrainOptions.given has bits");
+_Static_assert(sizeof(FLAGS) / sizeof(FLAGS[0]) <= 8 * sizeof(((TrainOptions*)0)->given),
+               "more flags than TrainOptions.given has bits");
+static int given_bit(const TrainOptions* opts, int i) { return (int)(opts->given[i / 64] >> (i % 64) & 1); }
+static int preset_bit(const TrainOptions* opts, int i) { return (int)(opts->preset[i / 64] >> (i % 64) & 1); }
 
 typedef struct {
     const char* long_name;
@@ -271,7 +277,7 @@ static const Flag* flag_by_long_name(const char* name) {
 int cli_given(const TrainOptions* opts, const char* long_name) {
     const Flag* f = flag_by_long_name(long_name);
     if (!f) fatal("cli_given: no flag %s", long_name);
-    return (int)(opts->given >> (f - FLAGS) & 1);
+    return given_bit(opts, (int)(f - FLAGS));
 }
 
 char* cli_record_all(const TrainOptions* opts, int for_run_id) {
@@ -357,8 +363,8 @@ static void record_value_or_absent(const Flag* f, const char* record, char* out,
 void cli_record_adopt(TrainOptions* opts, const char* record) {
     for (int i = 0; i < NUM_FLAGS; i++) {
         const Flag* f = &FLAGS[i];
-        int preset = (int)(opts->preset >> i & 1);
-        if (!(f->type & RECORDED) || !((f->type & ADOPTED) || preset) || (opts->given >> i & 1)) continue;
+        int preset = preset_bit(opts, i);
+        if (!(f->type & RECORDED) || !((f->type & ADOPTED) || preset) || given_bit(opts, i)) continue;
         char theirs[256];
         record_value_or_absent(f, record, theirs, sizeof(theirs));
         if (flag_value_is(f, opts, theirs)) continue;
@@ -430,7 +436,7 @@ void cli_parse(TrainOptions* opts, int argc, char** argv) {
             if ((FLAGS[i].short_name && strcmp(arg, FLAGS[i].short_name) == 0) || strcmp(arg, FLAGS[i].long_name) == 0)
                 f = &FLAGS[i];
         if (!f) fatal("unknown flag '%s' (see %s --help)", arg, argv[0]);
-        opts->given |= 1ull << (f - FLAGS);
+        opts->given[(f - FLAGS) / 64] |= 1ull << ((f - FLAGS) % 64);
         if (FLAG_TYPE(f) == FLAG_SWITCH) {
             flag_set(opts, f, "1");
             continue;
@@ -452,9 +458,9 @@ int cli_preset_apply(TrainOptions* opts, char* out, size_t cap) {
     for (size_t i = 0; i < sizeof(BUILT_IN_RUN_PRESET) / sizeof(BUILT_IN_RUN_PRESET[0]); i++) {
         const Flag* f = flag_by_long_name(BUILT_IN_RUN_PRESET[i].long_name);
         int bit = (int)(f - FLAGS);
-        if (opts->given >> bit & 1) continue;
+        if (given_bit(opts, bit)) continue;
         flag_set(opts, f, BUILT_IN_RUN_PRESET[i].value);
-        opts->preset |= 1ull << bit;
+        opts->preset[bit / 64] |= 1ull << (bit % 64);
         int n = snprintf(out + used, cap - used, "%s%s %s", filled ? " " : "", f->short_name ? f->short_name : f->long_name,
                          BUILT_IN_RUN_PRESET[i].value);
         if (n > 0 && (size_t)n < cap - used) used += (size_t)n;

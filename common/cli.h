@@ -69,8 +69,10 @@ typedef struct {
     const char* max_memory;    // the GPU engine's device bytes per rank at most ("" = no limit)
     const char* offload;       // none | optimizer | grads
     int overlap;               // ZeRO stages 0, 1: gradients reduced beside backward (1) or after it (0)
-    unsigned long long given;  // a bit per flag given on the command line (cli_given)
-    unsigned long long preset; // a bit per flag the built-in run's preset filled (cli_preset_apply)
+    int pp_stages;             // pipeline stages (-pp): ranks = stages x data-parallel ranks
+    const char* pp_split;      // layers per stage, "12,12,12,12" ("" = the planner's split)
+    unsigned long long given[2];   // a bit per flag given on the command line (cli_given)
+    unsigned long long preset[2];  // a bit per flag the built-in run's preset filled (cli_preset_apply)
 } TrainOptions;
 
 // Fills opts from the table's defaults (llm.c's), then argv. Prints usage and exits 0 on --help;

@@ -9,7 +9,7 @@
 
 const char* comm_kind_name(CommKind k) {
     static const char* const names[COMM_KINDS] = {"allreduce", "reducescatter", "allgather", "reduce",
-                                                  "broadcast", "to_host", "to_device"};
+                                                  "broadcast", "send", "recv", "to_host", "to_device"};
     return k >= 0 && k < COMM_KINDS ? names[k] : "?";
 }
 
@@ -70,6 +70,11 @@ double plan_recompute_fraction(int level) {
 // ---- the collectives, as the engine issues them ----
 
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
+
+// The tensors the plan's rank holds (its pipeline stage's: the whole model without -pp).
+static ParamLayout plan_layout(const MemoryPlan* p) {
+    return gpt2_stage_param_layout(&p->cfg, p->stage_cfg.num_layers, p->pipe.embed, p->pipe.head);
+}
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
 // A ring all-reduce of n elements: the rank's chunk is n / R, the first n % R ranks one more; it
@@ -116,8 +121,8 @@ static void allreduce_piece(CommItem* it, size_t count, size_t R, size_t rank) {
 // LayerNorm.
 typedef void (*PieceFn)(CommItem* it, const MemoryPlan* p, size_t a, size_t count, size_t R, size_t rank);
 static void for_each_bucket_piece(CommItem* it, const MemoryPlan* p, size_t R, size_t rank, PieceFn fn) {
-    ParamLayout lay = gpt2_param_layout(&p->cfg);
-    size_t L = (size_t)p->cfg.num_layers;
+    ParamLayout lay = plan_layout(p);
+    size_t L = (size_t)p->stage_cfg.num_layers;
     for (size_t l = L; l-- > 0;)
         for (int k = PT_LN1W; k <= PT_FCPROJB; k++) {
             size_t per_layer = lay.tensors[k].numel / L;
@@ -149,8 +154,8 @@ static void broadcast_piece(CommItem* it, const MemoryPlan* p, size_t a, size_t 
 // output's LayerNorm needs it), backward finds the last two there and gathers the rest, and at
 // recompute level 3 each segment's recompute gathers its layers again from its first.
 static void zero3_gathers(CommItem* it, const MemoryPlan* p, size_t R, size_t rank) {
-    ParamLayout lay = gpt2_param_layout(&p->cfg);
-    int L = p->cfg.num_layers, K = p->recompute_every, level = p->opts.recompute;
+    ParamLayout lay = plan_layout(p);
+    int L = p->stage_cfg.num_layers, K = p->recompute_every, level = p->opts.recompute;
     int slot[2] = {-1, -1};
     broadcast_piece(it, p, 0, p->embed_n, R, rank);
     broadcast_piece(it, p, lay.tensors[PT_LNFW].offset, p->lnf_n, R, rank);
@@ -186,8 +191,8 @@ static void zero3_gathers(CommItem* it, const MemoryPlan* p, size_t R, size_t ra
 // zero1_gather_pieces): in the next forward's order, the embeddings, each layer's 12 tensor slices,
 // the final LayerNorm, each from the ranks owning it.
 static void zero1_gathers(CommItem* it, const MemoryPlan* p, size_t R, size_t rank) {
-    ParamLayout lay = gpt2_param_layout(&p->cfg);
-    size_t L = (size_t)p->cfg.num_layers;
+    ParamLayout lay = plan_layout(p);
+    size_t L = (size_t)p->stage_cfg.num_layers;
     broadcast_piece(it, p, 0, p->embed_n, R, rank);
     for (size_t l = 0; l < L; l++)
         for (int k = PT_LN1W; k <= PT_FCPROJB; k++) {
@@ -203,16 +208,52 @@ static void allreduce_bucket(CommItem* it, const MemoryPlan* p, size_t a, size_t
     allreduce_piece(it, count, R, rank);
 }
 
+// -pp, a checkpoint: every piece of m, v and the fp32 weights in the model's order, from the rank
+// holding it to rank 0 (train_gpt2_pipe.cuh's pipe_walk_owners): a broadcast over every rank (W of
+// them, this one wrank) for each piece of at most MEM_STAGE_FLOATS that rank 0 does not hold.
+static void pipe_checkpoint_pieces(CommItem* it, const MemoryPlan* p, size_t W, size_t wrank) {
+    const EngineOptions* o = &p->opts;
+    int P = p->pipe.stages, D = p->pipe.dp_ranks;
+    int opt_sharded = o->zero_stage > 0 && D > 1, master = o->precision != PRECISION_FP32;
+    for (int array = 0; array < 3; array++) {  // m, v, the weights (sharded with the optimizer when a master copy)
+        int sharded = array < 2 ? opt_sharded : master && opt_sharded;
+        for (int k = 0; k < GPT2_NUM_PARAM_TENSORS; k++)
+            for (int s = 0; s < P; s++) {
+                if (k == PT_WTE && s > 0) continue;  // the first stage's copy
+                PipeStage ps = pipe_stage(o, p->cfg.num_layers, s * D);
+                ParamLayout lay = gpt2_stage_param_layout(&p->cfg, ps.num_layers, ps.embed, ps.head);
+                const ParamTensor* t = &lay.tensors[k];
+                size_t shard = (lay.num_parameters + D - 1) / D;
+                for (size_t i = 0; i < t->numel;) {
+                    size_t local = t->offset + i, owner = sharded ? local / shard : 0;
+                    size_t count = min_sz(sharded ? (owner + 1) * shard - local : t->numel - i, t->numel - i);
+                    size_t root = (size_t)s * D + owner;
+                    for (size_t j = 0; root != 0 && j < count; j += MEM_STAGE_FLOATS) {
+                        size_t b = min_sz(count - j, MEM_STAGE_FLOATS) * 4;
+                        it->calls++;
+                        it->bytes += b;
+                        if (wrank != (root + W - 1) % W) it->sent += b;
+                        if (wrank != root) it->received += b;
+                    }
+                    i += count;
+                }
+            }
+    }
+}
+
 static double card_peak_or_plan(double peak, Precision precision) { return peak > 0 ? peak : plan_card_peak(precision); }
 
 void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink* link, double peak_flops,
                     const char* card) {
     memset(c, 0, sizeof(*c));
     const EngineOptions* o = &p->opts;
-    size_t R = o->num_ranks > 0 ? (size_t)o->num_ranks : 1, rank = o->rank > 0 ? (size_t)o->rank : 0;
+    // Every rank (W, this one wrank) and the ranks ZeRO combines: the stage's data-parallel ones.
+    size_t W = o->num_ranks > 0 ? (size_t)o->num_ranks : 1, wrank = o->rank > 0 ? (size_t)o->rank : 0;
+    size_t R = (size_t)p->pipe.dp_ranks, rank = (size_t)p->pipe.dp_rank;
     size_t X = p->floatx_bytes;
-    c->rank = (int)rank;
-    c->ranks = (int)R;
+    int pp = p->pipe.stages > 1;
+    c->rank = (int)wrank;
+    c->ranks = (int)W;
     c->stage = o->zero_stage;
     c->offload = o->offload;
     c->precision = (Precision)o->precision;
@@ -221,7 +262,7 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
     int grads_down = o->offload == OFFLOAD_GRADS;
     // Stages 0 and 1 reduce each layer's gradients beside the step's last backward (train_gpt2_zero.cuh),
     // unless --overlap 0.
-    int overlap = !grads_down && c->stage < 2 && !o->no_overlap;
+    int overlap = !grads_down && c->stage < 2 && !o->no_overlap && !pp;  // -pp: reduced after the schedule
 
     if (R > 1) {
         // Gradients: with --offload grads every stage reduces bucket by bucket as backward makes
@@ -251,9 +292,13 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
             it->bytes = p->padded * X;
             it->sent = it->received = (R - 1) * p->shard * X;
         }
-        // The loss, squared norm and non-finite count (4 fp32), summed over the ranks.
+    }
+    // The loss, squared norm and non-finite count (4 fp32), summed over every rank.
+    if (W > 1) {
         CommItem* st = add(c, "step statistics, all-reduced", COMM_ALLREDUCE, COMM_PER_STEP, 0, 4);
-        allreduce_piece(st, 4, R, rank);
+        allreduce_piece(st, 4, W, wrank);
+    }
+    if (R > 1) {
         if (c->stage == 3) {
             CommItem* it = add(c, "parameters, gathered by layer before use", COMM_BROADCAST,
                                COMM_PER_MICRO_STEP, 1, X);
@@ -271,7 +316,7 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
         }
         // A checkpoint of sharded fp32 master weights: each shard broadcast from its owner in pieces
         // of the device staging buffer (write_model_file).
-        if ((c->stage >= 1 && X != 4) || c->stage == 3) {
+        if (!pp && ((c->stage >= 1 && X != 4) || c->stage == 3)) {
             CommItem* it = add(c, "master weights to rank 0 for a checkpoint", COMM_BROADCAST, COMM_PER_CHECKPOINT, 0, 4);
             for (size_t owner = 0; owner < R; owner++) {
                 size_t first = owner * p->shard, count = first >= p->n ? 0 : min_sz(p->n - first, p->shard);
@@ -284,6 +329,26 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
                 }
             }
         }
+    }
+    // Pipeline stages: each micro-batch's activation to the next stage and its gradient back, B x T x C
+    // floatX each (train_gpt2_pipe.cuh's send/recv, not beside compute in this model); the tied
+    // embedding's gradient summed between the first and the last stage once a step; a checkpoint's
+    // pieces to rank 0.
+    if (pp) {
+        c->p2p_bytes = (size_t)o->B * o->T * p->cfg.channels * X;
+        size_t out = (size_t)!p->pipe.head + (size_t)!p->pipe.embed;  // forward to s + 1, backward to s - 1
+        CommItem* snd = add(c, "activations, gradients to neighbouring stages", COMM_SEND, COMM_PER_MICRO_STEP, 0, X);
+        snd->calls = out;
+        snd->bytes = snd->sent = out * c->p2p_bytes;
+        CommItem* rcv = add(c, "activations, gradients from neighbouring stages", COMM_RECV, COMM_PER_MICRO_STEP, 0, X);
+        rcv->calls = out;
+        rcv->bytes = rcv->received = out * c->p2p_bytes;
+        if (p->pipe.embed || p->pipe.head) {
+            CommItem* t = add(c, "tied embedding's gradient, first + last stage", COMM_ALLREDUCE, COMM_PER_STEP, 0, X);
+            allreduce_piece(t, plan_layout(p).tensors[PT_WTE].numel, 2, p->pipe.head ? 1 : 0);
+        }
+        CommItem* ck = add(c, "m, v, weights to rank 0 for a checkpoint", COMM_BROADCAST, COMM_PER_CHECKPOINT, 0, 4);
+        pipe_checkpoint_pieces(ck, p, W, wrank);
     }
     // Offload: this rank's optimizer range down (gradients) and up (updated weights) over the host
     // link. With --offload grads the gradients go down bucket by bucket on every micro-step.
@@ -331,7 +396,12 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
     c->peak_flops = card_peak_or_plan(peak_flops, o->precision);
     snprintf(c->card, sizeof(c->card), "%s", peak_flops > 0 && card && *card ? card : PLAN_CARD);
     double tokens = (double)o->B * o->T * c->accum;
-    c->flops_step = gpt2_flops_per_token(&p->cfg, o->T) * tokens * (1.0 + frac);
+    // A pipeline stage's FLOPs are its layers' and its tensors' (wte's only where it is the classifier:
+    // the embedding is a lookup); the whole model's without -pp.
+    double stage_n = (double)p->n - (p->pipe.embed && !p->pipe.head ? (double)plan_layout(p).tensors[PT_WTE].numel : 0.0);
+    double per_token = pp ? 6.0 * stage_n + 6.0 * p->stage_cfg.num_layers * (double)p->cfg.channels * o->T
+                          : gpt2_flops_per_token(&p->cfg, o->T);
+    c->flops_step = per_token * tokens * (1.0 + frac);
     c->compute_seconds = c->peak_flops > 0 ? c->flops_step / (c->peak_flops * PLAN_MFU) : 0.0;
     // Backward is two thirds of the plain step (4 of its 6 FLOPs a parameter), and runs recompute's
     // extra forward too.
@@ -351,7 +421,10 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
     if (over_micro + over_last > per_micro_backward) exposed += over_micro + over_last - per_micro_backward;
     if (over_next > per_micro_forward) exposed += over_next - per_micro_forward;
     c->exposed_seconds = exposed > 0 ? exposed : 0.0;
-    c->step_seconds = c->compute_seconds + c->exposed_seconds;
+    c->pp_stages = p->pipe.stages;
+    c->bubble = pipe_bubble(p->pipe.stages, c->accum);
+    c->bubble_seconds = pp ? c->compute_seconds * (p->pipe.stages - 1) / c->accum : 0.0;
+    c->step_seconds = c->compute_seconds + c->bubble_seconds + c->exposed_seconds;
     c->hides_if_overlapped = c->comm_seconds + c->host_seconds <= c->compute_seconds;
 }
 
@@ -415,6 +488,12 @@ void comm_plan_print(const CommPlan* c, FILE* f) {
                "extra forward) at %.0f%% MFU of the %s's %.1f TFLOP/s = %.3f ms, backward %.3f ms of it\n",
             c->flops_step / 1e12, PLAN_MFU * 100, c->card, c->peak_flops / 1e12, ms(c->compute_seconds),
             ms(c->backward_seconds));
+    if (c->pp_stages > 1)
+        fprintf(f, "pipeline (predicted): %d stages, %d micro-batches a step: the bubble (P - 1) / (m + P - 1) = %.1f%% of "
+                   "the step, %.3f ms idle at this stage's compute; a stage boundary carries %zu bytes a micro-batch each "
+                   "way (B x T x C), %.3f ms at the link\n",
+                c->pp_stages, c->accum, 100.0 * c->bubble, ms(c->bubble_seconds), c->p2p_bytes,
+                ms(c->p2p_bytes / c->link.bytes_per_s));
     fprintf(f, "communication: %.3f ms a step between ranks", ms(c->comm_seconds));
     if (c->host_down_step || c->host_up_step) fprintf(f, " + %.3f ms on the host link", ms(c->host_seconds));
     fprintf(f, "; exposed as this engine runs it %.3f ms (%s), step %.3f ms (predicted); under compute it %s\n",
@@ -448,6 +527,10 @@ void comm_plan_print_json(const CommPlan* c, const MemoryPlan* p, FILE* f) {
             c->comm_seconds, c->host_seconds, c->overlapped_seconds, c->card, c->peak_flops, PLAN_MFU, c->flops_step,
             c->compute_seconds, c->backward_seconds, c->exposed_seconds, c->step_seconds,
             c->hides_if_overlapped ? "true" : "false");
+    if (c->pp_stages > 1)
+        fprintf(f, ",\n  \"pipeline\": {\"stages\": %d, \"bubble\": %.6f, \"bubble_seconds\": %.9g, \"p2p_bytes_per_micro_step\": %zu, "
+                   "\"p2p_seconds_per_micro_step\": %.9g}",
+                c->pp_stages, c->bubble, c->bubble_seconds, c->p2p_bytes, c->p2p_bytes / c->link.bytes_per_s);
     // Every rank's totals: ranks differ when R does not divide the counts.
     if (c->ranks > 1 && c->ranks <= 16) {
         fprintf(f, ",\n  \"by_rank\": [");
@@ -463,7 +546,7 @@ void comm_plan_print_json(const CommPlan* c, const MemoryPlan* p, FILE* f) {
                        "\"sent_per_step_by_kind\": {", r ? "," : "", r, cr.sent_step, cr.received_step, cr.checkpoint_sent,
                     cr.checkpoint_received, cr.host_down_step, cr.host_up_step);
             // Micro-step items times the micro-steps: what a counter sees over one optimizer step.
-            for (int k = 0; k <= COMM_BROADCAST; k++) {  // the broadcasts: stage 3's gathers
+            for (int k = 0; k <= COMM_RECV; k++) {  // the broadcasts: stage 3's gathers
                 size_t sent = 0;
                 for (int i = 0; i < cr.count; i++)
                     if (cr.items[i].kind == (CommKind)k && cr.items[i].when != COMM_PER_CHECKPOINT)

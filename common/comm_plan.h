@@ -29,12 +29,13 @@
 extern "C" {
 #endif
 
-// The kinds, named as the CPU runtime's counter names them; the last two are offload's host copies.
+// The kinds, named as the CPU runtime's counter names them (send, recv: a pipeline's point-to-point
+// transfers); the last two are offload's host copies.
 typedef enum {
-    COMM_ALLREDUCE, COMM_REDUCESCATTER, COMM_ALLGATHER, COMM_REDUCE, COMM_BROADCAST,
+    COMM_ALLREDUCE, COMM_REDUCESCATTER, COMM_ALLGATHER, COMM_REDUCE, COMM_BROADCAST, COMM_SEND, COMM_RECV,
     COMM_TO_HOST, COMM_TO_DEVICE, COMM_KINDS
 } CommKind;
-const char* comm_kind_name(CommKind k);  // "allreduce", ..., "to_host", "to_device"
+const char* comm_kind_name(CommKind k);  // "allreduce", ..., "send", "recv", "to_host", "to_device"
 
 typedef enum { COMM_PER_STEP, COMM_PER_MICRO_STEP, COMM_PER_CHECKPOINT } CommWhen;
 
@@ -68,7 +69,7 @@ extern const CommLink COMM_HOST_LINK;
 
 #define COMM_MAX_ITEMS 10
 typedef struct CommPlan {
-    int rank, ranks, stage, offload;
+    int rank, ranks, stage, offload;  // rank of ranks: in the whole run; stage: ZeRO's
     Precision precision;
     int accum;                 // micro-steps per optimizer step
     int count;
@@ -89,7 +90,12 @@ typedef struct CommPlan {
     char card[48];
     double compute_seconds, backward_seconds;
     double exposed_seconds;    // communication the compute does not hide, as this engine runs it
-    double step_seconds;       // compute + exposed (predicted)
+    // -pp: the stages, and the step's idle time while the pipeline fills and drains: (P - 1) of the
+    // stage's m micro-batches' compute (1F1B, equal stages); its flops_step is its stage's alone.
+    int pp_stages;
+    double bubble, bubble_seconds;
+    size_t p2p_bytes;          // one activation (or its gradient) across a stage boundary: B x T x C floatX
+    double step_seconds;       // compute + bubble + exposed (predicted)
     int hides_if_overlapped;   // every collective's time fits under backward's
 } CommPlan;
 

@@ -46,6 +46,8 @@ const char* precision_name(Precision p);
 // as backward produces them, keeping no full-size gradient buffer on the device.
 typedef enum { OFFLOAD_NONE, OFFLOAD_OPTIMIZER, OFFLOAD_GRADS } Offload;
 
+#define PP_MAX_STAGES 64      // -pp: the most pipeline stages
+
 // What an engine is made for; main() fills it from the flags (train_setup).
 typedef struct {
     Precision precision;      // asked for: the GPU build's (make PRECISION=...); the C engine is fp32 always
@@ -67,6 +69,12 @@ typedef struct {
                               // newer, 0 before; the engine's options then say which)
     int tf32;                 // GPU, fp32 build: 1 = matmuls on TF32 tensor cores (llm.c's -f)
     long total_batch;         // tokens per optimizer step (-d), for memory advice; 0 = B*T*ranks
+    // Pipeline parallelism (-pp, common/pipeline.h): num_ranks = pp_stages x data-parallel ranks, rank
+    // r in stage r / (num_ranks / pp_stages); stage s holds pp_layers[s] layers after those of the
+    // stages before it. 0 or 1 stage: the whole model on every rank.
+    int pp_stages;
+    int pp_layers[PP_MAX_STAGES];
+    int micro_steps;          // micro-steps per optimizer step: the pipeline's micro-batches (0 = 1)
 } EngineOptions;
 
 // What one optimizer step did, read by the driver once per step.
@@ -116,7 +124,8 @@ struct Engine {
     // One training micro-step: forward and backward over B x T tokens (at most options.B x T).
     // Gradients accumulate until optimizer_step. dloss_scale = d(step objective)/d(this micro-step's
     // mean loss): 1/accumulation steps. The loss stays in the engine until optimizer_step.
-    // is_last_micro_step lets an engine start its gradient reduction as backward produces it.
+    // is_last_micro_step lets an engine start its gradient reduction as backward produces it (and a
+    // pipelined one, -pp, run its schedule over the step's micro-steps, whose tokens it kept).
     void (*micro_step)(Engine* e, const int* inputs, const int* targets, int B, int T, float dloss_scale,
                        int is_last_micro_step);
 

@@ -105,8 +105,11 @@ void gpt2_config_validate(const GPT2Config* c, const char* what) {
     if (!gpt2_config_check(c, what, why, sizeof(why))) fatal("%s", why);
 }
 
-ParamLayout gpt2_param_layout(const GPT2Config* cfg) {
-    size_t Vp = cfg->padded_vocab_size, C = cfg->channels, L = cfg->num_layers, maxT = cfg->max_seq_len;
+ParamLayout gpt2_param_layout(const GPT2Config* cfg) { return gpt2_stage_param_layout(cfg, cfg->num_layers, 1, 1); }
+
+ParamLayout gpt2_stage_param_layout(const GPT2Config* cfg, int num_layers, int embed, int head) {
+    size_t Vp = embed || head ? cfg->padded_vocab_size : 0, C = cfg->channels, L = num_layers;
+    size_t maxT = embed ? cfg->max_seq_len : 0, lnf = head ? C : 0;
     // name, ndim, shape, decay: in llm.c's file order
     struct { const char* name; int ndim; size_t s0, s1, s2; int decay; } spec[GPT2_NUM_PARAM_TENSORS] = {
         {"wte", 2, Vp, C, 0, 1},          {"wpe", 2, maxT, C, 0, 1},
@@ -116,7 +119,7 @@ ParamLayout gpt2_param_layout(const GPT2Config* cfg) {
         {"ln2w", 2, L, C, 0, 0},          {"ln2b", 2, L, C, 0, 0},
         {"fcw", 3, L, 4 * C, C, 1},       {"fcb", 2, L, 4 * C, 0, 0},
         {"fcprojw", 3, L, C, 4 * C, 1},   {"fcprojb", 2, L, C, 0, 0},
-        {"lnfw", 1, C, 0, 0, 0},          {"lnfb", 1, C, 0, 0, 0},
+        {"lnfw", 1, lnf, 0, 0, 0},        {"lnfb", 1, lnf, 0, 0, 0},
     };
     ParamLayout layout;
     memset(&layout, 0, sizeof(layout));

@@ -67,6 +67,11 @@ void gpt2_config_validate(const GPT2Config* cfg, const char* what);
 // The same check returning 0 with the reason in why (prefixed with what) instead of exiting.
 int gpt2_config_check(const GPT2Config* cfg, const char* what, char* why, size_t why_cap);
 ParamLayout gpt2_param_layout(const GPT2Config* cfg);
+// The same table for one pipeline stage (common/pipeline.h): the same tensors in the same order, the
+// per-layer ones stacked over its num_layers layers, wte held (Vp rows) by the first stage (embed)
+// and the last (head, the classifier), wpe by the first, the final LayerNorm by the last; a tensor
+// the stage does not hold has no entries. (num_layers = L, embed = head = 1: gpt2_param_layout.)
+ParamLayout gpt2_stage_param_layout(const GPT2Config* cfg, int num_layers, int embed, int head);
 int gpt2_padded_vocab(int vocab_size);
 
 // Training FLOPs per token at sequence length T, llm.c's estimate (its MFU is comparable):

@@ -21,18 +21,25 @@ static void item(MemoryPlan* p, int k, const char* name, size_t bytes, MemWhere 
     p->items[k].estimate = estimate;
 }
 
-void memory_plan_make(MemoryPlan* p, const GPT2Config* cfg, const EngineOptions* opts) {
+void memory_plan_make(MemoryPlan* p, const GPT2Config* model, const EngineOptions* opts) {
     memset(p, 0, sizeof(*p));
-    p->cfg = *cfg;
+    p->cfg = *model;
     p->opts = *opts;
     size_t X = opts->precision == PRECISION_FP32 ? 4 : 2;
     p->floatx_bytes = X;
-    ParamLayout lay = gpt2_param_layout(cfg);
+    // The rank's pipeline stage: its layers, and the embeddings and head where it holds them.
+    p->pipe = pipe_stage(opts, model->num_layers, opts->rank > 0 ? opts->rank : 0);
+    p->stage_cfg = *model;
+    p->stage_cfg.num_layers = p->pipe.num_layers;
+    const GPT2Config* cfg = &p->stage_cfg;
+    int pp = p->pipe.stages > 1;
+    ParamLayout lay = gpt2_stage_param_layout(model, cfg->num_layers, p->pipe.embed, p->pipe.head);
     size_t L = (size_t)cfg->num_layers;
 
-    // Shards: any parameter count over any rank count, the last shards padded.
-    size_t n = lay.num_parameters, R = opts->num_ranks > 0 ? (size_t)opts->num_ranks : 1;
-    size_t rank = opts->rank > 0 ? (size_t)opts->rank : 0;
+    // Shards: any parameter count over any rank count (a stage's data-parallel ranks), the last
+    // shards padded.
+    size_t n = lay.num_parameters, R = (size_t)p->pipe.dp_ranks;
+    size_t rank = (size_t)p->pipe.dp_rank;
     int stage = opts->zero_stage;
     p->n = n;
     p->shard = (n + R - 1) / R;
@@ -54,7 +61,8 @@ void memory_plan_make(MemoryPlan* p, const GPT2Config* cfg, const EngineOptions*
     size_t buckets = (2 * p->layer_bucket_n + p->embed_n + p->lnf_n) * X;
 
     p->recompute_every = gpt2_recompute_every(cfg, opts->B, opts->T, X, opts->recompute_every);
-    gpt2_activation_layout(&p->acts, cfg, opts->B, opts->T, X, opts->recompute, opts->recompute_every);
+    gpt2_stage_activation_layout(&p->acts, cfg, p->pipe.embed, p->pipe.head, opts->B, opts->T, X, opts->recompute,
+                                 opts->recompute_every);
     gpt2_scratch_layout(&p->scratch, cfg, opts->B, opts->T, X);
 
     int off = opts->offload != OFFLOAD_NONE;
@@ -78,12 +86,14 @@ void memory_plan_make(MemoryPlan* p, const GPT2Config* cfg, const EngineOptions*
     item(p, MEM_MASTER, "master weights (fp32)", off || X != 4 ? p->opt_n * 4 : 0, opt_where, 0);
     item(p, MEM_ADAM_M, "AdamW m (fp32)", p->opt_n * 4, opt_where, 0);
     item(p, MEM_ADAM_V, "AdamW v (fp32)", p->opt_n * 4, opt_where, 0);
-    item(p, MEM_ACTIVATIONS, "activations", p->acts.bytes, MEM_ON_DEVICE, 0);
+    // 1F1B keeps in_flight micro-batches' activations at once (1 without -pp).
+    item(p, MEM_ACTIVATIONS, "activations", p->acts.bytes * (size_t)p->pipe.in_flight, MEM_ON_DEVICE, 0);
     item(p, MEM_SCRATCH, "scratch", p->scratch.bytes, MEM_ON_DEVICE, 0);
     item(p, MEM_WORKSPACE, "cuBLASLt workspace", MATMUL_WORKSPACE_BYTES, MEM_ON_DEVICE, 0);
     // Sharded fp32 master weights reach the model file through a device buffer, one shard at a time
     // (stage 3 in FP32 too: there the parameter shard is the master).
-    int gather = R > 1 && ((stage >= 1 && X != 4) || stage == 3);
+    // With -pp every stage sends its pieces to rank 0, which writes the files whole.
+    int gather = (R > 1 && ((stage >= 1 && X != 4) || stage == 3)) || pp;
     item(p, MEM_DEVICE_STAGE, "checkpoint staging", gather ? MEM_STAGE_FLOATS * 4 : 0, MEM_ON_DEVICE, 0);
     size_t offload_buf = 0;
     if (off) offload_buf = p->opt_n * X;  // gradients down, then the updated weights up, in place
@@ -91,8 +101,16 @@ void memory_plan_make(MemoryPlan* p, const GPT2Config* cfg, const EngineOptions*
     item(p, MEM_OFFLOAD_BUFFER, "offload buffers (pinned)", offload_buf, MEM_ON_HOST, 0);
     item(p, MEM_HOST_STAGE, "host staging (pinned)", MEM_STAGE_FLOATS * (4 + X), MEM_ON_HOST, 0);
     item(p, MEM_HOST_PLAN, "encoder plan (host)", encoder_plan_ints((int)BT) * 4 + BT * 8, MEM_ON_HOST, 0);
+    // The schedule starts once the step's last micro-step is given: every micro-batch's inputs and
+    // targets are kept until then.
+    int m = opts->micro_steps > 0 ? opts->micro_steps : 1;
+    item(p, MEM_PIPE_TOKENS, "pipeline micro-batches' tokens (host)", pp ? (size_t)m * BT * 2 * 4 : 0, MEM_ON_HOST, 0);
     item(p, MEM_CUDA_CONTEXT, "CUDA context, kernels, cuBLASLt", MEM_CUDA_CONTEXT_ESTIMATE, MEM_ON_DEVICE, 1);
-    item(p, MEM_NCCL, "NCCL buffers", R > 1 ? MEM_NCCL_ESTIMATE : 0, MEM_ON_DEVICE, 1);
+    // One communicator's buffers for each this rank uses: every rank's, and with -pp its replica's
+    // (stage to stage), its stage's (data-parallel) and the tied embedding's (first and last stage).
+    int comms = opts->num_ranks > 1;
+    if (pp) comms += 1 + (R > 1) + (p->pipe.embed || p->pipe.head);
+    item(p, MEM_NCCL, "NCCL buffers", (size_t)comms * MEM_NCCL_ESTIMATE, MEM_ON_DEVICE, 1);
 
     for (int k = 0; k < MEM_COUNT; k++) {
         const MemItem* it = &p->items[k];
@@ -105,6 +123,122 @@ void memory_plan_make(MemoryPlan* p, const GPT2Config* cfg, const EngineOptions*
 
 static double gib(size_t b) { return b / 1073741824.0; }
 
+int memory_plan_stage_rank(const EngineOptions* opts, int s) {
+    int P = pipe_stages(opts), ranks = opts->num_ranks > 0 ? opts->num_ranks : 1;
+    return s * (ranks / P > 0 ? ranks / P : 1);
+}
+
+int memory_plan_largest_stage(const GPT2Config* cfg, const EngineOptions* opts) {
+    EngineOptions o = *opts;
+    MemoryPlan p;
+    int best = 0;
+    size_t most = 0;
+    for (int s = 0; s < pipe_stages(opts); s++) {
+        o.rank = memory_plan_stage_rank(opts, s);
+        memory_plan_make(&p, cfg, &o);
+        if (s == 0 || p.device_total > most) best = s, most = p.device_total;
+    }
+    return memory_plan_stage_rank(opts, best);
+}
+
+// The plan a budget is checked against: the rank's, with -pp its largest stage's.
+static void plan_for_budget(MemoryPlan* p, const GPT2Config* cfg, const EngineOptions* opts) {
+    EngineOptions o = *opts;
+    if (pipe_stages(opts) > 1) o.rank = memory_plan_largest_stage(cfg, opts);
+    memory_plan_make(p, cfg, &o);
+}
+
+void memory_plan_print_stages(const GPT2Config* cfg, const EngineOptions* opts, FILE* f) {
+    int P = pipe_stages(opts);
+    if (P <= 1) return;
+    EngineOptions o = *opts;
+    MemoryPlan p;
+    o.rank = 0;
+    memory_plan_make(&p, cfg, &o);
+    int m = opts->micro_steps > 0 ? opts->micro_steps : 1;
+    fprintf(f, "pipeline: %d stages x %d data-parallel rank%s, 1F1B over %d micro-batches a step: the bubble (P - 1) / "
+               "(m + P - 1) is %.1f%% of the step (predicted, equal stages)\n",
+            P, p.pipe.dp_ranks, p.pipe.dp_ranks == 1 ? "" : "s", m, 100.0 * pipe_bubble(P, m));
+    fprintf(f, "| %5s | %-12s | %-38s | %9s | %17s | %9s |\n", "stage", "layers", "also", "in flight", "device bytes",
+            "GiB");
+    fprintf(f, "|-------|--------------|----------------------------------------|-----------|-------------------|-----------|\n");
+    int largest = memory_plan_largest_stage(cfg, opts);
+    for (int s = 0; s < P; s++) {
+        o.rank = memory_plan_stage_rank(opts, s);
+        memory_plan_make(&p, cfg, &o);
+        char layers[32];
+        snprintf(layers, sizeof(layers), "%d-%d (%d)", p.pipe.first_layer, p.pipe.first_layer + p.pipe.num_layers - 1,
+                 p.pipe.num_layers);
+        const char* also = p.pipe.embed && p.pipe.head ? "embeddings, final LayerNorm, classifier"
+                           : p.pipe.embed            ? "embeddings (wte, wpe)"
+                           : p.pipe.head             ? "final LayerNorm, classifier (wte)"
+                                                     : "";
+        fprintf(f, "| %5d | %-12s | %-38s | %9d | %17zu | %9.3f |%s\n", s, layers, also, p.pipe.in_flight, p.device_total,
+                gib(p.device_total), o.rank == largest ? " largest: the rank's figure" : "");
+    }
+}
+
+// The split for the budget M: each stage as many layers as fit under M (cap[s], from need[s][n - 1],
+// the plan of stage s with n layers), then the layers over L taken back one at a time from the stage
+// that needs the most. 1 if every stage fits at least one layer and they hold L together.
+static int split_under(const size_t* need, int P, int L, size_t M, int* layers) {
+    long total = 0;
+    for (int s = 0; s < P; s++) {
+        int n = 0;
+        while (n < L && need[(size_t)s * L + n] <= M) n++;
+        if (n == 0) return 0;
+        layers[s] = n;
+        total += n;
+    }
+    if (total < L) return 0;
+    for (; total > L; total--) {
+        int worst = -1;
+        for (int s = 0; s < P; s++)
+            if (layers[s] > 1 && (worst < 0 || need[(size_t)s * L + layers[s] - 1] > need[(size_t)worst * L + layers[worst] - 1]))
+                worst = s;
+        layers[worst]--;
+    }
+    return 1;
+}
+
+static int size_compare(const void* a, const void* b) {
+    size_t x = *(const size_t*)a, y = *(const size_t*)b;
+    return x < y ? -1 : x > y;
+}
+
+void memory_plan_pp_split(const GPT2Config* cfg, EngineOptions* opts) {
+    int P = pipe_stages(opts), L = cfg->num_layers;
+    if (P <= 1) return;
+    // need[s][n - 1]: stage s's plan with n layers (the other stages' counts do not change it).
+    size_t* need = (size_t*)malloc_check((size_t)P * L * sizeof(size_t), "pipeline split");
+    EngineOptions o = *opts;
+    MemoryPlan p;
+    for (int s = 0; s < P; s++) {
+        o.rank = memory_plan_stage_rank(opts, s);
+        for (int n = 1; n <= L; n++) {
+            for (int t = 0; t < P; t++) o.pp_layers[t] = 1;
+            o.pp_layers[s] = n;
+            memory_plan_make(&p, cfg, &o);
+            need[(size_t)s * L + n - 1] = p.device_total;
+        }
+    }
+    // The least M some split fits under is one of the needs: search them in order.
+    size_t count = (size_t)P * L;
+    size_t* sorted = (size_t*)malloc_check(count * sizeof(size_t), "pipeline split");
+    memcpy(sorted, need, count * sizeof(size_t));
+    qsort(sorted, count, sizeof(size_t), size_compare);
+    size_t lo = 0, hi = count - 1;  // split_under holds at sorted[count - 1] (every stage fits L layers)
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (split_under(need, P, L, sorted[mid], opts->pp_layers)) hi = mid;
+        else lo = mid + 1;
+    }
+    split_under(need, P, L, sorted[lo], opts->pp_layers);
+    free(sorted);
+    free(need);
+}
+
+
 static const char* recompute_words(int level) {
     return level == 0 ? "keep all" : level == 1 ? "GELU" : level == 2 ? "GELU + LayerNorms" : "whole blocks";
 }
@@ -112,11 +246,18 @@ static const char* recompute_words(int level) {
 static void plan_heading(const MemoryPlan* p, FILE* f) {
     const EngineOptions* o = &p->opts;
     fprintf(f, "memory plan: L=%d C=%d NH=%d V=%d, %zu parameters, %s, B=%d T=%d, recompute %d (%s", p->cfg.num_layers,
-            p->cfg.channels, p->cfg.num_heads, p->cfg.vocab_size, p->n, precision_name(o->precision), o->B, o->T,
-            o->recompute, recompute_words(o->recompute));
+            p->cfg.channels, p->cfg.num_heads, p->cfg.vocab_size, gpt2_param_layout(&p->cfg).num_parameters,
+            precision_name(o->precision), o->B, o->T, o->recompute, recompute_words(o->recompute));
     if (o->recompute == 3) fprintf(f, ", segments of %d layers", p->recompute_every);
-    fprintf(f, "), ZeRO stage %d over %d rank%s, offload %s; rank %d\n", o->zero_stage, o->num_ranks > 0 ? o->num_ranks : 1,
-            o->num_ranks > 1 ? "s" : "", offload_name(o->offload), o->rank);
+    int R = p->pipe.dp_ranks;
+    fprintf(f, "), ZeRO stage %d over %d rank%s, offload %s; rank %d", o->zero_stage, R, R > 1 ? "s" : "",
+            offload_name(o->offload), o->rank);
+    if (p->pipe.stages > 1)
+        fprintf(f, ", pipeline stage %d of %d: layers %d-%d%s%s (%zu parameters), %d micro-batch%s activations in flight",
+                p->pipe.stage, p->pipe.stages, p->pipe.first_layer, p->pipe.first_layer + p->pipe.num_layers - 1,
+                p->pipe.embed ? " and the embeddings" : "", p->pipe.head ? " and the final LayerNorm and classifier" : "",
+                p->n, p->pipe.in_flight, p->pipe.in_flight == 1 ? "'s" : "es'");
+    fprintf(f, "\n");
 }
 
 void memory_plan_print(const MemoryPlan* p, FILE* f) {
@@ -141,8 +282,10 @@ void memory_plan_print(const MemoryPlan* p, FILE* f) {
     size_t states = p->items[MEM_PARAMS].bytes + p->items[MEM_GRADS].bytes + p->items[MEM_GRAD_SHARD].bytes +
                     p->items[MEM_MASTER].bytes + p->items[MEM_ADAM_M].bytes + p->items[MEM_ADAM_V].bytes;
     fprintf(f, "model states (parameters, gradients, master, m, v, wherever they live): %zu bytes = %.3f bytes per parameter;"
-               " activations %.3f GiB = %.3f GiB per sequence\n",
+               " activations %.3f GiB = %.3f GiB per sequence",
             states, (double)states / p->n, gib(p->acts.bytes), p->opts.B > 0 ? gib(p->acts.bytes) / p->opts.B : 0.0);
+    if (p->pipe.in_flight > 1) fprintf(f, "; a micro-batch's, %d in flight", p->pipe.in_flight);
+    fprintf(f, "\n");
     fprintf(f, "activations by tensor (\"layers\": how many layers' copies the level keeps):\n");
     fprintf(f, "| %-14s | %6s | %15s | %15s |\n", "tensor", "layers", "bytes per layer", "bytes");
     for (int s = 0; s < p->acts.count; s++) {
@@ -194,7 +337,7 @@ void memory_plan_print_json(const MemoryPlan* p, size_t budget, int accum, int k
     fprintf(f, "{\"model\": {\"layers\": %d, \"channels\": %d, \"heads\": %d, \"vocab\": %d, \"padded_vocab\": %d, "
                "\"max_seq_len\": %d, \"parameters\": %zu},\n",
             p->cfg.num_layers, p->cfg.channels, p->cfg.num_heads, p->cfg.vocab_size, p->cfg.padded_vocab_size,
-            p->cfg.max_seq_len, p->n);
+            p->cfg.max_seq_len, gpt2_param_layout(&p->cfg).num_parameters);
     fprintf(f, " \"options\": {\"precision\": \"%s\", \"B\": %d, \"T\": %d, \"recompute\": %d, \"recompute_every\": %d, "
                "\"zero_stage\": %d, \"ranks\": %d, \"rank\": %d, \"offload\": \"%s\"},\n",
             precision_name(o->precision), o->B, o->T, o->recompute, p->recompute_every, o->zero_stage,
@@ -214,6 +357,22 @@ void memory_plan_print_json(const MemoryPlan* p, size_t budget, int accum, int k
     }
     fprintf(f, "],\n \"device_bytes\": %zu, \"device_total\": %zu, \"host_bytes\": %zu", p->device_bytes, p->device_total,
             p->host_bytes);
+    if (p->pipe.stages > 1) {  // every stage's figure (the plan above is the stage of rank o->rank)
+        int m = o->micro_steps > 0 ? o->micro_steps : 1;
+        fprintf(f, ",\n \"pipeline\": {\"stages\": %d, \"dp_ranks\": %d, \"micro_steps\": %d, \"bubble\": %.6f, \"stage\": %d}",
+                p->pipe.stages, p->pipe.dp_ranks, m, pipe_bubble(p->pipe.stages, m), p->pipe.stage);
+        fprintf(f, ",\n \"by_stage\": [");
+        EngineOptions so = *o;
+        for (int s = 0; s < p->pipe.stages; s++) {
+            MemoryPlan q;
+            so.rank = memory_plan_stage_rank(o, s);
+            memory_plan_make(&q, &p->cfg, &so);
+            fprintf(f, "%s\n  {\"stage\": %d, \"first_layer\": %d, \"layers\": %d, \"in_flight\": %d, \"device_bytes\": %zu, "
+                       "\"device_total\": %zu}", s ? "," : "", s, q.pipe.first_layer, q.pipe.num_layers, q.pipe.in_flight,
+                    q.device_bytes, q.device_total);
+        }
+        fprintf(f, "]");
+    }
     if (budget > 0) {
         MemoryFit fit = memory_plan_fit_step(&p->cfg, o, accum, keep_step, budget);
         fprintf(f, ",\n \"budget\": {\"bytes\": %zu, \"fits\": %s, \"max_B\": %d", budget, fit.fits ? "true" : "false",
@@ -286,9 +445,11 @@ MemoryFit memory_plan_fit_step(const GPT2Config* cfg, const EngineOptions* opts,
     MemoryFit fit;
     memset(&fit, 0, sizeof(fit));
     MemoryPlan p;
-    memory_plan_make(&p, cfg, opts);
+    plan_for_budget(&p, cfg, opts);
     fit.fits = p.device_total <= budget;
-    long nr = opts->num_ranks > 0 ? opts->num_ranks : 1, steps_accum, ignored;
+    // The data-parallel ranks (with -pp every stage of a replica takes the same sequences).
+    long nr = (opts->num_ranks > 0 ? opts->num_ranks : 1) / pipe_stages(opts), steps_accum, ignored;
+    if (nr < 1) nr = 1;
     if (accum < 1) accum = 1;
     char why[256];
     long step_seqs = (long)opts->B * accum;  // sequences per rank per optimizer step
@@ -299,7 +460,7 @@ MemoryFit memory_plan_fit_step(const GPT2Config* cfg, const EngineOptions* opts,
     int lo = 0, hi = (int)(RUN_MAX_TOKENS_PER_MICRO_STEP / per < (1 << 16) ? RUN_MAX_TOKENS_PER_MICRO_STEP / per : (1 << 16));
     while (lo < hi) {
         o.B = lo + (hi - lo + 1) / 2;
-        memory_plan_make(&p, cfg, &o);
+        plan_for_budget(&p, cfg, &o);
         if (p.device_total <= budget) lo = o.B;
         else hi = o.B - 1;
     }
@@ -313,10 +474,12 @@ MemoryFit memory_plan_fit_step(const GPT2Config* cfg, const EngineOptions* opts,
     // The cheapest change that fits: recompute levels, B halved (accumulation doubled, the step's
     // tokens kept), ZeRO-2 over several ranks, offload; never less than what was asked.
     MemoryPlan asked;
-    memory_plan_make(&asked, cfg, opts);
+    plan_for_budget(&asked, cfg, opts);
     double base = change_seconds(cfg, opts, accum, &asked);
     double best = 0;
-    int ranks = opts->num_ranks > 1;
+    // A pipeline's stages combine their ranks with ZeRO 0 or 1 and keep the optimizer on the device.
+    int pp = pipe_stages(opts) > 1;
+    int ranks = opts->num_ranks > 1, top_zero = ranks && opts->zero_stage < 2 ? (pp ? 1 : 2) : opts->zero_stage;
     for (int r = opts->recompute; r <= 3; r++)
         for (int div = 1; div <= opts->B; div++) {
             // B divided by any of its divisors, the micro-steps multiplied by it: the step's tokens
@@ -324,14 +487,14 @@ MemoryFit memory_plan_fit_step(const GPT2Config* cfg, const EngineOptions* opts,
             if (opts->B % div != 0 ||
                 !run_shape_check(opts->B / div, opts->T, nr, step_seqs * opts->T * nr, &steps_accum, why, sizeof(why)))
                 continue;
-            for (int z = opts->zero_stage; z <= (ranks && opts->zero_stage < 2 ? 2 : opts->zero_stage); z++)
-                for (int off = opts->offload; off <= OFFLOAD_GRADS; off++) {
+            for (int z = opts->zero_stage; z <= top_zero; z++)
+                for (int off = opts->offload; off <= (pp ? OFFLOAD_NONE : OFFLOAD_GRADS); off++) {
                     EngineOptions c = *opts;
                     c.recompute = r;
                     c.B = opts->B / div;
                     c.zero_stage = z;
                     c.offload = off;
-                    memory_plan_make(&p, cfg, &c);
+                    plan_for_budget(&p, cfg, &c);
                     if (p.device_total > budget) continue;
                     double s = change_seconds(cfg, &c, accum * div, &p) - base;
                     if (fit.found && s >= best) continue;
@@ -343,7 +506,7 @@ MemoryFit memory_plan_fit_step(const GPT2Config* cfg, const EngineOptions* opts,
                 }
         }
     if (!fit.found) return fit;
-    long ranks_n = opts->num_ranks > 0 ? opts->num_ranks : 1;
+    long ranks_n = nr;
     // The run's -d when the engine was told it (an out-of-memory or --max-memory answer), else the
     // step as planned here.
     fit.total_batch = opts->total_batch > 0 ? opts->total_batch : (long)opts->B * opts->T * ranks_n * (accum > 0 ? accum : 1);

@@ -18,6 +18,7 @@
 
 #include "engine.h"
 #include "gpt2_config.h"
+#include "pipeline.h"
 #include "tensor_layout.h"
 
 #ifdef __cplusplus
@@ -43,6 +44,7 @@ enum {
     MEM_OFFLOAD_BUFFER, // host, pinned: gradients down and weights up, floatX, this rank's range
     MEM_HOST_STAGE,     // host, pinned: weights and checkpoints in and out (fp32 + floatX)
     MEM_HOST_PLAN,      // host: the encoder backward's plan and its sort keys
+    MEM_PIPE_TOKENS,    // host: -pp, the step's micro-batches' tokens, kept for the schedule (1F1B)
     MEM_CUDA_CONTEXT,   // estimate: the CUDA context, its kernels and cuBLASLt's handle
     MEM_NCCL,           // estimate: NCCL's communicator buffers (several ranks)
     MEM_COUNT
@@ -63,9 +65,14 @@ typedef struct {
 #define MEM_STAGE_FLOATS ((size_t)1 << 22)              // host staging, fp32 elements (16 MiB)
 
 typedef struct {
-    GPT2Config cfg;
+    GPT2Config cfg;          // the model
     EngineOptions opts;
     size_t floatx_bytes;     // 2 (FP16, BF16) or 4 (FP32)
+    // The rank's pipeline stage (common/pipeline.h; the whole model without -pp) and its shape: the
+    // model's with the stage's layers. Everything below is the stage's: its parameters in
+    // gpt2_stage_param_layout() order, sharded over its data-parallel ranks.
+    PipeStage pipe;
+    GPT2Config stage_cfg;
     // The shapes the engine allocates by.
     size_t n;                // parameters
     size_t shard, padded;    // entries per rank's shard (n rounded up to the ranks), shard * ranks
@@ -76,7 +83,7 @@ typedef struct {
     size_t bucket_offset[GPT2_NUM_PARAM_TENSORS];  // a layer tensor's slice within a layer bucket
     size_t embed_n, lnf_n;   // stage 2: the wte + wpe bucket, the final LayerNorm's
     int recompute_every;     // K at recompute level 3
-    TensorGroup acts, scratch;
+    TensorGroup acts, scratch;  // acts: one micro-batch's; the stage keeps pipe.in_flight of them
     MemItem items[MEM_COUNT];
     size_t device_bytes;     // what the engine allocates on the device (no estimates)
     size_t device_total;     // with the estimates: what a budget is checked against
@@ -96,20 +103,37 @@ typedef struct {
 int run_shape_check(long B, long T, long ranks, long total_batch, long* accum, char* why, size_t cap);
 
 // The plan of rank opts->rank of opts->num_ranks (rank 0's shard is never smaller than another's:
-// plan rank 0 for the per-rank figure). opts->precision picks the element size.
+// plan rank 0 for the per-rank figure; with -pp, rank 0 of each stage, memory_plan_stage_rank).
+// opts->precision picks the element size.
 void memory_plan_make(MemoryPlan* p, const GPT2Config* cfg, const EngineOptions* opts);
+// The first rank of pipeline stage s (its data-parallel rank 0) under opts.
+int memory_plan_stage_rank(const EngineOptions* opts, int s);
+// With -pp: the first rank of the stage whose plan needs the most device memory (device_total): the
+// rank's figure (--plan and a budget check plan it). Without: 0.
+int memory_plan_largest_stage(const GPT2Config* cfg, const EngineOptions* opts);
+// With -pp: the stages in a table (layers, what else each holds, micro-batches in flight, planned
+// device memory, the largest marked) under a line with the bubble; nothing without.
+void memory_plan_print_stages(const GPT2Config* cfg, const EngineOptions* opts, FILE* f);
+// With -pp (opts->pp_stages > 1): the layer split into opts->pp_layers that minimises the largest
+// stage's planned device memory (device_total; the first stage keeps the most micro-batches in
+// flight and the embeddings, the last the classifier's logits): each stage as many layers as fit
+// under the least such maximum, then those beyond L taken back one at a time from the stage whose
+// plan is the largest. Needs the rest of opts (ranks, micro_steps, B, T, ...).
+void memory_plan_pp_split(const GPT2Config* cfg, EngineOptions* opts);
 
 // The table: each component (device or host, estimates marked), the totals, and the activation
 // table tensor by tensor (per layer and in all), under a heading naming the configuration.
 void memory_plan_print(const MemoryPlan* p, FILE* f);
 // The same as one JSON object (for scripts: --plan --json), with the budget's answer when
 // budget > 0 (memory_plan_fit_step, for a step of accum micro-steps, keep_step as there), and the
-// communication (comm_plan.h) under "communication" when comm is not NULL.
+// communication (comm_plan.h) under "communication" when comm is not NULL. With -pp also
+// "pipeline" (stages, data-parallel ranks, micro-steps, bubble, the plan's stage) and "by_stage"
+// (each stage's first layer, layers, micro-batches in flight, device_bytes, device_total).
 struct CommPlan;
 void memory_plan_print_json(const MemoryPlan* p, size_t budget, int accum, int keep_step, const struct CommPlan* comm,
                             FILE* f);
 
-// What fits in a budget of device bytes per rank.
+// What fits in a budget of device bytes per rank (with -pp: on the largest stage).
 typedef struct {
     int fits;              // the plan as asked fits
     int max_B;             // the largest micro-batch that fits with everything else as asked and that

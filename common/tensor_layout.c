@@ -28,9 +28,10 @@ int tensor_group_add(TensorGroup* g, const char* name, DType dtype, size_t layer
     return g->count++;
 }
 
-// The layout at a given K (level 3) or at levels 0-2 (K is then L: every layer kept).
-static void activation_layout_k(TensorGroup* g, const GPT2Config* cfg, int B, int T, size_t floatx_bytes, int recompute,
-                                size_t K);
+// The layout at a given K (level 3) or at levels 0-2 (K is then L: every layer kept); embed and head:
+// the stage holds the embeddings (its input tokens) and the head (final LayerNorm, logits, targets).
+static void activation_layout_k(TensorGroup* g, const GPT2Config* cfg, int embed, int head, int B, int T,
+                                size_t floatx_bytes, int recompute, size_t K);
 
 // Level 3 keeps K layers' working sets and ceil(L/K) - 1 segment inputs. A working set is many times
 // a segment input (32sbh against 2sbh at d48), so the textbook K = sqrt(L), right when the two are
@@ -43,7 +44,7 @@ int gpt2_recompute_every(const GPT2Config* cfg, int B, int T, size_t floatx_byte
     size_t best_bytes = 0;
     for (int k = 1; k <= L; k++) {
         TensorGroup t;
-        activation_layout_k(&t, cfg, B, T, floatx_bytes, 3, (size_t)k);
+        activation_layout_k(&t, cfg, 1, 1, B, T, floatx_bytes, 3, (size_t)k);
         if (k == 1 || t.bytes < best_bytes) best = k, best_bytes = t.bytes;
     }
     return best;
@@ -51,13 +52,18 @@ int gpt2_recompute_every(const GPT2Config* cfg, int B, int T, size_t floatx_byte
 
 void gpt2_activation_layout(TensorGroup* g, const GPT2Config* cfg, int B, int T, size_t floatx_bytes, int recompute,
                             int recompute_every) {
-    size_t K = recompute == 3 ? (size_t)gpt2_recompute_every(cfg, B, T, floatx_bytes, recompute_every)
-                              : (size_t)cfg->num_layers;
-    activation_layout_k(g, cfg, B, T, floatx_bytes, recompute, K);
+    gpt2_stage_activation_layout(g, cfg, 1, 1, B, T, floatx_bytes, recompute, recompute_every);
 }
 
-static void activation_layout_k(TensorGroup* g, const GPT2Config* cfg, int B, int T, size_t floatx_bytes, int recompute,
-                                size_t K) {
+void gpt2_stage_activation_layout(TensorGroup* g, const GPT2Config* cfg, int embed, int head, int B, int T,
+                                  size_t floatx_bytes, int recompute, int recompute_every) {
+    size_t K = recompute == 3 ? (size_t)gpt2_recompute_every(cfg, B, T, floatx_bytes, recompute_every)
+                              : (size_t)cfg->num_layers;
+    activation_layout_k(g, cfg, embed, head, B, T, floatx_bytes, recompute, K);
+}
+
+static void activation_layout_k(TensorGroup* g, const GPT2Config* cfg, int embed, int head, int B, int T,
+                                size_t floatx_bytes, int recompute, size_t K) {
     size_t L = cfg->num_layers, C = cfg->channels, NH = cfg->num_heads, Vp = cfg->padded_vocab_size;
     size_t BT = (size_t)B * T;
     // Layers each stacked tensor holds at this level (see the header).
@@ -80,13 +86,14 @@ static void activation_layout_k(TensorGroup* g, const GPT2Config* cfg, int B, in
     tensor_group_add(g, "fch", DT_FLOATX, K, BT * 4 * C);                 // ACT_FCH
     tensor_group_add(g, "fch_gelu", DT_FLOATX, gelu_layers, BT * 4 * C);  // ACT_FCH_GELU
     tensor_group_add(g, "residual3", DT_FLOATX, K, BT * C);               // ACT_RESIDUAL3
-    tensor_group_add(g, "lnf", DT_FLOATX, 1, BT * C);                     // ACT_LNF
-    tensor_group_add(g, "lnf_mean", DT_FP32, 1, BT);                      // ACT_LNF_MEAN
-    tensor_group_add(g, "lnf_rstd", DT_FP32, 1, BT);                      // ACT_LNF_RSTD
-    tensor_group_add(g, "logits", DT_FLOATX, 1, BT * Vp);                 // ACT_LOGITS
-    tensor_group_add(g, "losses", DT_FP32, 1, BT);                        // ACT_LOSSES
-    tensor_group_add(g, "inputs", DT_INT32, 1, BT);                       // ACT_INPUTS
-    tensor_group_add(g, "targets", DT_INT32, 1, BT);                      // ACT_TARGETS
+    size_t h = head ? 1 : 0;  // a pipeline stage before the last has no head, the ones after the first no tokens
+    tensor_group_add(g, "lnf", DT_FLOATX, h, BT * C);                     // ACT_LNF
+    tensor_group_add(g, "lnf_mean", DT_FP32, h, BT);                      // ACT_LNF_MEAN
+    tensor_group_add(g, "lnf_rstd", DT_FP32, h, BT);                      // ACT_LNF_RSTD
+    tensor_group_add(g, "logits", DT_FLOATX, h, BT * Vp);                 // ACT_LOGITS
+    tensor_group_add(g, "losses", DT_FP32, h, BT);                        // ACT_LOSSES
+    tensor_group_add(g, "inputs", DT_INT32, embed ? 1 : 0, BT);           // ACT_INPUTS
+    tensor_group_add(g, "targets", DT_INT32, h, BT);                      // ACT_TARGETS
     tensor_group_add(g, "block_inputs", DT_FLOATX, recompute == 3 ? segments - 1 : 0, BT * C);  // ACT_BLOCK_INPUTS
     if (g->count != ACT_COUNT) fatal("activation layout: %d slots, the enum has %d", g->count, ACT_COUNT);
 }

@@ -101,6 +101,12 @@ void gpt2_scratch_layout(TensorGroup* g, const GPT2Config* cfg, int B, int T, si
 int gpt2_recompute_every(const GPT2Config* cfg, int B, int T, size_t floatx_bytes, int requested);
 void gpt2_activation_layout(TensorGroup* g, const GPT2Config* cfg, int B, int T, size_t floatx_bytes, int recompute,
                             int recompute_every);
+// One pipeline stage's (common/pipeline.h), cfg holding its layers: without the head (a stage before
+// the last) the final LayerNorm's, the logits', the losses' and the targets' slots are empty, without
+// the embeddings (a stage after the first) the input tokens'; ACT_ENCODED is then the stage's input,
+// the previous stage's output.
+void gpt2_stage_activation_layout(TensorGroup* g, const GPT2Config* cfg, int embed, int head, int B, int T,
+                                  size_t floatx_bytes, int recompute, int recompute_every);
 
 #ifdef __cplusplus
 }

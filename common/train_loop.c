@@ -23,6 +23,7 @@
 #include "logger.h"
 #include "memory_plan.h"
 #include "comm_plan.h"
+#include "pipeline.h"
 #include "ranks.h"
 #include "rng.h"
 #include "sampler.h"
@@ -131,6 +132,26 @@ static void options_validate(const TrainOptions* o) {
     if (strcmp(o->offload, "none") != 0 && strcmp(o->offload, "optimizer") != 0 && strcmp(o->offload, "grads") != 0)
         fatal("flag --offload expects optimizer, grads or none, got '%s'", o->offload);
     if (o->overlap != 0 && o->overlap != 1) fatal("flag --overlap must be 0 or 1, got %d", o->overlap);
+    if (o->pp_stages < 1 || o->pp_stages > PP_MAX_STAGES)
+        fatal("flag -pp (pipeline stages) must be 1 to %d, got %d", PP_MAX_STAGES, o->pp_stages);
+    if (o->pp_split[0] && o->pp_stages == 1)
+        fatal("flag --pp-split '%s' goes with -pp (the number of pipeline stages, more than 1)", o->pp_split);
+    if (o->pp_stages > 1) {
+        // What the pipeline does not combine with (yet): each refused in one line, before anything is made.
+        if (strcmp(o->engine, "cpu") == 0)
+            fatal("flag -pp %d: the C reference engine (--engine cpu) is one process and holds the whole model; "
+                  "pipeline stages need the GPU engine", o->pp_stages);
+        if (o->zero_stage >= 2)
+            fatal("flag -z %d with -pp %d: a pipeline stage combines its data-parallel ranks' gradients with -z 0 or -z 1; "
+                  "-z 2 and 3 (gradients reduced, parameters gathered layer by layer) are not combined with stages",
+                  o->zero_stage, o->pp_stages);
+        if (strcmp(o->offload, "none") != 0)
+            fatal("flag --offload %s with -pp %d: the pipeline keeps each stage's optimizer on its device; leave "
+                  "--offload out", o->offload, o->pp_stages);
+        if (o->hellaswag)
+            fatal("flag -h 1 with -pp %d: HellaSwag's evaluation scores on a whole model a rank; leave -h out",
+                  o->pp_stages);
+    }
     if (o->precision[0] && strcmp(o->precision, "fp16") != 0 && strcmp(o->precision, "bf16") != 0 &&
         strcmp(o->precision, "fp32") != 0)
         fatal("flag --precision expects fp16, bf16 or fp32, got '%s'", o->precision);
@@ -458,7 +479,9 @@ static void run_record_make(TrainSetup* s) {
     size_t n = cli_record(&s->opts, s->record, sizeof(s->record));
     // B is not recorded itself: a run may resume with another B and number of ranks as long as a
     // step reads the same tokens (T, recorded, and the tokens a step, resolved: -d -1 means B*T*ranks).
-    int k0 = snprintf(s->record + n, sizeof(s->record) - n, "tokens-per-step %ld\n", s->total_batch);
+    // The pipeline stages are said, not checked: a run resumes on any number of them.
+    int k0 = snprintf(s->record + n, sizeof(s->record) - n, "tokens-per-step %ld\npipeline-stages %d\n", s->total_batch,
+                      s->pp_stages);
     if (k0 < 0 || (size_t)k0 >= sizeof(s->record) - n) fatal("run record: more than %zu bytes", sizeof(s->record));
     n += (size_t)k0;
     char fp[256];
@@ -522,11 +545,11 @@ static void resume_check_batch(const TrainSetup* s, const char* sp, const TrainS
     if (then >= 0 && (st->T != o->T || then != s->total_batch))
         fatal("state file %s was written with T=%d and %ld tokens a step (B=%d, ranks=%d); this run has T=%d and %ld "
               "(B=%d, ranks=%d): T and the tokens a step (-d) must stay, B and the number of ranks may change", sp,
-              st->T, then, st->B, st->num_processes, o->T, s->total_batch, o->B, s->num_ranks);
-    if (then < 0 && (st->T != o->T || (long)st->B * st->num_processes != (long)o->B * s->num_ranks))
+              st->T, then, st->B, st->num_processes, o->T, s->total_batch, o->B, s->dp_ranks);
+    if (then < 0 && (st->T != o->T || (long)st->B * st->num_processes != (long)o->B * s->dp_ranks))
         fatal("state file %s was written with B=%d T=%d ranks=%d; this run has B=%d T=%d ranks=%d (a file from before "
               "run records does not say its tokens a step: T and B*ranks must stay)", sp, st->B, st->T,
-              st->num_processes, o->B, o->T, s->num_ranks);
+              st->num_processes, o->B, o->T, s->dp_ranks);
 }
 
 // The newest intact checkpoint, read through once by resume_peek before the data loader is made
@@ -583,7 +606,7 @@ static void resume_corpus_kind(TrainSetup* s, const TrainState* newest, char* ki
         DataLoader dl;
         char now[256];
         corpus_prepare_kind(&probe, candidates[c], o->tokenizer);
-        dataloader_init(&dl, probe.train_pattern, o->B, o->T, s->rank, s->num_ranks, o->shuffle, (uint64_t)o->seed,
+        dataloader_init(&dl, probe.train_pattern, o->B, o->T, s->dp_rank, s->dp_ranks, o->shuffle, (uint64_t)o->seed,
                         s->config.vocab_size);
         dataloader_fingerprint(&dl, now, sizeof(now));
         dataloader_free(&dl);
@@ -738,6 +761,31 @@ static int offload_from_flag(const char* name) {
     return strcmp(name, "optimizer") == 0 ? OFFLOAD_OPTIMIZER : strcmp(name, "grads") == 0 ? OFFLOAD_GRADS : OFFLOAD_NONE;
 }
 
+// -pp's checks for a run on `ranks` ranks (the pipeline's shape, --pp-split), then the step's
+// micro-steps over the data-parallel ranks into *accum; fatal in one line naming the flag.
+static void pipeline_shape(const TrainOptions* o, const GPT2Config* cfg, int ranks, long* accum) {
+    char why[512];
+    int P = o->pp_stages, layers[PP_MAX_STAGES];
+    if (P > 1 && ranks % P == 0 && P <= cfg->num_layers && o->pp_split[0] &&
+        !pipe_split_parse(o->pp_split, P, cfg->num_layers, layers, why, sizeof(why)))
+        fatal("%s", why);
+    int D = ranks % P == 0 ? ranks / P : ranks;
+    // -d -1 is B*T*ranks, as without stages: with -pp, P micro-steps of B*T*D (the fewest 1F1B takes).
+    long total = o->total_batch == -1 && P > 1 ? (long)o->B * o->T * ranks : o->total_batch;
+    if (!run_shape_check(o->B, o->T, D, total, accum, why, sizeof(why))) fatal("%s", why);
+    if (!pipe_check(P, ranks, cfg->num_layers, *accum, why, sizeof(why))) fatal("%s", why);
+}
+
+// -pp: the stages and their layers into eo (the rest of eo filled): --pp-split's, or the planner's
+// split that minimises the largest stage's memory.
+static void pipeline_options(const TrainOptions* o, const GPT2Config* cfg, EngineOptions* eo) {
+    eo->pp_stages = o->pp_stages;
+    if (o->pp_stages <= 1) return;
+    char why[512];
+    if (o->pp_split[0]) pipe_split_parse(o->pp_split, o->pp_stages, cfg->num_layers, eo->pp_layers, why, sizeof(why));
+    else memory_plan_pp_split(cfg, eo);
+}
+
 // --plan: the GPU engine's memory for these flags, rank 0 of --ranks (or the ranks running), and
 // with --memory-budget whether it fits, the largest -b that does and the cheapest change that
 // makes it fit. No data, no output dir, no device.
@@ -756,10 +804,13 @@ static void plan_and_exit(TrainSetup* s, Precision gpu_precision) {
     eo.no_overlap = !o->overlap;
     // The trainer's own check of the step's shape: what it would refuse is not planned.
     long accum;
-    char why[256];
-    if (!run_shape_check(o->B, o->T, eo.num_ranks, o->total_batch, &accum, why, sizeof(why))) fatal("%s", why);
+    pipeline_shape(o, &s->config, eo.num_ranks, &accum);
+    eo.micro_steps = (int)accum;
+    pipeline_options(o, &s->config, &eo);
     int keep_step = o->total_batch != -1;
     size_t budget = o->memory_budget[0] ? memory_size_parse(o->memory_budget, "--memory-budget") : 0;
+    // With -pp the rank's figure is the largest stage's: its plan is the one printed last (and in JSON).
+    eo.rank = memory_plan_largest_stage(&s->config, &eo);
     MemoryPlan p;
     memory_plan_make(&p, &s->config, &eo);
     CommLink link;
@@ -771,8 +822,17 @@ static void plan_and_exit(TrainSetup* s, Precision gpu_precision) {
         if (o->json) {
             memory_plan_print_json(&p, budget, (int)accum, keep_step, &comm, stdout);
         } else {
+            for (int st = 0; st < pipe_stages(&eo); st++) {  // -pp: every other stage's table first
+                EngineOptions so = eo;
+                so.rank = memory_plan_stage_rank(&eo, st);
+                if (so.rank == eo.rank) continue;
+                MemoryPlan ps;
+                memory_plan_make(&ps, &s->config, &so);
+                memory_plan_print(&ps, stdout);
+            }
             memory_plan_print(&p, stdout);
             comm_plan_print(&comm, stdout);
+            memory_plan_print_stages(&s->config, &eo, stdout);
             if (budget) {
                 MemoryFit fit = memory_plan_fit_step(&s->config, &eo, (int)accum, keep_step, budget);
                 memory_fit_print(&fit, &eo, budget, stdout);
@@ -820,15 +880,18 @@ static void seq_len_check(const TrainSetup* s) {
               cli_given(o, "--seq") ? "" : " (its default, llm.c's)", s->config.max_seq_len, s->config.max_seq_len);
 }
 
-// The step's shape from B, T, -d and the ranks: micro-steps and tokens a step.
+// The step's shape from B, T, -d, the ranks and -pp: the stages, the data-parallel ranks (a rank's
+// place among them), micro-steps and tokens a step.
 static void run_shape_set(TrainSetup* s) {
     const TrainOptions* o = &s->opts;
     seq_len_check(s);
     long accum;
-    char why[256];
-    if (!run_shape_check(o->B, o->T, s->num_ranks, o->total_batch, &accum, why, sizeof(why))) fatal("%s", why);
+    pipeline_shape(o, &s->config, s->num_ranks, &accum);
+    s->pp_stages = o->pp_stages;
+    s->dp_ranks = s->num_ranks / s->pp_stages;
+    s->dp_rank = s->rank % s->dp_ranks;
     s->accum = (int)accum;
-    s->total_batch = accum * o->B * o->T * s->num_ranks;
+    s->total_batch = accum * o->B * o->T * s->dp_ranks;
 }
 
 void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) {
@@ -930,11 +993,12 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
         s->train_pattern = s->corpus.train_pattern;
         if (s->val_pattern[0] == '\0') s->val_pattern = s->corpus.val_pattern;
     }
-    dataloader_init(&s->train, s->train_pattern, o->B, o->T, s->rank, s->num_ranks, o->shuffle, (uint64_t)o->seed,
+    // Each data-parallel replica its share (with -pp every stage of a replica the same micro-batches).
+    dataloader_init(&s->train, s->train_pattern, o->B, o->T, s->dp_rank, s->dp_ranks, o->shuffle, (uint64_t)o->seed,
                     s->config.vocab_size);
     s->have_val = s->val_pattern[0] != '\0' && o->val_every > 0;
     if (s->have_val)
-        dataloader_init(&s->val, s->val_pattern, o->B, o->T, s->rank, s->num_ranks, 0, 0, s->config.vocab_size);
+        dataloader_init(&s->val, s->val_pattern, o->B, o->T, s->dp_rank, s->dp_ranks, 0, 0, s->config.vocab_size);
     // The HellaSwag file is read through now: a bad one stops the run before any engine is made.
     if (o->hellaswag) hellaswag_open(&s->hellaswag, o->hellaswag_file, o->B, o->T, s->config.vocab_size, s->rank, s->num_ranks);
     printf("data: every token checked in %.2f s: %lld train", (s->train.check_ms + (s->have_val ? s->val.check_ms : 0)) / 1e3,
@@ -993,6 +1057,8 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     eo->no_overlap = !o->overlap;
     eo->memory_budget = o->max_memory[0] ? memory_size_parse(o->max_memory, "--max-memory") : 0;
     eo->total_batch = s->total_batch;
+    eo->micro_steps = s->accum;
+    pipeline_options(o, &s->config, eo);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1181,6 +1247,9 @@ static void engine_flags_check(const TrainSetup* s, const Engine* e) {
     } else if (cpu && strcmp(o->offload, "none") != 0) {
         snprintf(flag, sizeof(flag), "--offload %.32s", o->offload);
         what = "optimizer offload (its optimizer state is in host memory already)";
+    } else if (cpu && o->pp_stages > 1) {
+        snprintf(flag, sizeof(flag), "-pp %d", o->pp_stages);
+        what = "pipeline stages (it is one process holding the whole model)";
     } else if (cpu && o->max_memory[0]) {
         snprintf(flag, sizeof(flag), "--max-memory %.32s", o->max_memory);
         what = "a limit on device memory (it uses host memory)";
@@ -1395,7 +1464,7 @@ int train_run(TrainSetup* s, Engine* e) {
     static TrainState st;  // 8 KiB of run record
     memset(&st, 0, sizeof(st));
     st.rng_state = rng_seed((uint64_t)o->seed ^ 0x5A4D504C45ull);  // the sampler's own stream
-    st.B = o->B; st.T = o->T; st.num_processes = s->num_ranks;
+    st.B = o->B; st.T = o->T; st.num_processes = s->dp_ranks;
     if (s->overwrite_pending && s->rank == 0) output_dir_clear(o->output_dir);
     ranks_barrier();
     if (o->resume) {
@@ -1418,7 +1487,7 @@ int train_run(TrainSetup* s, Engine* e) {
                    (long long)train_step_samples(s), o->shuffle ? "shuffled" : "sequential");
         }
         dataloader_set_pos(&s->train, st.train_samples);
-        st.B = o->B; st.T = o->T; st.num_processes = s->num_ranks;  // the next checkpoint's: this run's
+        st.B = o->B; st.T = o->T; st.num_processes = s->dp_ranks;  // the next checkpoint's: this run's
     }
     // A resumed run keeps its checkpoint's run id (a checkpoint from before run ids gets one now).
     if (!o->resume || st.run_id == 0) st.run_id = run_id_make(s, e);
@@ -1451,6 +1520,7 @@ int train_run(TrainSetup* s, Engine* e) {
         comm_plan_make(&comm, &mp, s->accum, &link, e->peak_flops, "running GPU");
         comm_plan_print(&comm, stdout);
     }
+    memory_plan_print_stages(cfg, &s->engine_options, stdout);  // -pp: every stage's layers and memory
     printf("train: %s (%d shards, %lld samples of %d tokens per epoch, %s) | val: %s\n", s->train_pattern, s->train.nfiles,
            (long long)s->train.total_samples, o->T + 1, o->shuffle ? "shuffled, -sf 1" : "in order, -sf 0",
            s->have_val ? s->val_pattern : "none");
@@ -1512,8 +1582,10 @@ int train_run(TrainSetup* s, Engine* e) {
             printf("HellaSwag: %d/%d = %f\n", correct, hs->num_examples, acc);
             logger_eval(&log, step, acc);
         }
+        // Rank 0 samples; with -pp every rank (each forward runs through the whole pipeline, and every
+        // rank draws the same tokens from the same logits), rank 0 printing.
         if (o->sample_every > 0 && o->gen_tokens > 0 && (step % o->sample_every == 0 || last) && step > 0 &&
-            !resumed_here && s->rank == 0)
+            !resumed_here && (s->rank == 0 || s->pp_stages > 1))
             sample_and_print(e, o, tok, byte_level, &st.rng_state, gen, logits, scratch);
         // A stop request writes the checkpoint here, where an unbroken run would stand at this step.
         int signal_seen = stop_requested();  // every rank stops at the same step, or a collective would hang

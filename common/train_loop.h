@@ -26,6 +26,10 @@ typedef struct {
     EngineOptions engine_options;
     int rank, num_ranks;
     int local_rank;               // the rank's place on its machine: the GPU it binds
+    // -pp: the ranks are pp_stages pipeline stages x dp_ranks data-parallel ranks (common/pipeline.h);
+    // the data is split over the dp_ranks replicas (this rank is in replica dp_rank), every stage of a
+    // replica taking the same micro-batches. Without -pp: 1 stage, dp_ranks = num_ranks.
+    int pp_stages, dp_ranks, dp_rank;
     long total_batch;             // tokens per optimizer step
     int accum;                    // micro-steps per optimizer step
     int max_steps;

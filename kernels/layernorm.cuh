@@ -1,9 +1,10 @@
 // kernels/layernorm.cuh: LayerNorm over rows of C (eps 1e-5), forward, fused residual + forward,
-// and backward.
+// the residual add alone, and backward.
 //   layernorm_forward:  out = (x - mean) * rstd * weight + bias      OVERWRITES out (N,C) floatX,
 //                       mean (N) and rstd (N) fp32 (saved for backward)
 //   fused_residual_layernorm_forward: residual = (floatX)(a + b)      OVERWRITES residual (N,C) floatX,
 //                       then LayerNorm of the ROUNDED residual into out, mean, rstd as above
+//   residual_forward:   out = (floatX)(a + b)                          OVERWRITES out (n) floatX
 //   layernorm_backward: dinp += (N,C), dweight += (C), dbias += (C)   ACCUMULATE, floatX
 //                       (dinp is the residual stream's gradient; dweight/dbias sum micro-steps),
 //                       or dweight = , dbias = (OVERWRITE) when accumulate is 0
@@ -150,6 +151,35 @@ static inline void fused_residual_layernorm_forward(floatX* residual, floatX* ou
                                                     const floatX* a, const floatX* b, const floatX* weight,
                                                     const floatX* bias, int N, int C, cudaStream_t stream) {
     layernorm_forward_launch(true, residual, out, mean, rstd, a, b, weight, bias, N, C, stream);
+}
+
+// ---- the residual add alone ----
+
+#define RESIDUAL_BLOCK 256
+
+// One thread per pack of W elements.
+template <int W>
+__global__ void residual_forward_kernel(floatX* out, const floatX* a, const floatX* b, size_t packs) {
+    size_t p = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= packs) return;
+    floatx_pack<W> x = pack_load<W>(a + p * W), y = pack_load<W>(b + p * W), o;
+#pragma unroll
+    for (int k = 0; k < W; k++) o.v[k] = (floatX)((float)x.v[k] + (float)y.v[k]);
+    pack_store<W>(out + p * W, o);
+}
+
+// out (n) = (floatX)(a + b) overwritten, each element one rounding of the fp32 sum: bit for bit the
+// residual fused_residual_layernorm_forward stores, without the LayerNorm (a pipeline stage's last
+// layer: the LayerNorm after it is the next stage's). out may alias a or b. Launch: a thread per
+// 128-bit pack (per element when n or a base is not aligned to one), blocks of 256.
+static inline void residual_forward(floatX* out, const floatX* a, const floatX* b, size_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    if (n % X128 == 0 && aligned16(out) && aligned16(a) && aligned16(b))
+        residual_forward_kernel<X128><<<(unsigned)ceil_div_size(n / X128, RESIDUAL_BLOCK), RESIDUAL_BLOCK, 0, stream>>>(
+            out, a, b, n / X128);
+    else
+        residual_forward_kernel<1><<<(unsigned)ceil_div_size(n, RESIDUAL_BLOCK), RESIDUAL_BLOCK, 0, stream>>>(out, a, b, n);
+    cudaCheckLaunch("residual_forward_kernel");
 }
 
 // ---- backward ----

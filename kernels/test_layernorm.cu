@@ -2,7 +2,8 @@
 // layernorm_backward_cpu: N = 1, C not a multiple of 32 (and odd, for the scalar path), C = 768,
 // enough rows for several backward reduction groups, a C whose backward uses fewer warps per
 // block, a C too large for shared memory (the global-memory paths), nonzero initial gradients,
-// and two backward runs compared bit for bit.
+// and two backward runs compared bit for bit; the residual add alone equal to the fused kernel's
+// residual bit for bit (in place too).
 #include "kernel_check.cuh"
 #include "layernorm.cuh"
 #include "ops_cpu.h"
@@ -89,6 +90,22 @@ static void test_case(int N, int C, TestRng& rng) {
                  N, C);
         CHECK(same, name);
         cudaCheck(cudaFree(d_out2));
+    }
+    // The residual add alone: the fused kernel's residual, bit for bit, also in place over b.
+    {
+        std::vector<float> fused_res = device_download_float(d_res, NC);
+        floatX* d_sum = device_alloc<floatX>(NC);
+        residual_forward(d_sum, d_a, d_b, NC, 0);
+        snprintf(name, sizeof(name), "residual_forward n=%zu == fused_residual_layernorm_forward's residual bitwise",
+                 (size_t)NC);
+        CHECK(device_download_float(d_sum, NC) == fused_res, name);
+        floatX* d_b2 = device_alloc<floatX>(NC);
+        cudaCheck(cudaMemcpy(d_b2, d_b, NC * sizeof(floatX), cudaMemcpyDeviceToDevice));
+        residual_forward(d_b2, d_a, d_b2, NC, 0);
+        snprintf(name, sizeof(name), "residual_forward n=%zu in place over b", (size_t)NC);
+        CHECK(device_download_float(d_b2, NC) == fused_res, name);
+        cudaCheck(cudaFree(d_sum));
+        cudaCheck(cudaFree(d_b2));
     }
     // In place over a (the engine may write the residual over its input).
     fused_residual_layernorm_forward(d_a, d_out, d_mean, d_rstd, d_a, d_b, d_w, d_bias, N, C, 0);

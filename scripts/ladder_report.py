@@ -101,10 +101,11 @@ def main():
             tokens = int(flag_value(flags, "-d", "-1"))
             if tokens <= 0:
                 tokens = B_row * T * int(ranks)
+            dp = int(ranks) // int(flag_value(flags, "-pp", "1"))  # with -pp a micro-step is B*T*(ranks / P)
             rows.append({
                 "row": int(num), "step": label, "from": None if frm == "-" else int(frm), "ranks": int(ranks),
                 "flags": flags, "status": status, "micro_batch": B_row, "tokens_per_step": tokens,
-                "micro_steps": tokens // (B_row * T * int(ranks)),
+                "micro_steps": tokens // (B_row * T * dp),
                 "bytes": split_plan(plan), "device_total": plan["device_total"], "host_bytes": plan["host_bytes"],
                 "fits": plan["device_total"] <= budget_bytes,
                 "measured_peak_bytes": int(float(peak) * 1048576) if peak else None,
@@ -173,6 +174,10 @@ def main():
                  "*host* pinned host memory (offloaded optimizer state and buffers), not device memory but "
                  "memory all the same. *from*: the row this one changes (a branch where two rows change the same "
                  "one). The ZeRO rows take the same micro-batch on each of their ranks, so a step holds more tokens. "
+                 "The pipeline rows (-pp P) are their largest stage's plan, a rank's figure (every stage's: "
+                 "`--plan -pp P --ranks N`); a micro-step is B*T on each data-parallel replica, P of them a step, and "
+                 "their comm is that rank's activations and gradients to and from its neighbouring stages and the "
+                 "step's statistics. "
                  "*comm*: the bytes a rank sends the others per optimizer step (ring collectives, in the precision "
                  "sent; GB = 10^9 bytes), their time at the planner's link (an assumed bus bandwidth, "
                  "`--plan --link`), the part this engine does not overlap with compute, and the predicted compute "
@@ -200,7 +205,8 @@ def chart_layout(rows):
             title = f"one GPU, rows {path[0]['row']}-{path[-1]['row']}"
         else:
             ranks = max(r["ranks"] for r in path)
-            title = (f"from row {parent}: " + ("more GPUs (ZeRO)" if ranks > 1 else "one GPU again")
+            more = "pipeline" if any("-pp" in r["flags"].split() for r in path) else "more GPUs (ZeRO)"
+            title = (f"from row {parent}: " + (more if ranks > 1 else "one GPU again")
                      + f", rows {path[0]['row']}-{path[-1]['row']}")
         panels.append({"title": title, "parent": parent, "rows": ([parent] if parent else []) + [r["row"] for r in path]})
     return panels

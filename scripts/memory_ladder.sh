@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# memory_ladder.sh: the memory-technique ladder for one model (issue 11). Step by step from the FP32
+# memory_ladder.sh: the memory-technique ladder for one model. Step by step from the FP32
 # baseline: FP16 mixed precision, activation recompute 1/2/3, ZeRO-1 at 2/4/8 ranks, ZeRO-2, ZeRO-3, a smaller
-# micro-batch with accumulation (same tokens per step), optimizer offload, gradient offload; for each
+# micro-batch with accumulation (same tokens per step), optimizer offload, gradient offload, and
+# pipeline stages (-pp 4, then 4 stages x 2 data-parallel ranks at ZeRO-1: the largest stage's
+# plan, the rank's figure; --pp-stages N, "" for none, or fewer than the model's layers); for each
 # row the device memory a rank needs, per component (from the planner, `./train_gpt2 --plan --json`),
 # for the ZeRO rows the bytes a rank sends per step and their time at the planner's default link,
 # and where a GPU is present the measured peak and tokens/s (the trainer itself, a few steps a row).
@@ -18,7 +20,8 @@
 #            no GPU)  --trainer PATH (./train_gpt2)  --trainer-fp32 PATH (an FP32 build, for the
 #            baseline row on a GPU: make train PRECISION=FP32, then copy ./train_gpt2 aside)
 #            -x STEPS (3)  --gpus N (what nvidia-smi counts)  --budget SIZE (48GiB: the "fits" column)
-#            --zero-ranks "2 4 8"  -- ARGS... (passed to every run, e.g. -- -i 'train_*.bin' -j '')
+#            --zero-ranks "2 4 8"  --pp-stages 4 (the pipeline rows' stages; "" for none)
+#            -- ARGS... (passed to every run, e.g. -- -i 'train_*.bin' -j '')
 #   environment: MPIRUN (default "mpirun") starts the ZeRO rows; with fewer GPUs than a row's ranks
 #            the row is planned only.
 #
@@ -28,7 +31,7 @@ set -u
 cd "$(dirname "$0")/.."
 
 model=d48 T=1024 B=8 out="" mode=auto trainer=./train_gpt2 trainer_fp32="" steps=3 gpus="" budget=48GiB
-zero_ranks="2 4 8"
+zero_ranks="2 4 8" pp_stages=4
 extra=()
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then model=$1; shift; fi
 while [ $# -gt 0 ]; do
@@ -45,6 +48,7 @@ while [ $# -gt 0 ]; do
         --gpus) gpus=$2; shift 2 ;;
         --budget) budget=$2; shift 2 ;;
         --zero-ranks) zero_ranks=$2; shift 2 ;;
+        --pp-stages) pp_stages=$2; shift 2 ;;
         --) shift; extra=("$@"); break ;;
         -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d'; exit 0 ;;
         *) echo "memory_ladder: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -108,6 +112,13 @@ row "1 rank, micro-batch $half x 2 micro-steps"  5  1 --precision fp16 -b $half 
 acc=${#labels[@]}
 row "+ offload optimizer (host AdamW)" $acc 1 --precision fp16 -b $half -r 3 -d $((B * T)) --offload optimizer
 row "+ offload gradients too"          $((acc + 1)) 1 --precision fp16 -b $half -r 3 -d $((B * T)) --offload grads
+# Pipeline stages from the same point as ZeRO: each of P ranks a range of layers (the default split:
+# the largest stage's planned memory the least), P micro-steps a step (-d's default, B*T*ranks),
+# then 2 data-parallel ranks a stage at ZeRO-1.
+if [ -n "$pp_stages" ]; then
+    row "pipeline, $pp_stages stages"            5 "$pp_stages" --precision fp16 -b $B -r 3 -pp "$pp_stages"
+    row "+ 2 data-parallel ranks a stage, ZeRO-1" ${#labels[@]} $((2 * pp_stages)) --precision fp16 -b $B -r 3 -pp "$pp_stages" -z 1
+fi
 
 # ---- plan (and run) each row --------------------------------------------------------------------
 sampler_pid=""

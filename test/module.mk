@@ -76,8 +76,8 @@ TEST_DEPS += $(EMU_BINS)
 # The memory planner against the engine's allocations, --max-memory, out of memory, --offload
 # (about 2 minutes of CPU: make test-long).
 TESTS_LONG += test/test_memory_plan.sh
-# The trainer's stream synchronization: each event wait and record of the ZeRO and offload code
-# removed in turn, and the runtime stops the run naming the missing order.
+# The trainer's stream synchronization: each event wait and record of the ZeRO, offload and pipeline
+# code removed in turn, and the runtime stops the run naming the missing order.
 TESTS += test/test_stream_sync.sh
 endif
 
@@ -103,4 +103,9 @@ TESTS_LONG += test/test_zero_overlap.sh
 # input, a rank killed mid-run (test_launch.sh; about 25 s of CPU).
 TESTS += test/test_launch.sh
 endif
+# Pipeline stages (-pp): bad input, then -pp 2 on 2 ranks and x 2 data-parallel ranks against one
+# process, checkpoints across -pp (test_pipeline.sh; about 30 s of CPU); -z 0, -pp 4 and FP16 in
+# make test-long (test_pipeline_long.sh). Without MPI the bad-input part runs alone.
+TESTS += test/test_pipeline.sh
+TESTS_LONG += test/test_pipeline_long.sh
 endif

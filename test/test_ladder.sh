@@ -6,8 +6,11 @@
 #     more ranks < fewer, ZeRO-2 < ZeRO-1, half the micro-batch < the full one, offload lowest of
 #     all); the model states of the closed forms (16Ψ, 12Ψ/N of optimizer state under ZeRO-1); FP16
 #     fitting 48 GiB at micro-batch 8 and FP32 not; the ZeRO rows' communication (2(N-1)/N·2Ψ bytes
-#     a step per rank, its time at the default link's 450 GB/s); ladder.json; the PNG (magic bytes) where
-#     matplotlib is installed;
+#     a step per rank, its time at the default link's 450 GB/s); the pipeline rows (4 stages below one
+#     rank's row, x 2 data-parallel ranks at ZeRO-1 below 4 stages; their sends the planner's: a
+#     micro-step's activation and gradient across each of the largest stage's boundaries, B·T·C·2
+#     bytes, 4 micro-steps, and the statistics); ladder.json; the PNG (magic bytes) where matplotlib
+#     is installed;
 #   - each recipe with --dry: it prints a command whose flags the trainer accepts (the same command
 #     with --plan) and that the planner says fits its budget; the 48 GB recipe within 48 GiB at
 #     -b >= 8 (the planner allows it) with --max-memory 48GiB and 524,288 tokens per step; the
@@ -44,7 +47,8 @@ for l in lines:
         rows.append(dict(zip(cols, cells)))
 bad = []
 want = ["FP32 baseline", "FP16 mixed precision", "recompute 1", "recompute 2", "recompute 3", "ZeRO-1, 2 ranks",
-        "ZeRO-1, 4 ranks", "ZeRO-1, 8 ranks", "ZeRO-2, 8 ranks", "ZeRO-3, 8 ranks", "micro-batch 4 x 2", "offload optimizer", "offload gradients"]
+        "ZeRO-1, 4 ranks", "ZeRO-1, 8 ranks", "ZeRO-2, 8 ranks", "ZeRO-3, 8 ranks", "micro-batch 4 x 2", "offload optimizer", "offload gradients",
+        "pipeline, 4 stages", "2 data-parallel ranks a stage, ZeRO-1"]
 if len(rows) != len(want):
     print(f"{len(rows)} rows in ladder.md, expected {len(want)}"); sys.exit(1)
 for i, (r, w) in enumerate(zip(rows, want)):
@@ -67,6 +71,7 @@ def less(a, b, strict=True):   # rows numbered from 1
 less(2, 1); less(3, 2, False); less(4, 3, False); less(5, 4, False); less(5, 2)
 less(6, 5); less(7, 6); less(8, 7); less(8, 6); less(9, 8); less(10, 9)
 less(11, 5); less(12, 11); less(13, 12)
+less(14, 5); less(15, 14)
 # Offloading the optimizer beats every row but ZeRO-3 at 8 ranks; offloading the gradients too, all.
 for b in range(1, 12):
     if b != 10: less(12, b)
@@ -87,6 +92,8 @@ for i, r in enumerate(rows):
     d = int(flags[flags.index("-d") + 1]) if "-d" in flags else B * 1024 * int(r["ranks"])
     tok = int(r["tokens per step"].split()[0].replace(",", ""))
     if int(r["micro-batch"]) != B or tok != d: bad.append(f"row {i + 1}: micro-batch {r['micro-batch']}, tokens {tok}; flags say {B}, {d}")
+    dp = int(r["ranks"]) // (int(flags[flags.index("-pp") + 1]) if "-pp" in flags else int(r["ranks"]))
+    if "-pp" in flags and f"({d // (B * 1024 * dp)} micro-steps)" not in r["tokens per step"]: bad.append(f"row {i + 1}: micro-steps not shown")
     if "-d" in flags and f"({d // (B * 1024)} micro-steps)" not in r["tokens per step"]: bad.append(f"row {i + 1}: micro-steps not shown")
 if [int(r["tokens per step"].split()[0].replace(",", "")) for r in rows[5:10]] != [16384, 32768, 65536, 65536, 65536]:
     bad.append("the ZeRO rows' tokens per step are not B*T*ranks")
@@ -94,8 +101,8 @@ j = json.load(open(os.path.join(out, "ladder.json")))
 if len(j["rows"]) != len(rows) or j["parameters"] != PSI: bad.append("ladder.json: rows or parameters differ from the table")
 # The chart's layout: one panel per path, each branch starting from the row it changes, drawn again.
 panels = [(p["parent"], p["rows"]) for p in j["panels"]]
-if panels != [(None, [1, 2, 3, 4, 5]), (5, [5, 6, 7, 8, 9, 10]), (5, [5, 11, 12, 13])]:
-    bad.append(f"chart panels {panels}, expected the trunk 1-5 and the branches 5-10 and 5, 11-13")
+if panels != [(None, [1, 2, 3, 4, 5]), (5, [5, 6, 7, 8, 9, 10]), (5, [5, 11, 12, 13]), (5, [5, 14, 15])]:
+    bad.append(f"chart panels {panels}, expected the trunk 1-5 and the branches 5-10, 5, 11-13 and 5, 14-15")
 # Colours: every component its own, far apart in CIELAB (delta E 1976 >= 30; the three greens the
 # chart had for master, m and v were 18-20 apart).
 def lab(h):
@@ -123,7 +130,17 @@ for i, r in enumerate(rows):
         if c != "–" or r[mscol] != "–": bad.append(f"row {i + 1}: one rank, yet communication {c}, {r[mscol]}")
         continue
     want = 2 * (n - 1) / n * PSI * 2 / 1e9
-    if "-z 3" in r["flags"]:
+    if "-pp" in r["flags"]:
+        # The largest stage's rank (a middle one at 4 stages) sends a micro-step's activation forward
+        # and its gradient back, B·T·C·2 bytes each, on each of 4 micro-steps, plus 24 bytes of statistics
+        # and, with 2 ranks a stage at ZeRO-1, its stage's gradients and parameters (the planner's).
+        p = json.loads(subprocess.run(["./train_gpt2", "--plan", "--json", "-e", "d48", "-t", "1024", *r["flags"].strip("`").split(),
+                                       "--ranks", r["ranks"]], capture_output=True, text=True, check=True).stdout)
+        items = {it["kind"]: it for it in p["communication"]["items"]}
+        act = 8 * 1024 * 1600 * 2
+        if items["send"]["sent"] not in (act, 2 * act) or abs(float(c) - p["communication"]["sent_per_step"] / 1e9) > 1e-3:
+            bad.append(f"row {i + 1}: pipeline sends {c} GB a step, its stage's activations {items['send']['sent']} a micro-step")
+    elif "-z 3" in r["flags"]:
         rs = (n - 1) / n * PSI * 2 / 1e9
         if not 2 * rs < float(c) < 4 * rs: bad.append(f"row {i + 1}: ZeRO-3 sends {c} GB a step per rank, outside (2, 4) x (N-1)/N·2Ψ = {rs:.3f} GB")
     elif abs(float(c) - want) > 1e-3 * want: bad.append(f"row {i + 1}: {c} GB a step per rank, the ring's 2(N-1)/N·2Ψ is {want:.3f}")
@@ -136,8 +153,8 @@ EOF
 ) && pass "ladder table: $r" || fail "ladder table" "$r"
 
 # Progress: a line per row as the ladder goes (a measured row takes minutes on a GPU).
-rows_said=$(grep -cE '^memory_ladder: row [0-9]+/13: ' "$dir/ladder.out")
-[ "$rows_said" = 13 ] && pass "the ladder says each row as it goes (row k/13)" || fail "ladder progress" "$rows_said row lines"
+rows_said=$(grep -cE '^memory_ladder: row [0-9]+/15: ' "$dir/ladder.out")
+[ "$rows_said" = 15 ] && pass "the ladder says each row as it goes (row k/15)" || fail "ladder progress" "$rows_said row lines"
 
 # The chart: where this machine's matplotlib is, the PNG must be there and be a PNG.
 if /usr/bin/python3 -c 'import matplotlib' 2> /dev/null || python3 -c 'import matplotlib' 2> /dev/null; then

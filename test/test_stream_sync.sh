@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # test_stream_sync.sh: the trainer's own stream synchronization, proven on the CPU runtime. Every
-# event record, stream wait and host synchronization in the trainer's ZeRO and offload code
-# (train_gpt2_zero.cuh, and the offload update in train_gpt2.cu) is removed in turn
+# event record, stream wait and host synchronization in the trainer's ZeRO, offload and pipeline code
+# (train_gpt2_zero.cuh, the offload update in train_gpt2.cu, train_gpt2_pipe.cuh) is removed in turn
 # (CUDA_CPU_DROP=FILE:LINE: a runtime test hook that makes the call at that line do nothing; the
 # source is not edited) and the emulated run must stop with the runtime's line
-# naming the missing order: two ops the streams leave unordered whose order changes the result, or
-# pinned memory the host touches before synchronizing with its copy. With every call in place the
-# same runs pass (test_zero.sh and test_memory_plan.sh check what they compute).
+# naming the missing order: two ops the streams leave unordered whose order changes the result,
+# pinned memory the host touches before synchronizing with its copy, or (the pipeline's) a send that
+# then never meets its receive, a GPU's hang. With every call in place the same runs pass
+# (test_zero.sh, test_pipeline.sh and test_memory_plan.sh check what they compute).
 set -u
 cd "$(dirname "$0")/.."
 emu=build/emu/train_gpt2_emu_fp32
@@ -22,8 +23,11 @@ export CUDA_CPU_THREADS=1 OMP_NUM_THREADS=1
 # parameter gather buffers); two micro-steps a step, so that the edge buckets, the step's sums and
 # -z 3's embedding gather buffer are reused too. -z 3 runs on one rank: its gathers are copies on
 # the comm stream, ordered by the same events as over ranks.
+# The pipeline's sampling brings a row of logits down into pinned memory: with 2049 tokens the row
+# spans whole pages, which the runtime guards until the host synchronizes with the copy.
 $gen model "$dir/model.bin" 4 32 2 257 32 1 > /dev/null && $gen shard "$dir/train.bin" 20000 257 2 > /dev/null \
-    && $gen shard "$dir/val.bin" 5000 257 3 > /dev/null || { echo "FAIL stream_sync: gen_data"; exit 1; }
+    && $gen shard "$dir/val.bin" 5000 257 3 > /dev/null && $gen model "$dir/model_v2049.bin" 4 32 2 2049 32 1 > /dev/null \
+    || { echo "FAIL stream_sync: gen_data"; exit 1; }
 common=(-e "$dir/model.bin" -i "$dir/train.bin" -t 16 -b 2 -d 64 -v 0 -s 0 -l 3e-3 -u 1 -x 2 -o "")
 declare -A config=(
     [z2]="-z 2"
@@ -35,6 +39,10 @@ declare -A config=(
     [z0ov]="-z 0 -b 1"
     [z1ov]="-z 1 -b 1"
     [z1gather]="-z 1 -b 1 -j $dir/val.bin -v 1 -m 1"
+    [pp2]="-pp 2"
+    [pp2val]="-pp 2 -j $dir/val.bin -v 1 -m 1"
+    [pp2sample]="-pp 2 -s 1 -g 2 -e $dir/model_v2049.bin"
+    [pp2ckpt]="-pp 2 -n 1 -o $dir/ck --overwrite"
 )
 # Stages 0 and 1 reduce beside backward only over ranks: these run under mpirun, 2 ranks of one
 # sequence each, so that a step is 2 micro-steps and only the last one reduces. Stage 1 (z1gather)
@@ -42,9 +50,12 @@ declare -A config=(
 # forward waits for each piece before reading it: validation at every step, so that a forward
 # comes right after the update (the training forward comes after the driver's stop check, an MPI
 # call, which runs every queued op first).
+# The pipeline (-pp 2: two stages, one rank each, 2 micro-steps a step) runs under mpirun too; its
+# stages' ranks name a send or receive whose match never comes after NCCL_CPU_P2P_TIMEOUT seconds.
+export NCCL_CPU_P2P_TIMEOUT=10
 launch() {  # launch CONFIG: the command before the trainer's (CUDA_CPU_DROP passed on to the ranks)
     case $1 in
-        *ov | z1gather) echo "mpirun -np 2 -x CUDA_CPU_DROP" ;;
+        *ov | z1gather | pp*) echo "mpirun -np 2 -x CUDA_CPU_DROP -x NCCL_CPU_P2P_TIMEOUT" ;;
         *) echo "" ;;
     esac
 }
@@ -60,6 +71,8 @@ declare -A fn_config=(
     [zero1_gather_piece]=z1gather [zero1_gather_pieces]=z1gather [zero1_wait_embeddings]=z1gather
     [zero1_wait_layer]=z1gather [zero1_wait_lnf]=z1gather
     [zero3_gather_layer]=z3 [zero3_layer]=z3 [zero3_begin_pass]=z3
+    [pipe_group]=pp2 [pipe_flush]=pp2 [pipe_forward_only]=pp2val [pipe_logits_row]=pp2sample
+    [pipe_write_pieces]=pp2ckpt
 )
 # Waits the runtime's order check cannot see: a synchronization runs only the work it needs, and
 # nothing after the final LayerNorm's wait needs the comm stream before the host's next MPI call runs
@@ -67,16 +80,17 @@ declare -A fn_config=(
 # every order. The test expects that stale read instead: the same run to its end with other val losses.
 declare -A stale_fn=([zero1_wait_lnf]=1)
 # Calls that order nothing CUDA leaves unordered (the test checks that the run is unchanged without
-# them): the step's statistics come down into pageable memory, which CUDA's copy returns complete.
+# them): the step's statistics, and an evaluation's loss, come down into pageable memory, which
+# CUDA's copy returns complete.
 redundant_pattern='cudaStreamSynchronize(g->stream));$'
-redundant_after='cudaMemcpyAsync(g->h_stats, stats'
-sources=(train_gpt2_zero.cuh train_gpt2.cu)
+redundant_after='cudaMemcpyAsync(g->h_stats, stats\|cudaMemcpyAsync(&loss, stats'
+sources=(train_gpt2_zero.cuh train_gpt2.cu train_gpt2_pipe.cuh)
 mapfile -t sites < <(awk '
     FNR == 1 { fn = "" }
     /^(static |StepResult |void )[^(]*\(/ { fn = $0; sub(/\(.*/, "", fn); sub(/.* \**/, "", fn) }
     /cudaEventRecord|cudaStreamWaitEvent|cudaEventSynchronize|cudaStreamSynchronize/ { print FILENAME ":" fn ":" FNR }' "${sources[@]}")
 
-mpi_configs="z0ov z1ov z1gather"
+mpi_configs="z0ov z1ov z1gather pp2 pp2val pp2sample pp2ckpt"
 command -v mpirun > /dev/null 2>&1 || mpi_configs=""
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # Everything in place: each configuration runs to the end. -z 3 with offload adds no call of its
@@ -111,9 +125,9 @@ for site in "${sites[@]}"; do
     # shellcheck disable=SC2086
     { (export CUDA_CPU_DROP="$src:$line"; exec timeout 600 $(launch $c) $emu "${common[@]}" ${config[$c]} > "$out" 2>&1); } 2> /dev/null
     rc=$?
-    finding=$(grep -m1 -E '^cuda_cpu: (the result depends on the order|.*not yet synchronized|.*nothing orders the two|.*has not synchronized)' "$out")
+    finding=$(grep -m1 -E '^cuda_cpu: (the result depends on the order|.*not yet synchronized|.*nothing orders the two|.*has not synchronized|.*found no matching ncclSend|.*found no matching ncclRecv)' "$out")
     redundant=0
-    sed -n "$((line - 1))p" "$src" | grep -qF "$redundant_after" && sed -n "${line}p" "$src" | grep -q "$redundant_pattern" && redundant=1
+    sed -n "$((line - 1))p" "$src" | grep -q "$redundant_after" && sed -n "${line}p" "$src" | grep -q "$redundant_pattern" && redundant=1
     if ! grep -q "CUDA_CPU_DROP: skipping $call at $src:$line" "$out"; then
         fail "without $call at $src:$line ($fn)" "the run never reached that call with ${config[$c]}"
     elif [ -n "${stale_fn[$fn]:-}" ]; then

@@ -4,17 +4,20 @@
 // (streams_cpu.cpp) and talks to the other ranks when it runs; one communicator's collectives run in
 // the order they were called, as NCCL requires of every rank. fp16/bf16 reduce in fp32; an all-reduce
 // is a reduce to rank 0 plus a broadcast, so every rank gets the same bits, as with NCCL's rings. The
-// host's own MPI calls run the queued device work first (the MPI_* wrappers at the end).
+// host's own MPI calls run the queued device work first (the MPI_* wrappers at the end). ncclSend and
+// ncclRecv keep NCCL's semantics (a group's complete together; one whose peer never makes the matching
+// call is named instead of hanging: "point to point" below); ncclCommSplit makes communicators over
+// some of the ranks (MPI_Comm_split).
 //
 // Traffic counter: with NCCL_CPU_TRAFFIC=PATH in the environment, each communicator counts, per
 // collective kind, its calls, the bytes of the data each call moves in its element type (all-reduce,
-// reduce, broadcast: count; reduce-scatter: recvcount x ranks; all-gather: sendcount x ranks) and the
-// bytes this rank would send under NCCL's ring algorithm (all-reduce 2(R-1)/R n, this rank's exact
-// share when R does not divide n; reduce-scatter and all-gather (R-1)/R n; reduce: n from every rank
-// but the root; broadcast: n from every rank but the ring's last), and ncclCommDestroy appends one
-// line to PATH (one write with O_APPEND: ranks may share the file):
+// reduce, broadcast: count; reduce-scatter: recvcount x ranks; all-gather: sendcount x ranks; send,
+// recv: count) and the bytes this rank would send under NCCL's ring algorithm (all-reduce 2(R-1)/R n,
+// this rank's exact share when R does not divide n; reduce-scatter and all-gather (R-1)/R n; reduce: n
+// from every rank but the root; broadcast: n from every rank but the ring's last; send: n; recv: 0),
+// and ncclCommDestroy appends one line to PATH (one write with O_APPEND: ranks may share the file):
 //   nccl_traffic rank=0 ranks=2 allreduce_calls=.. allreduce_bytes=.. allreduce_sent=.. reducescatter_...
-//   allgather_... reduce_... broadcast_...
+//   allgather_... reduce_... broadcast_... send_... recv_...
 // What the emulation itself sends over MPI is not what is counted: the ring is what a GPU would move.
 //
 // Without MPI: when the program's ranks talk over common/ranks.c's host transport (-pi tcp|fs: no
@@ -38,6 +41,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <time.h>
 #include <unistd.h>
 #include <vector>
 
@@ -46,7 +50,7 @@
 #pragma weak ranks_raw_broadcast
 #pragma weak ranks_set_before_collective
 
-enum TrafficKind { kAllReduce, kReduceScatter, kAllGather, kReduce, kBroadcast, kTrafficKinds };
+enum TrafficKind { kAllReduce, kReduceScatter, kAllGather, kReduce, kBroadcast, kSend, kRecv, kTrafficKinds };
 
 struct Traffic {
     uint64_t calls, bytes, sent;
@@ -96,7 +100,23 @@ int mpi_count(size_t n, const char* api) {
     return (int)n;
 }
 
-const char* const kTrafficNames[kTrafficKinds] = {"allreduce", "reducescatter", "allgather", "reduce", "broadcast"};
+// One ncclSend or ncclRecv, kept until its group ends (p2p_issue).
+struct P2pCall {
+    bool send;
+    void* buf;
+    size_t count;
+    ncclDataType_t type;
+    int peer;
+    ncclComm* comm;
+    cudaStream_t stream;
+};
+// The host's groups (ncclGroupStart nesting) and the sends and receives called inside them.
+thread_local int g_group_depth;
+thread_local std::vector<P2pCall> g_group_p2p;
+void p2p_issue(const std::vector<P2pCall>& calls, const char* api);
+
+const char* const kTrafficNames[kTrafficKinds] = {"allreduce", "reducescatter", "allgather", "reduce", "broadcast",
+                                                  "send", "recv"};
 
 void count_traffic(ncclComm* c, TrafficKind kind, uint64_t bytes, uint64_t sent) {
     Traffic* t = &c->traffic[kind];
@@ -386,9 +406,44 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t* r) {
     return ncclSuccess;
 }
 
-// A group only batches the calls inside it: each is queued on its stream anyway.
-ncclResult_t ncclGroupStart() { return ncclSuccess; }
-ncclResult_t ncclGroupEnd() { return ncclSuccess; }
+// A group's collectives are queued on their streams as they are called; its sends and receives wait
+// for the group's end, where they become one op that completes them together (p2p below).
+ncclResult_t ncclGroupStart() {
+    g_group_depth++;
+    return ncclSuccess;
+}
+ncclResult_t ncclGroupEnd() {
+    if (g_group_depth == 0) return ncclInvalidUsage;
+    if (--g_group_depth == 0 && !g_group_p2p.empty()) {
+        std::vector<P2pCall> calls;
+        calls.swap(g_group_p2p);
+        p2p_issue(calls, "ncclGroupEnd");
+    }
+    return ncclSuccess;
+}
+
+// The ranks of `color` (NCCL_SPLIT_NOCOLOR: none; *out is then NULL), ordered by key: MPI_Comm_split.
+// Collective over comm's ranks, run by the host at once, as ncclCommInitRank is.
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* out, ncclConfig_t*) {
+    const char* api = "ncclCommSplit";
+    ncclComm* c = comm_of(comm, api);
+    if (!out) return ncclInvalidArgument;
+    if (c->host)
+        cuda_cpu_fail("%s: over the ranks' host transport (-pi tcp|fs) the emulation has one communicator over all "
+                      "ranks; run under mpirun for communicators over some of them", api);
+    drain_all_pending();  // as before any of the host's MPI calls: no rank waits for work another holds queued
+    MPI_Comm sub;
+    check_mpi(MPI_Comm_split(c->comm, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &sub), "MPI_Comm_split");
+    *out = nullptr;
+    if (sub == MPI_COMM_NULL) return ncclSuccess;
+    ncclComm* n = new ncclComm();
+    n->magic = kCommMagic;
+    n->comm = sub;
+    MPI_Comm_rank(sub, &n->rank);
+    MPI_Comm_size(sub, &n->nranks);
+    *out = n;
+    return ncclSuccess;
+}
 
 }  // extern "C"
 
@@ -409,40 +464,72 @@ void collective_checks(const char* api, ncclComm* c, const void* send, size_t se
                       recv, recv_bytes, in_place_send);
 }
 
-// Queues a collective on its stream. run_real does the MPI part and writes `out` (out_bytes, 0 when
-// this rank receives nothing); in a batch that runs more than once the first run keeps the input and
-// the output, and the other runs check the input and replay the output.
+// A buffer an op reads or writes.
+struct Span {
+    const void* p;
+    size_t n;
+};
+
+// Queues NCCL work on its stream: it reads the spans `ins` and writes the spans `outs`. run_real talks
+// to the other ranks (and count_fn counts the traffic); in a batch that runs more than once the first
+// run keeps the inputs and the outputs, and the other runs check the inputs and replay the outputs.
+void queue_comm_op(std::string what, ncclComm* c, cudaStream_t stream, std::vector<Span> ins, std::vector<Span> outs,
+                   std::function<void()> run_real, std::function<void()> count_fn) {
+    std::vector<OpAccess> acc;
+    for (const Span& s : ins)
+        if (s.n) acc.push_back({(uintptr_t)s.p, (uintptr_t)s.p + s.n, false});
+    for (const Span& s : outs)
+        if (s.n) acc.push_back({(uintptr_t)s.p, (uintptr_t)s.p + s.n, true});
+    op_issue(stream, what, [=](Op* op, const OpRun& r) {
+        if (r.first && g_check) {
+            for (const Span& s : ins)
+                if (s.n) hb_access((uintptr_t)s.p, s.n, false, 0);
+            for (const Span& s : outs)
+                if (s.n) hb_access((uintptr_t)s.p, s.n, true, 0);
+        }
+        if (r.nccl == NCCL_REPLAY) {
+            if (!op->nccl_recorded) cuda_cpu_fail("internal error: %s replayed without a record", what.c_str());
+            size_t at = 0;
+            for (const Span& s : ins) {
+                if (s.n && memcmp(s.p, op->nccl_in.data() + at, s.n) != 0) {
+                    op->diverged = true;
+                    return;
+                }
+                at += s.n;
+            }
+            at = 0;
+            for (const Span& s : outs) {
+                if (s.n) memcpy((void*)s.p, op->nccl_out.data() + at, s.n);
+                device_written(s.p, s.n);
+                at += s.n;
+            }
+            return;
+        }
+        if (r.nccl == NCCL_RECORD) {
+            op->nccl_in.clear();
+            for (const Span& s : ins)
+                op->nccl_in.insert(op->nccl_in.end(), (const unsigned char*)s.p, (const unsigned char*)s.p + s.n);
+        }
+        count_fn();
+        run_real();
+        for (const Span& s : outs)
+            if (s.n) device_written(s.p, s.n);
+        if (r.nccl == NCCL_RECORD) {
+            op->nccl_out.clear();
+            for (const Span& s : outs)
+                op->nccl_out.insert(op->nccl_out.end(), (const unsigned char*)s.p, (const unsigned char*)s.p + s.n);
+            op->nccl_recorded = true;
+        }
+    }, std::move(acc), c);
+}
+
+// A collective: reads in_bytes at `in`, writes out_bytes at `out` (0 when this rank receives nothing).
 void queue_collective(const char* api, ncclComm* c, cudaStream_t stream, const void* in, size_t in_bytes, void* out,
                       size_t out_bytes, std::function<void()> run_real, TrafficKind kind, uint64_t bytes, uint64_t sent) {
     char what[160];
     snprintf(what, sizeof(what), "%s (%zu bytes)", api, in_bytes > out_bytes ? in_bytes : out_bytes);
-    std::vector<OpAccess> acc;
-    if (in_bytes) acc.push_back({(uintptr_t)in, (uintptr_t)in + in_bytes, false});
-    if (out_bytes) acc.push_back({(uintptr_t)out, (uintptr_t)out + out_bytes, true});
-    op_issue(stream, what, [=](Op* op, const OpRun& r) {
-        if (r.first && g_check) {
-            if (in_bytes) hb_access((uintptr_t)in, in_bytes, false, 0);
-            if (out_bytes) hb_access((uintptr_t)out, out_bytes, true, 0);
-        }
-        if (r.nccl == NCCL_REPLAY) {
-            if (!op->nccl_recorded) cuda_cpu_fail("internal error: %s replayed without a record", api);
-            if (in_bytes && memcmp(in, op->nccl_in.data(), in_bytes) != 0) {
-                op->diverged = true;
-                return;
-            }
-            if (out_bytes) memcpy(out, op->nccl_out.data(), out_bytes);
-            device_written(out, out_bytes);
-            return;
-        }
-        if (r.nccl == NCCL_RECORD) op->nccl_in.assign((const unsigned char*)in, (const unsigned char*)in + in_bytes);
-        count_traffic(c, kind, bytes, sent);
-        run_real();
-        if (out_bytes) device_written(out, out_bytes);
-        if (r.nccl == NCCL_RECORD) {
-            op->nccl_out.assign((const unsigned char*)out, (const unsigned char*)out + out_bytes);
-            op->nccl_recorded = true;
-        }
-    }, std::move(acc), c);
+    queue_comm_op(what, c, stream, {{in, in_bytes}}, {{out, out_bytes}}, std::move(run_real),
+                  [=] { count_traffic(c, kind, bytes, sent); });
 }
 
 }  // namespace
@@ -559,6 +646,219 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
 }
 ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t type, int root, ncclComm_t comm, cudaStream_t s) {
     return ncclBroadcast(buff, buff, count, type, root, comm, s);
+}
+
+}  // extern "C"
+
+namespace {
+
+// ---- point to point: ncclSend, ncclRecv ----
+// NCCL's rules: a send to peer p is matched by p's next receive from this rank (in the order each rank
+// called them), of the same count and type; outside a group a send or receive blocks its stream until
+// the peer's matching call runs; the calls of one ncclGroupStart/End progress together, so two ranks
+// may each send to the other. Here a group's calls (or a lone one) are one op on their stream; when it
+// runs it posts every send (MPI_Issend: complete only once the peer's receive matched it, as on a GPU)
+// and each receive as its message comes, and returns when all are done. A call whose peer never makes
+// the matching one would hang a GPU: the op stops the program after NCCL_CPU_P2P_TIMEOUT seconds (600
+// by default) with one line naming the call, its peer and where it was issued. Each message carries
+// its element type and count, so a receive whose send differs in either is named too.
+const int kP2pTag = 0x4e43;
+const uint32_t kP2pMagic = 0x50325031u;
+
+struct P2pHeader {
+    uint32_t magic;
+    int32_t type;
+    uint64_t count;
+};
+
+double p2p_timeout_s() {
+    static double t = -1;
+    if (t < 0) {
+        const char* e = getenv("NCCL_CPU_P2P_TIMEOUT");
+        t = 600;
+        if (e && *e) {
+            char* end;
+            double x = strtod(e, &end);
+            if (*end || !(x > 0)) cuda_cpu_fail("NCCL_CPU_P2P_TIMEOUT=%s: expected seconds, a positive number", e);
+            t = x;
+        }
+    }
+    return t;
+}
+
+const char* type_name(int t) {
+    switch (t) {
+    case ncclInt8: return "ncclInt8";
+    case ncclUint8: return "ncclUint8";
+    case ncclInt32: return "ncclInt32";
+    case ncclUint32: return "ncclUint32";
+    case ncclInt64: return "ncclInt64";
+    case ncclUint64: return "ncclUint64";
+    case ncclFloat16: return "ncclFloat16";
+    case ncclFloat32: return "ncclFloat32";
+    case ncclFloat64: return "ncclFloat64";
+    case ncclBfloat16: return "ncclBfloat16";
+    default: return "an fp8 type";
+    }
+}
+
+std::string p2p_name(const P2pCall& k, int rank) {
+    char b[200];
+    snprintf(b, sizeof(b), "%s of %zu %s (%zu bytes) %s rank %d %s rank %d", k.send ? "ncclSend" : "ncclRecv", k.count,
+             type_name(k.type), k.count * type_size(k.type), k.send ? "from" : "on", rank, k.send ? "to" : "from", k.peer);
+    return b;
+}
+
+double now_s() {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+// Runs a group's calls (inside its op): every send posted, each receive posted once its message has
+// come (a matched probe: its size is then known, whatever the send's count), then all waited for.
+void p2p_run(const std::vector<P2pCall>& calls) {
+    ncclComm* c = calls[0].comm;
+    size_t n = calls.size();
+    std::vector<std::vector<unsigned char>> msg(n);
+    std::vector<MPI_Request> req(n, MPI_REQUEST_NULL);
+    std::vector<bool> posted(n, false), done(n, false);
+    for (size_t i = 0; i < n; i++) {
+        const P2pCall& k = calls[i];
+        if (!k.send) continue;
+        size_t bytes = k.count * type_size(k.type);
+        msg[i].resize(sizeof(P2pHeader) + bytes);
+        P2pHeader h = {kP2pMagic, (int32_t)k.type, (uint64_t)k.count};
+        memcpy(msg[i].data(), &h, sizeof(h));
+        if (bytes) memcpy(msg[i].data() + sizeof(h), k.buf, bytes);
+        check_mpi(MPI_Issend(msg[i].data(), mpi_count(msg[i].size(), "ncclSend"), MPI_BYTE, k.peer, kP2pTag, c->comm,
+                             &req[i]), "MPI_Issend");
+        posted[i] = true;
+    }
+    size_t left = n;
+    double start = now_s();
+    while (left) {
+        for (size_t i = 0; i < n; i++) {
+            if (done[i]) continue;
+            if (!posted[i]) {
+                // Receives from one peer take its messages in the order they were called.
+                bool first = true;
+                for (size_t j = 0; j < i && first; j++) first = calls[j].send || calls[j].peer != calls[i].peer || posted[j];
+                if (!first) continue;
+                int flag = 0;
+                MPI_Message m;
+                MPI_Status st;
+                check_mpi(MPI_Improbe(calls[i].peer, kP2pTag, c->comm, &flag, &m, &st), "MPI_Improbe");
+                if (!flag) continue;
+                int got = 0;
+                MPI_Get_count(&st, MPI_BYTE, &got);
+                msg[i].resize((size_t)got);
+                check_mpi(MPI_Imrecv(msg[i].data(), got, MPI_BYTE, &m, &req[i]), "MPI_Imrecv");
+                posted[i] = true;
+            }
+            int flag = 0;
+            check_mpi(MPI_Test(&req[i], &flag, MPI_STATUS_IGNORE), "MPI_Test");
+            if (flag) {
+                done[i] = true;
+                left--;
+            }
+        }
+        if (!left) break;
+        if (now_s() - start > p2p_timeout_s()) {
+            size_t i = 0;
+            while (done[i]) i++;
+            const P2pCall& k = calls[i];
+            cuda_cpu_fail("%s found no matching %s on rank %d within %g s (NCCL_CPU_P2P_TIMEOUT): on a GPU it would hang. "
+                          "Each ncclSend needs an ncclRecv of the same count and type on its peer, called in the same "
+                          "order, and calls that must progress together belong in one ncclGroupStart/End (the op: %s)",
+                          p2p_name(k, c->rank).c_str(), k.send ? "ncclRecv" : "ncclSend", k.peer, p2p_timeout_s(),
+                          op_description(g_cur_op->id).c_str());
+        }
+        struct timespec pause = {0, 200000};
+        nanosleep(&pause, nullptr);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const P2pCall& k = calls[i];
+        if (k.send) continue;
+        P2pHeader h = {0, 0, 0};
+        if (msg[i].size() >= sizeof(h)) memcpy(&h, msg[i].data(), sizeof(h));
+        if (msg[i].size() < sizeof(h) || h.magic != kP2pMagic)
+            cuda_cpu_fail("%s: what arrived from rank %d is not an ncclSend's message", p2p_name(k, c->rank).c_str(), k.peer);
+        if (h.type != (int32_t)k.type || h.count != k.count)
+            cuda_cpu_fail("%s: the matching ncclSend on rank %d sends %llu %s; NCCL requires the same count and type "
+                          "on both sides (the op: %s)", p2p_name(k, c->rank).c_str(), k.peer, (unsigned long long)h.count,
+                          type_name(h.type), op_description(g_cur_op->id).c_str());
+        size_t bytes = k.count * type_size(k.type);
+        if (bytes) memcpy(k.buf, msg[i].data() + sizeof(h), bytes);
+    }
+}
+
+// A group's sends and receives (or one outside a group) as one op on their stream.
+void p2p_issue(const std::vector<P2pCall>& calls, const char* api) {
+    ncclComm* c = calls[0].comm;
+    cudaStream_t stream = calls[0].stream;
+    std::vector<Span> ins, outs;
+    size_t sends = 0, bytes = 0;
+    for (const P2pCall& k : calls) {
+        if (k.comm != c || k.stream != stream)
+            cuda_cpu_fail("%s: a group whose sends and receives use several communicators or streams is not emulated",
+                          api);
+        size_t b = k.count * type_size(k.type);
+        // A receive buffer shared with any other call of the group: NCCL leaves the result undefined.
+        for (const P2pCall& o : calls) {
+            if (&o == &k || (k.send && o.send)) continue;
+            uintptr_t a0 = (uintptr_t)k.buf, a1 = a0 + b, b0 = (uintptr_t)o.buf, b1 = b0 + o.count * type_size(o.type);
+            if (b && a0 < b1 && b0 < a1)
+                cuda_cpu_fail("%s (rank %d): %s and %s use overlapping buffers; NCCL leaves that undefined", api, c->rank,
+                              p2p_name(k, c->rank).c_str(), p2p_name(o, c->rank).c_str());
+        }
+        (k.send ? ins : outs).push_back({k.buf, b});
+        sends += k.send;
+        bytes += b;
+    }
+    if (calls.size() == 1 && calls[0].peer == c->rank)
+        cuda_cpu_fail("%s outside a group waits for its own rank's matching call, which cannot come (a GPU hangs); "
+                      "put both in one ncclGroupStart/End", p2p_name(calls[0], c->rank).c_str());
+    char what[200];
+    if (calls.size() == 1)
+        snprintf(what, sizeof(what), "%s (%zu bytes %s rank %d)", calls[0].send ? "ncclSend" : "ncclRecv", bytes,
+                 calls[0].send ? "to" : "from", calls[0].peer);
+    else
+        snprintf(what, sizeof(what), "a group of %zu ncclSend and %zu ncclRecv (%zu bytes)", sends, calls.size() - sends,
+                 bytes);
+    queue_comm_op(what, c, stream, ins, outs, [calls] { p2p_run(calls); }, [c, calls] {
+        for (const P2pCall& k : calls) {
+            uint64_t b = (uint64_t)k.count * type_size(k.type);
+            count_traffic(c, k.send ? kSend : kRecv, b, k.send ? b : 0);
+        }
+    });
+}
+
+// What NCCL checks when the call is made; host transport runs have no point-to-point channel.
+ncclResult_t p2p_call(const char* api, bool send, void* buf, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+    ncclComm* c = comm_of(comm, api);
+    if (peer < 0 || peer >= c->nranks || !type_size(type)) return ncclInvalidArgument;
+    if (c->host)
+        cuda_cpu_fail("%s: over the ranks' host transport (-pi tcp|fs) the emulation has no point-to-point channel; "
+                      "run under mpirun", api);
+    if (!stream_is_valid(stream)) cuda_cpu_fail("%s: the stream is not a live cudaStream_t", api);
+    device_range_or_die(api, send ? "the send buffer" : "the receive buffer", buf, count * type_size(type));
+    P2pCall k = {send, buf, count, type, peer, c, stream};
+    if (g_group_depth > 0) g_group_p2p.push_back(k);
+    else p2p_issue({k}, api);
+    return ncclSuccess;
+}
+
+}  // namespace
+
+extern "C" {
+
+ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream) {
+    return p2p_call("ncclSend", true, const_cast<void*>(send), count, type, peer, comm, stream);
+}
+ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream) {
+    return p2p_call("ncclRecv", false, recv, count, type, peer, comm, stream);
 }
 
 // ---- the host's MPI calls: the device's queued work runs first ----

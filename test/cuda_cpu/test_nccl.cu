@@ -174,6 +174,107 @@ static void test_identical_results(ncclComm_t comm) {
     CK(cudaFree(d));
 }
 
+
+// Point to point. A ring in one group: each rank sends to the next and receives from the one before
+// (only a group lets every rank send before receiving). Then rank 0 and rank 1 alone, outside groups,
+// on a stream of their own, the copies before and after ordered by the stream: two sends in a row
+// arrive in order.
+static void test_send_recv(ncclComm_t comm) {
+    const size_t n = 777;
+    int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
+    std::vector<float> h(n);
+    for (size_t i = 0; i < n; i++) h[i] = value(g_rank, i);
+    float* send = to_device(h);
+    float* recv = to_device(std::vector<float>(n, 0.0f));
+    NK(ncclGroupStart());
+    NK(ncclSend(send, n, ncclFloat, next, comm, 0));
+    NK(ncclRecv(recv, n, ncclFloat, prev, comm, 0));
+    NK(ncclGroupEnd());
+    std::vector<float> out = to_host(recv, n);
+    bool ok = true;
+    for (size_t i = 0; i < n; i++) ok &= out[i] == value(prev, i);
+    check_all(ok, "nccl_send_recv_ring_in_a_group");
+
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    std::vector<__half> a(n), b(n), got_a(n), got_b(n);
+    for (size_t i = 0; i < n; i++) a[i] = from_float<__half>(value(0, i)), b[i] = from_float<__half>(value(1, i));
+    __half* buf[2];
+    CK(cudaMalloc(&buf[0], n * sizeof(__half)));
+    CK(cudaMalloc(&buf[1], n * sizeof(__half)));
+    if (g_rank == 0) {
+        CK(cudaMemcpyAsync(buf[0], a.data(), n * sizeof(__half), cudaMemcpyHostToDevice, s));
+        CK(cudaMemcpyAsync(buf[1], b.data(), n * sizeof(__half), cudaMemcpyHostToDevice, s));
+        NK(ncclSend(buf[0], n, ncclHalf, 1, comm, s));
+        NK(ncclSend(buf[1], n, ncclHalf, 1, comm, s));
+    } else if (g_rank == 1) {
+        NK(ncclRecv(buf[0], n, ncclHalf, 0, comm, s));
+        NK(ncclRecv(buf[1], n, ncclHalf, 0, comm, s));
+        CK(cudaMemcpyAsync(got_a.data(), buf[0], n * sizeof(__half), cudaMemcpyDeviceToHost, s));
+        CK(cudaMemcpyAsync(got_b.data(), buf[1], n * sizeof(__half), cudaMemcpyDeviceToHost, s));
+    }
+    CK(cudaStreamSynchronize(s));
+    ok = true;
+    for (size_t i = 0; g_rank == 1 && i < n; i++)
+        ok &= to_float(got_a[i]) == to_float(a[i]) && to_float(got_b[i]) == to_float(b[i]);
+    check_all(ok, "nccl_send_recv_f16_on_a_stream_in_order");
+    CK(cudaFree(buf[0]));
+    CK(cudaFree(buf[1]));
+    CK(cudaStreamDestroy(s));
+    CK(cudaFree(send));
+    CK(cudaFree(recv));
+}
+
+// ncclCommSplit: the even ranks and the odd ones, each its own communicator (ranks by key), whose
+// all-reduce sums over its ranks alone and whose ranks exchange by their ranks in it.
+static void test_split(ncclComm_t comm) {
+    ncclComm_t sub;
+    NK(ncclCommSplit(comm, g_rank % 2, g_rank, &sub, NULL));
+    int count = 0, rank = -1;
+    NK(ncclCommCount(sub, &count));
+    NK(ncclCommUserRank(sub, &rank));
+    int expect_count = (g_size - g_rank % 2 + 1) / 2;
+    check_all(count == expect_count && rank == g_rank / 2, "nccl_split_count_and_rank");
+    const size_t n = 100;
+    std::vector<float> h(n);
+    for (size_t i = 0; i < n; i++) h[i] = value(g_rank, i);
+    float* d = to_device(h);
+    NK(ncclAllReduce(d, d, n, ncclFloat, ncclSum, sub, 0));
+    std::vector<float> out = to_host(d, n);
+    bool ok = true;
+    for (size_t i = 0; i < n; i++) {
+        float e = 0.0f;
+        for (int r = g_rank % 2; r < g_size; r += 2) e += value(r, i);
+        ok &= out[i] == e;
+    }
+    check_all(ok, "nccl_split_allreduce_over_its_ranks");
+    NK(ncclCommDestroy(sub));
+    CK(cudaFree(d));
+}
+
+// The mistakes NCCL leaves to hang or to undefined results, each run alone (test_nccl.sh expects the
+// runtime's line): "unmatched": rank 0 sends and rank 1 never receives; "count": rank 1 receives
+// fewer elements than rank 0 sends.
+static int run_mistake(ncclComm_t comm, const char* which) {
+    const size_t n = 64;
+    float* d = to_device(std::vector<float>(n, 1.0f));
+    if (strcmp(which, "unmatched") == 0) {
+        if (g_rank == 0) NK(ncclSend(d, n, ncclFloat, 1, comm, 0));
+        else MPI_Barrier(MPI_COMM_WORLD);  // waits for rank 0, which waits in its send
+    } else if (strcmp(which, "count") == 0) {
+        if (g_rank == 0) NK(ncclSend(d, n, ncclFloat, 1, comm, 0));
+        if (g_rank == 1) NK(ncclRecv(d, n / 2, ncclFloat, 0, comm, 0));
+        CK(cudaDeviceSynchronize());
+        MPI_Barrier(MPI_COMM_WORLD);  // rank 1 never comes: its receive stops it
+    } else {
+        printf("FAIL test_nccl: unknown mistake '%s'\n", which);
+        return 1;
+    }
+    CK(cudaDeviceSynchronize());
+    printf("FAIL test_nccl %s: rank %d was not stopped\n", which, g_rank);
+    return 1;
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
@@ -190,6 +291,7 @@ int main(int argc, char** argv) {
     NK(ncclCommCount(comm, &count));
     NK(ncclCommUserRank(comm, &rank));
     check_all(count == g_size && rank == g_rank, "nccl_comm_count_and_rank");
+    if (argc > 1) return run_mistake(comm, argv[1]);
 
     test_allreduce<float>(comm, ncclFloat, ncclSum, false, "nccl_allreduce_sum_f32");
     test_allreduce<float>(comm, ncclFloat, ncclMax, true, "nccl_allreduce_max_f32_in_place");
@@ -203,6 +305,8 @@ int main(int argc, char** argv) {
     test_all_gather<__nv_bfloat16>(comm, ncclBfloat16, true, "nccl_all_gather_bf16_in_place");
     test_broadcast(comm);
     test_identical_results(comm);
+    test_send_recv(comm);
+    test_split(comm);
 
     NK(ncclCommDestroy(comm));
     MPI_Finalize();
