@@ -521,8 +521,9 @@ static void resume_check_record(const TrainSetup* s, const char* sp, const Train
 }
 
 // The samples of T+1 tokens one step reads over all ranks (B*ranks a micro-step, times the
-// micro-steps): every split of it reads the same ones (dataloader.h).
-static int64_t train_step_samples(const TrainSetup* s) { return (int64_t)s->accum * s->opts.B * s->num_ranks; }
+// micro-steps): every split of it reads the same ones (dataloader.h). With -pp the ranks are the
+// data-parallel ones: every stage of a replica reads the same samples.
+static int64_t train_step_samples(const TrainSetup* s) { return (int64_t)s->accum * s->opts.B * s->dp_ranks; }
 
 // Fatal unless this run's steps read what the checkpoint's did: T and the tokens a step. B, the
 // number of ranks and the micro-steps may change (the data order depends on none of them). The
@@ -1428,7 +1429,7 @@ static void llmc_resume_load(TrainSetup* s, Engine* e, const char* mp, TrainStat
     int64_t epoch, shard, sample;
     dataloader_locate(&s->train, samples, &epoch, &shard, &sample);
     uint64_t files = (uint64_t)s->train.nfiles, k = ls.shard_idx % files;
-    uint64_t window = (uint64_t)o->B * o->T * s->num_ranks;
+    uint64_t window = (uint64_t)o->B * o->T * s->dp_ranks;
     uint64_t windows = s->train.ntok[k] < 1 ? 0 : (s->train.ntok[k] - 1) / window;
     int shard_end = ls.sample_idx >= windows;  // llm.c goes on at the next shard's start
     uint64_t llmc_shard = shard_end ? (k + 1) % files : k, llmc_token = shard_end ? 0 : ls.sample_idx * window;
