@@ -1,5 +1,5 @@
 // kernels/flash_bwd.cuh: the FlashAttention-2-style causal attention backward (FP16 and BF16, head
-// sizes 32 and 64) through kernels/mma.cuh, the companion of kernels/flash_fwd.cuh (issue 17). Same
+// sizes 32 and 64) through kernels/mma.cuh, the companion of kernels/flash_fwd.cuh. Same
 // arguments, layouts and lse convention as kernels/attention.cuh's backward: attention.cuh includes
 // this file and its attention_backward launches flash_backward wherever attention_uses_flash()
 // (kernels/sizes.h) says so, the tiled backward (attention_backward_tiled) elsewhere.

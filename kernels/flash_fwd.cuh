@@ -2,7 +2,7 @@
 // 32 and 64) through kernels/mma.cuh: the scores, the softmax and P V all stay in registers (no
 // shared-memory round trip for S or P as attention.cuh's tiled forward makes). Same arguments, layout
 // and lse convention as attention.cuh's forward: attention.cuh includes this file and its
-// attention_forward launches attention_forward_flash_kernel wherever it applies (issue 17);
+// attention_forward launches attention_forward_flash_kernel wherever it applies;
 // kernels/test_attention.cu checks it against the C engine's forward (and the backward on its out and
 // lse), dev/cuda/test_flash_fwd.cu against a double-precision reference with bounds derived from
 // where it rounds, and against the tiled forward.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# memory_ladder.sh: the memory-technique ladder for one model (issue 11). Step by step from the FP32
+# memory_ladder.sh: the memory-technique ladder for one model. Step by step from the FP32
 # baseline: FP16 mixed precision, activation recompute 1/2/3, ZeRO-1 at 2/4/8 ranks, ZeRO-2, ZeRO-3, a smaller
 # micro-batch with accumulation (same tokens per step), optimizer offload, gradient offload; for each
 # row the device memory a rank needs, per component (from the planner, `./train_gpt2 --plan --json`),

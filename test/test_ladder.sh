@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_ladder.sh: the memory ladder and the run recipes (issue 11), planned only (no GPU, no emu):
+# test_ladder.sh: the memory ladder and the run recipes (scripts/), planned only (no GPU, no emu):
 #   - scripts/memory_ladder.sh d48 --planned: every row of the table, each "planned", each row's
 #     columns adding up to its total and the total equal to the planner's for the row's flags; the
 #     totals falling where they must (FP16 < FP32, each recompute level <= the one before, ZeRO-1 at

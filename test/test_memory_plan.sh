@@ -149,7 +149,7 @@ print("16 psi; 4 psi + 12 psi/N, 2 psi + 14 psi/N and 16 psi/N (+ 4 psi/N fp32 a
 EOF
 ) && pass "d48 model states equal the closed forms: $r" || fail "d48 closed forms" "$r"
 
-# --- level 3's default segment length, and the issue's ZeRO-3 fit figures ------------------------
+# --- level 3's default segment length, and ZeRO-3's fit figures (docs/memory.md) ------------------
 # The default K is the one whose activation table is the smallest: checked against the table at every
 # K the planner takes with --recompute-every, for d12 and d48. Then -r 3 -z 3 at d48 (FP16, B=8,
 # T=1024, with the CUDA context and NCCL estimates) within 12 GiB on 4 ranks and 8 GiB on 8.

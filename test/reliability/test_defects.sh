@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# test_defects.sh: one check per defect class of issues 9 and 18, each of which failed on the code
-# before it (a crash, a hang, exit 0 after a silent loss, or a message that named nothing). Issue 9:
+# test_defects.sh: one check per defect class, each of which failed on the code before its fix (a
+# crash, a hang, exit 0 after a silent loss, or a message that named nothing). One run's inputs:
 # crashes with valid inputs, integer overflow in flags, files that are not regular files, header
 # arithmetic, training-state files trusted too much, the output dir owned by one run, leftovers and
 # logs, caches keyed by what built them, the dataset tools, late failures, the outlier guard and
-# signals. Issue 18 (one process; test_ranks.sh and test_preempt.sh hold the cases across ranks):
+# signals. What the ranks, the scheduler or another run's files do (one process here; test_ranks.sh
+# and test_preempt.sh hold the cases across ranks):
 # a lock deleted from under a run, another run's files in a checkpoint, --overwrite and shards, a
 # log replaced mid-run, NaN and Inf in model files, FP16 loss scaling that never recovers, budgets
 # and the planner's limits, flags an engine cannot honour, and a stop in the middle of a step.
@@ -61,7 +62,7 @@ fresh_copy() {
 }
 
 # --- crashes with valid inputs ----------------------------------------------------------------------
-# (already fixed before issue 9: kept as a regression test)
+# (already fixed when this check was written: kept as a regression test)
 $gen shard "$dir/t256.bin" 4000 256 4
 run -e "$dir/v256.bin" -i "$dir/t256.bin" -t 32 -x 2 -s 1 -g 8 -v 0 -o "" > "$dir/v256.out" 2>&1
 rc=$?
@@ -326,7 +327,7 @@ run "${spike[@]}" --skip-outliers 6 -n 35 -x 70 -o "$dir/guard3" > /dev/null 2>&
 same_files "$dir/guard3" "$dir/guard2" 00000070 && pass "outliers: the guard's statistics resume bit for bit (the skip repeats after -y 1)" ||
     fail "outliers: resume" "final files differ"
 
-# === issue 18: the lock, foreign files, stops mid-step, FP16 that never recovers, budgets, engines ===
+# === the lock, foreign files, stops mid-step, FP16 that never recovers, budgets, engines ===========
 # (the cases across ranks are test_ranks.sh's; SIGTERM to mpirun is test_preempt.sh's)
 
 # --- the lock cannot be deleted from under a run ----------------------------------------------------

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_preempt.sh: preemption under mpirun (issue 18), with steps far longer than mpirun's kill
+# test_preempt.sh: preemption under mpirun, with steps far longer than mpirun's kill
 # delay. Before, a SIGTERM to mpirun reached the ranks a delay late and SIGKILL one delay later,
 # while the ranks finished their step: no checkpoint, no "stopped by" line. Now a stop request
 # abandons the step under way at the next micro-step and writes the checkpoint of the last completed

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_ranks.sh: faults across ranks (issue 18), under mpirun. Ranks started with different flags,
+# test_ranks.sh: faults across ranks, under mpirun. Ranks started with different flags,
 # model files, data or output dirs once hung (rank 0 done, rank 1 waiting in a collective; -z 0
 # beside -z 1 at start-up; -n 1 beside -n 2 at the first checkpoint) or ran to exit 0 with a
 # silently wrong result; now every rank ends within seconds, the first rank that differs saying what
@@ -51,7 +51,7 @@ disagree() {
     fi
 }
 same="the same flags, model and data"
-# The issue's cases: hangs first.
+# Ranks given different flags: the hangs first.
 disagree "-x 2 beside -x 4 (rank 0 once finished while rank 1 waited): every rank ends, naming -x and both values" \
     "ranks disagree: flag -x \(--steps\) is '4' on rank 1 but '2' on rank 0; every rank of a run must be given $same" \
     "$dir" "$dir" -- "${base[@]}" -o "$dir/o1" -- "${base[@]}" -o "$dir/o1" -x 4
