@@ -5,8 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_peak.h"
-
 const char* comm_kind_name(CommKind k) {
     static const char* const names[COMM_KINDS] = {"allreduce", "reducescatter", "allgather", "reduce",
                                                   "broadcast", "to_host", "to_device"};
@@ -27,7 +25,7 @@ static const CommLink LINKS[] = {
     {"pcie", 25e9, "PCIe 4.0 x16: 32 GB/s raw per direction, about 25 achievable (assumed)"},
     {"ib", 50e9, "InfiniBand NDR 400 Gb/s per GPU: 50 GB/s per direction (assumed)"},
 };
-const CommLink COMM_HOST_LINK = {"pcie", 25e9, "PCIe 4.0 x16: 32 GB/s raw per direction, about 25 achievable (assumed)"};
+const CommLink COMM_HOST_LINK = {"pcie", PLAN_HOST_LINK_BYTES_PER_S, "PCIe 4.0 x16: 32 GB/s raw per direction, about 25 achievable (assumed)"};
 
 int comm_link_parse(const char* text, CommLink* link, char* why, size_t cap) {
     for (size_t i = 0; i < sizeof(LINKS) / sizeof(LINKS[0]); i++)
@@ -49,22 +47,6 @@ int comm_link_parse(const char* text, CommLink* link, char* why, size_t cap) {
     link->bytes_per_s = gbps * 1e9;
     link->source = "given with --link";
     return 1;
-}
-
-double plan_card_peak(Precision precision) {
-    for (int i = 0; i < gpu_peak_count(); i++) {
-        const GpuPeak* r = gpu_peak_row(i);
-        if (strcmp(r->card, PLAN_CARD) == 0)
-            return (precision == PRECISION_FP32 ? r->fp32_tflops : r->tensor_tflops) * 1e12;
-    }
-    return 0.0;  // not reached: the table holds PLAN_CARD (test/test_memory_plan.sh prints it)
-}
-
-double plan_recompute_fraction(int level) {
-    // 1: GELU again (llm.c measured +0.7%); 2: the LayerNorms too, memory-bound and cheap (this
-    // project's goal: under 5%); 3: every block's forward again, a third of a step.
-    static const double cost[4] = {0.0, 0.01, 0.04, 0.33};
-    return cost[level < 0 ? 0 : level > 3 ? 3 : level];
 }
 
 // ---- the collectives, as the engine issues them ----
