@@ -14,12 +14,7 @@
 #     built-in corpus when no data is given.
 # Needs only ./train_gpt2 (make train) and python3; about 10 s.
 set -u
-cd "$(dirname "$0")/.."
-status=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; status=1; }
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+. "$(dirname "$0")/lib.sh"
 [ -x ./train_gpt2 ] || { echo "FAIL ladder: ./train_gpt2 not built"; exit 1; }
 
 # ---- the ladder -----------------------------------------------------------------------------------
@@ -260,4 +255,4 @@ else
     grep -q 'finds nothing that fits 2GiB' "$dir/none.out" && pass "a budget nothing fits (2 GiB): refused with one line" \
         || fail "a budget nothing fits" "$(tail -n 1 "$dir/none.out")"
 fi
-exit $status
+exit $failed

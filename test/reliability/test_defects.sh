@@ -11,17 +11,11 @@
 # and the planner's limits, flags an engine cannot honour, and a stop in the middle of a step.
 # Every program runs under a timeout, so a hang fails instead of stopping the suite.
 set -u
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/../lib.sh"
 ROOT=$PWD
 # One OpenMP thread: these models are tiny, and on a busy machine two threads mostly wait for each other.
 export OMP_NUM_THREADS=1
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; failed=1; }
 TO=60  # seconds: a hang, not a slow machine (each run here takes well under a second)
-gen=build/test/gen_data
 ck() { python3 test/reliability/ckfile.py "$@"; }
 
 $gen model "$dir/model.bin" 2 64 2 512 64 1 && $gen model "$dir/model128.bin" 2 64 2 512 128 1 &&

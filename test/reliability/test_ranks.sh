@@ -7,19 +7,10 @@
 # aside like a damaged one, the resume falling back to the newest intact checkpoint, bit for bit.
 # Every program runs under a timeout: a hang fails instead of stopping the suite. About 40 s.
 set -u
-cd "$(dirname "$0")/../.."
-if ! command -v mpirun > /dev/null 2>&1; then
-    echo "SKIP ranks: needs mpirun (apt-get install openmpi-bin libopenmpi-dev)"
-    exit 0
-fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+. "$(dirname "$0")/../lib.sh"
+need_mpi ranks
 export CUDA_CPU_THREADS=1 OMP_NUM_THREADS=1
 ROOT=$PWD
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; failed=1; }
 TO=60  # seconds: a hang, not a slow machine (each case ends at start-up, in about a second)
 gen=build/test/gen_data
 $gen model "$dir/model.bin" 2 64 2 301 64 1 && $gen model "$dir/model_b.bin" 2 64 2 301 64 2 &&
