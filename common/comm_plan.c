@@ -72,18 +72,27 @@ static CommItem* add(CommPlan* c, const char* what, CommKind kind, CommWhen when
     return it;
 }
 
-// Entries [a, a + count) reduced to the ranks owning them (shards of p->shard): one call per owner
-// the range touches (train_gpt2_zero.cuh's reduce_to_owners and offload_reduce_piece).
-static void reduce_piece(CommItem* it, const MemoryPlan* p, size_t a, size_t count, size_t R, size_t rank) {
+// Entries [a, a + count) between the ranks owning them (shards of p->shard) and the others: one call
+// per owner the range touches. to_owner: reduced to the owner (train_gpt2_zero.cuh's reduce_to_owners
+// and offload_reduce_piece), a chain that starts after the owner and ends at it; else broadcast from
+// the owner (gather_from_owners), a ring whose last rank passes nothing on. In both, every rank but
+// the chain's first receives and every rank but its last sends.
+static void owner_pieces(CommItem* it, const MemoryPlan* p, size_t a, size_t count, size_t R, size_t rank,
+                         int to_owner) {
     for (size_t owner = a / p->shard; owner < R && owner * p->shard < a + count; owner++) {
         size_t lo = max_sz(a, owner * p->shard), hi = min_sz(a + count, (owner + 1) * p->shard);
         if (lo >= hi) continue;
         size_t b = (hi - lo) * it->elem_bytes;
+        size_t first = to_owner ? (owner + 1) % R : owner, last = to_owner ? owner : (owner + R - 1) % R;
         it->calls++;
         it->bytes += b;
-        if (rank != owner) it->sent += b;                  // every rank but the owner sends
-        if (rank != (owner + 1) % R) it->received += b;    // the chain starts after the owner
+        if (rank != last) it->sent += b;
+        if (rank != first) it->received += b;
     }
+}
+
+static void reduce_piece(CommItem* it, const MemoryPlan* p, size_t a, size_t count, size_t R, size_t rank) {
+    owner_pieces(it, p, a, count, R, rank, 1);
 }
 
 static void allreduce_piece(CommItem* it, size_t count, size_t R, size_t rank) {
@@ -109,19 +118,8 @@ static void for_each_bucket_piece(CommItem* it, const MemoryPlan* p, size_t R, s
     fn(it, p, lay.tensors[PT_LNFW].offset, p->lnf_n, R, rank);
 }
 
-// Entries [a, a + count) broadcast from the ranks owning them (train_gpt2_zero.cuh's
-// gather_from_owners): one call per owner the range touches; a ring from the owner, whose last
-// rank passes nothing on.
 static void broadcast_piece(CommItem* it, const MemoryPlan* p, size_t a, size_t count, size_t R, size_t rank) {
-    for (size_t owner = a / p->shard; owner < R && owner * p->shard < a + count; owner++) {
-        size_t lo = max_sz(a, owner * p->shard), hi = min_sz(a + count, (owner + 1) * p->shard);
-        if (lo >= hi) continue;
-        size_t b = (hi - lo) * it->elem_bytes;
-        it->calls++;
-        it->bytes += b;
-        if (rank != (owner + R - 1) % R) it->sent += b;
-        if (rank != owner) it->received += b;
-    }
+    owner_pieces(it, p, a, count, R, rank, 0);
 }
 
 // Stage 3's parameter gathers of one micro-step, in the engine's order (train_gpt2.cu's forward
