@@ -161,17 +161,29 @@ static int model_header_check(const int32_t* h, long long size, const char* path
     return 1;
 }
 
-// Opens a model file, checks its header; the file is left after the header.
-static FILE* model_open_try(const char* path, int32_t* h, GPT2Config* cfg, int* elem, char* why, size_t cap) {
+// Opens a `kind` file ("model", "state") and reads its header into h, its size into *size; the file
+// is left after the header. NULL with why filled in when it cannot be opened or is too small.
+static FILE* header_open_try(const char* path, const char* kind, int32_t* h, long long* size, char* why, size_t cap) {
     FILE* f = fopen_read_try(path, why, cap);
     if (!f) return NULL;
-    long long size = file_bytes(f);
-    if (size < HEADER_BYTES) {
-        snprintf(why, cap, "model file %s is too small (%lld bytes) to hold a header", path, size);
+    *size = file_bytes(f);
+    if (*size < HEADER_BYTES) {
+        snprintf(why, cap, "%s file %s is too small (%lld bytes) to hold a header", kind, path, *size);
         fclose(f);
         return NULL;
     }
-    if (!read_exact(f, h, HEADER_BYTES, path, why, cap) || !model_header_check(h, size, path, cfg, elem, why, cap)) {
+    if (!read_exact(f, h, HEADER_BYTES, path, why, cap)) {
+        fclose(f);
+        return NULL;
+    }
+    return f;
+}
+
+// Opens a model file, checks its header; the file is left after the header.
+static FILE* model_open_try(const char* path, int32_t* h, GPT2Config* cfg, int* elem, char* why, size_t cap) {
+    long long size;
+    FILE* f = header_open_try(path, "model", h, &size, why, cap);
+    if (f && !model_header_check(h, size, path, cfg, elem, why, cap)) {
         fclose(f);
         return NULL;
     }
@@ -264,17 +276,11 @@ static int state_words_check(const StateHead* s, const char* path, char* why, si
 
 // Opens a state file and reads everything before m and v: header, words, record, all checked.
 static FILE* state_open_try(const char* path, StateHead* s, char* why, size_t cap) {
-    FILE* f = fopen_read_try(path, why, cap);
-    if (!f) return NULL;
-    long long size = file_bytes(f);
-    if (size < HEADER_BYTES) {
-        snprintf(why, cap, "state file %s is too small (%lld bytes) to hold a header", path, size);
-        fclose(f);
-        return NULL;
-    }
     int32_t* h = s->h;
-    if (!read_exact(f, h, HEADER_BYTES, path, why, cap) || !state_header_check(h, size, path, s, why, cap) ||
-        !read_exact(f, s->w, WORDS_BYTES, path, why, cap)) {
+    long long size;
+    FILE* f = header_open_try(path, "state", h, &size, why, cap);
+    if (!f) return NULL;
+    if (!state_header_check(h, size, path, s, why, cap) || !read_exact(f, s->w, WORDS_BYTES, path, why, cap)) {
         fclose(f);
         return NULL;
     }

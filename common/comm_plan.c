@@ -5,8 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_peak.h"
-
 const char* comm_kind_name(CommKind k) {
     static const char* const names[COMM_KINDS] = {"allreduce", "reducescatter", "allgather", "reduce",
                                                   "broadcast", "send", "recv", "to_host", "to_device"};
@@ -27,7 +25,7 @@ static const CommLink LINKS[] = {
     {"pcie", 25e9, "PCIe 4.0 x16: 32 GB/s raw per direction, about 25 achievable (assumed)"},
     {"ib", 50e9, "InfiniBand NDR 400 Gb/s per GPU: 50 GB/s per direction (assumed)"},
 };
-const CommLink COMM_HOST_LINK = {"pcie", 25e9, "PCIe 4.0 x16: 32 GB/s raw per direction, about 25 achievable (assumed)"};
+const CommLink COMM_HOST_LINK = {"pcie", PLAN_HOST_LINK_BYTES_PER_S, "PCIe 4.0 x16: 32 GB/s raw per direction, about 25 achievable (assumed)"};
 
 int comm_link_parse(const char* text, CommLink* link, char* why, size_t cap) {
     for (size_t i = 0; i < sizeof(LINKS) / sizeof(LINKS[0]); i++)
@@ -49,22 +47,6 @@ int comm_link_parse(const char* text, CommLink* link, char* why, size_t cap) {
     link->bytes_per_s = gbps * 1e9;
     link->source = "given with --link";
     return 1;
-}
-
-double plan_card_peak(Precision precision) {
-    for (int i = 0; i < gpu_peak_count(); i++) {
-        const GpuPeak* r = gpu_peak_row(i);
-        if (strcmp(r->card, PLAN_CARD) == 0)
-            return (precision == PRECISION_FP32 ? r->fp32_tflops : r->tensor_tflops) * 1e12;
-    }
-    return 0.0;  // not reached: the table holds PLAN_CARD (test/test_memory_plan.sh prints it)
-}
-
-double plan_recompute_fraction(int level) {
-    // 1: GELU again (llm.c measured +0.7%); 2: the LayerNorms too, memory-bound and cheap (this
-    // project's goal: under 5%); 3: every block's forward again, a third of a step.
-    static const double cost[4] = {0.0, 0.01, 0.04, 0.33};
-    return cost[level < 0 ? 0 : level > 3 ? 3 : level];
 }
 
 // ---- the collectives, as the engine issues them ----
@@ -95,18 +77,27 @@ static CommItem* add(CommPlan* c, const char* what, CommKind kind, CommWhen when
     return it;
 }
 
-// Entries [a, a + count) reduced to the ranks owning them (shards of p->shard): one call per owner
-// the range touches (train_gpt2_zero.cuh's reduce_to_owners and offload_reduce_piece).
-static void reduce_piece(CommItem* it, const MemoryPlan* p, size_t a, size_t count, size_t R, size_t rank) {
+// Entries [a, a + count) between the ranks owning them (shards of p->shard) and the others: one call
+// per owner the range touches. to_owner: reduced to the owner (train_gpt2_zero.cuh's reduce_to_owners
+// and offload_reduce_piece), a chain that starts after the owner and ends at it; else broadcast from
+// the owner (gather_from_owners), a ring whose last rank passes nothing on. In both, every rank but
+// the chain's first receives and every rank but its last sends.
+static void owner_pieces(CommItem* it, const MemoryPlan* p, size_t a, size_t count, size_t R, size_t rank,
+                         int to_owner) {
     for (size_t owner = a / p->shard; owner < R && owner * p->shard < a + count; owner++) {
         size_t lo = max_sz(a, owner * p->shard), hi = min_sz(a + count, (owner + 1) * p->shard);
         if (lo >= hi) continue;
         size_t b = (hi - lo) * it->elem_bytes;
+        size_t first = to_owner ? (owner + 1) % R : owner, last = to_owner ? owner : (owner + R - 1) % R;
         it->calls++;
         it->bytes += b;
-        if (rank != owner) it->sent += b;                  // every rank but the owner sends
-        if (rank != (owner + 1) % R) it->received += b;    // the chain starts after the owner
+        if (rank != last) it->sent += b;
+        if (rank != first) it->received += b;
     }
+}
+
+static void reduce_piece(CommItem* it, const MemoryPlan* p, size_t a, size_t count, size_t R, size_t rank) {
+    owner_pieces(it, p, a, count, R, rank, 1);
 }
 
 static void allreduce_piece(CommItem* it, size_t count, size_t R, size_t rank) {
@@ -132,19 +123,8 @@ static void for_each_bucket_piece(CommItem* it, const MemoryPlan* p, size_t R, s
     fn(it, p, lay.tensors[PT_LNFW].offset, p->lnf_n, R, rank);
 }
 
-// Entries [a, a + count) broadcast from the ranks owning them (train_gpt2_zero.cuh's
-// gather_from_owners): one call per owner the range touches; a ring from the owner, whose last
-// rank passes nothing on.
 static void broadcast_piece(CommItem* it, const MemoryPlan* p, size_t a, size_t count, size_t R, size_t rank) {
-    for (size_t owner = a / p->shard; owner < R && owner * p->shard < a + count; owner++) {
-        size_t lo = max_sz(a, owner * p->shard), hi = min_sz(a + count, (owner + 1) * p->shard);
-        if (lo >= hi) continue;
-        size_t b = (hi - lo) * it->elem_bytes;
-        it->calls++;
-        it->bytes += b;
-        if (rank != (owner + R - 1) % R) it->sent += b;
-        if (rank != owner) it->received += b;
-    }
+    owner_pieces(it, p, a, count, R, rank, 0);
 }
 
 // Stage 3's parameter gathers of one micro-step, in the engine's order (train_gpt2.cu's forward

@@ -84,7 +84,7 @@ typedef struct CommPlan {
     double overlapped_seconds; // the part the engine runs beside backward
     double host_seconds;       // offload's copies over COMM_HOST_LINK
     // Predicted compute: gpt2_flops_per_token x the rank's tokens a step, with recompute's extra
-    // forward, at PLAN_MFU of a card's dense peak (gpu_peak.c's table).
+    // forward, at PLAN_MFU of a card's dense peak (gpu_peak.c's table; memory_plan.h's time model).
     double flops_step;         // per rank, recompute included
     double peak_flops;
     char card[48];
@@ -105,20 +105,10 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
                     const char* card);
 // The table and the time lines (--plan, the start-up report).
 void comm_plan_print(const CommPlan* c, FILE* f);
-// As the value of a "communication" key of --plan --json (no trailing newline); with ranks <= 16,
-// every rank's per-step and checkpoint totals too.
+// As the value of a "communication" key of --plan --json (no trailing newline), the member the
+// caller adds after memory_plan_print_json_members'; with ranks <= 16, every rank's per-step and
+// checkpoint totals too.
 void comm_plan_print_json(const CommPlan* c, const MemoryPlan* p, FILE* f);
-
-// The compute model the planner uses everywhere (the budget advice's step time too): the card it
-// assumes when none is running, and the fraction of its peak reached.
-#define PLAN_CARD "H100 SXM"
-#define PLAN_MFU 0.40
-// The stated card's dense peak in `precision` (gpu_peak.c's row for PLAN_CARD).
-double plan_card_peak(Precision precision);
-// Recompute's extra work as a fraction of a step's compute, by level: measured where known (llm.c's
-// +0.7% for GELU), else the level's re-run forward (level 3: every block's forward again, a third of
-// a step).
-double plan_recompute_fraction(int level);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "tokenizer.h"  // GPT2_VOCAB_SIZE and GPT2_EOT are the tokenizer's facts
+#include "gpt2_vocab.h"  // GPT2_VOCAB_SIZE, GPT2_EOT
 
 #ifdef __cplusplus
 extern "C" {

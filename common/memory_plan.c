@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../kernels/sizes.h"
-#include "comm_plan.h"
+#include "gpu_peak.h"
 #include "util.h"
 
 const char* offload_name(int offload) {
@@ -331,10 +331,9 @@ int run_shape_check(long B, long T, long ranks, long total_batch, long* accum, c
     return 1;
 }
 
-void memory_plan_print_json(const MemoryPlan* p, size_t budget, int accum, int keep_step, const CommPlan* comm,
-                            FILE* f) {
+void memory_plan_print_json_members(const MemoryPlan* p, size_t budget, int accum, int keep_step, FILE* f) {
     const EngineOptions* o = &p->opts;
-    fprintf(f, "{\"model\": {\"layers\": %d, \"channels\": %d, \"heads\": %d, \"vocab\": %d, \"padded_vocab\": %d, "
+    fprintf(f, "\"model\": {\"layers\": %d, \"channels\": %d, \"heads\": %d, \"vocab\": %d, \"padded_vocab\": %d, "
                "\"max_seq_len\": %d, \"parameters\": %zu},\n",
             p->cfg.num_layers, p->cfg.channels, p->cfg.num_heads, p->cfg.vocab_size, p->cfg.padded_vocab_size,
             p->cfg.max_seq_len, gpt2_param_layout(&p->cfg).num_parameters);
@@ -389,20 +388,33 @@ void memory_plan_print_json(const MemoryPlan* p, size_t budget, int accum, int k
         }
         fprintf(f, "}");
     }
-    if (comm) {
-        fprintf(f, ",\n \"communication\": ");
-        comm_plan_print_json(comm, p, f);
+}
+
+// ---- the planner's time model ----
+
+double plan_card_peak(Precision precision) {
+    for (int i = 0; i < gpu_peak_count(); i++) {
+        const GpuPeak* r = gpu_peak_row(i);
+        if (strcmp(r->card, PLAN_CARD) == 0)
+            return (precision == PRECISION_FP32 ? r->fp32_tflops : r->tensor_tflops) * 1e12;
     }
-    fprintf(f, "}\n");
+    return 0.0;  // not reached: the table holds PLAN_CARD (test/test_memory_plan.sh prints it)
+}
+
+double plan_recompute_fraction(int level) {
+    // 1: GELU again (llm.c measured +0.7%); 2: the LayerNorms too, memory-bound and cheap (this
+    // project's goal: under 5%); 3: every block's forward again, a third of a step.
+    static const double cost[4] = {0.0, 0.01, 0.04, 0.33};
+    return cost[level < 0 ? 0 : level > 3 ? 3 : level];
 }
 
 // ---- fitting a budget ----
 //
 // The cost of a change is estimated in seconds per optimizer step, against a step time from the
 // FLOP count at PLAN_MFU (40%) of PLAN_CARD's dense peak (an H100 SXM: 989.4 TFLOP/s in FP16/BF16,
-// 66.9 in FP32; comm_plan.h, gpu_peak.c's table). The relative costs are measured ones where known
-// and this project's goals otherwise:
-//   recompute: plan_recompute_fraction (1: +1%, 2: +4%, 3: +33%; comm_plan.c says why),
+// 66.9 in FP32; gpu_peak.c's table). The relative costs are measured ones where known and this
+// project's goals otherwise:
+//   recompute: plan_recompute_fraction (1: +1%, 2: +4%, 3: +33%; said why above),
 //   a micro-batch under 8192 tokens: +5% per halving (matmuls too small to fill the GPU),
 //   ZeRO-2 over ZeRO-1: +2% (per-layer reductions instead of one),
 //   offload: its traffic: gradients down and weights up over PCIe at 25 GB/s, and AdamW on the
@@ -424,14 +436,14 @@ static double change_seconds(const GPT2Config* cfg, const EngineOptions* o, int 
     if (o->zero_stage >= 2) frac += 0.02;  // stage 3: its gathers hide under compute (counted no more)
     double s = compute * (1.0 + frac);
     if (o->offload != OFFLOAD_NONE) {
-        double pcie = (double)p->opt_n * 2 * p->floatx_bytes / COMM_HOST_LINK.bytes_per_s;
+        double pcie = (double)p->opt_n * 2 * p->floatx_bytes / PLAN_HOST_LINK_BYTES_PER_S;
         double host = (double)p->opt_n * 28 / 20e9;
         s += pcie > host ? pcie + host / 8 : host + pcie / 8;
     }
     // Offloaded gradients go down on every micro-step and the host adds them (read floatX and the
     // fp32 sum, write the sum); overlapped with backward at best, counted in full here.
     if (o->offload == OFFLOAD_GRADS)
-        s += (accum > 0 ? accum : 1) * ((double)p->opt_n * p->floatx_bytes / COMM_HOST_LINK.bytes_per_s +
+        s += (accum > 0 ? accum : 1) * ((double)p->opt_n * p->floatx_bytes / PLAN_HOST_LINK_BYTES_PER_S +
                                         (double)p->opt_n * (p->floatx_bytes + 8) / 20e9);
     return s;
 }

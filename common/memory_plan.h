@@ -124,14 +124,13 @@ void memory_plan_pp_split(const GPT2Config* cfg, EngineOptions* opts);
 // The table: each component (device or host, estimates marked), the totals, and the activation
 // table tensor by tensor (per layer and in all), under a heading naming the configuration.
 void memory_plan_print(const MemoryPlan* p, FILE* f);
-// The same as one JSON object (for scripts: --plan --json), with the budget's answer when
-// budget > 0 (memory_plan_fit_step, for a step of accum micro-steps, keep_step as there), and the
-// communication (comm_plan.h) under "communication" when comm is not NULL. With -pp also
+// The same as the members of one JSON object (for scripts: --plan --json), with the budget's answer
+// when budget > 0 (memory_plan_fit_step, for a step of accum micro-steps, keep_step as there): from
+// "model" to the last, without the object's braces or a newline, so that the caller can add members
+// of its own (--plan --json adds comm_plan.h's "communication") and close it. With -pp also
 // "pipeline" (stages, data-parallel ranks, micro-steps, bubble, the plan's stage) and "by_stage"
 // (each stage's first layer, layers, micro-batches in flight, device_bytes, device_total).
-struct CommPlan;
-void memory_plan_print_json(const MemoryPlan* p, size_t budget, int accum, int keep_step, const struct CommPlan* comm,
-                            FILE* f);
+void memory_plan_print_json_members(const MemoryPlan* p, size_t budget, int accum, int keep_step, FILE* f);
 
 // What fits in a budget of device bytes per rank (with -pp: on the largest stage).
 typedef struct {
@@ -161,6 +160,22 @@ void memory_fit_print(const MemoryFit* fit, const EngineOptions* opts, size_t bu
 // on anything else (unreadable, negative, 0 or under a byte, more than 64 bits count).
 size_t memory_size_parse(const char* text, const char* flag);
 const char* offload_name(int offload);
+
+// ---- the planner's time model ----
+// What a step costs, for the budget advice above and comm_plan.h's predicted step: the card the
+// planner assumes when none is running, the fraction of its peak reached, recompute's extra work,
+// and the host link offload's copies cross.
+#define PLAN_CARD "H100 SXM"
+#define PLAN_MFU 0.40
+// The stated card's dense peak in `precision` (gpu_peak.c's row for PLAN_CARD).
+double plan_card_peak(Precision precision);
+// Recompute's extra work as a fraction of a step's compute, by level: measured where known (llm.c's
+// +0.7% for GELU), else the level's re-run forward (level 3: every block's forward again, a third of
+// a step).
+double plan_recompute_fraction(int level);
+// PCIe 4.0 x16: 32 GB/s raw per direction, about 25 achievable (assumed), whatever link the ranks
+// have (comm_plan.h's COMM_HOST_LINK).
+#define PLAN_HOST_LINK_BYTES_PER_S 25e9
 
 #ifdef __cplusplus
 }

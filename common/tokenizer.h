@@ -29,6 +29,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "gpt2_vocab.h"  // GPT2_VOCAB_SIZE, GPT2_EOT
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -37,8 +39,6 @@ extern "C" {
 #define LLMC_TOKENIZER_MAGIC 20240328  // llm.c's tokenizer file: decoding only
 #define TOKENIZER_VERSION 1
 #define TOKENIZER_HEADER_INTS 8
-#define GPT2_EOT 50256           // <|endoftext|>
-#define GPT2_VOCAB_SIZE 50257
 #define GPT2_EOT_TEXT "<|endoftext|>"
 
 typedef struct Tokenizer Tokenizer;

@@ -821,7 +821,12 @@ static void plan_and_exit(TrainSetup* s, Precision gpu_precision) {
     comm_plan_make(&comm, &p, (int)accum, &link, 0.0, NULL);
     if (s->rank == 0) {
         if (o->json) {
-            memory_plan_print_json(&p, budget, (int)accum, keep_step, &comm, stdout);
+            // One object: the memory plan's members, then the communication's.
+            printf("{");
+            memory_plan_print_json_members(&p, budget, (int)accum, keep_step, stdout);
+            printf(",\n \"communication\": ");
+            comm_plan_print_json(&comm, &p, stdout);
+            printf("}\n");
         } else {
             for (int st = 0; st < pipe_stages(&eo); st++) {  // -pp: every other stage's table first
                 EngineOptions so = eo;

@@ -27,8 +27,7 @@ static void adamw_update_host_cuda_conversions(floatX* gp, float* master, float*
                                                float grad_scale) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
-        float p = adamw_element_host(master[i], (float)gp[i], &m[i], &v[i], lr, beta1, beta2, bc1, bc2, eps, wd,
-                                     grad_scale);
+        float p = adamw_element(master[i], (float)gp[i], &m[i], &v[i], lr, beta1, beta2, bc1, bc2, eps, wd, grad_scale);
         master[i] = p;
         gp[i] = (floatX)p;
     }

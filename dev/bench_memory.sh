@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench_memory.sh: what each memory technique saves and costs per step, for one model and batch
-# (issue 10's benchmarks): activation recompute -r 0..3 (activation bytes from the start-up report,
+# (the project's reference figures): activation recompute -r 0..3 (activation bytes from the start-up report,
 # bytes saved and ms/step overhead against -r 0), gradient accumulation (the same global batch in two
 # micro-steps of half the batch: activation bytes saved, time cost), and ZeRO -z 0/1/2 over ranks
 # under mpirun (model-state bytes per rank from the start-up memory report, and the communication

@@ -32,7 +32,10 @@
 
 // One element. GCC's contraction of the reference, which this follows:
 //   m = fma(b1, m, (1-b1) g); v = fma(b2, v, ((1-b2) g) g); p = fma(-lr, fma(wd, p, update), p)
-__device__ inline float adamw_element(float p, float grad, float* m, float* v, float lr, float beta1, float beta2,
+// The kernels below and the offloaded optimizer on the host (adamw_update_host) run this same code:
+// fmaf, division and sqrtf are correctly rounded on both sides, so an offloaded run takes the same
+// steps as one on the device.
+__host__ __device__ inline float adamw_element(float p, float grad, float* m, float* v, float lr, float beta1, float beta2,
                                       float bc1, float bc2, float eps, float weight_decay, float grad_scale) {
     float g = grad * grad_scale;
     float mi = fmaf(beta1, *m, (1.0f - beta1) * g);
@@ -144,21 +147,9 @@ static inline void adamw_update(floatX* params, float* master, const floatX* gra
 }
 
 // ---- the same update on CPU threads: the optimizer offloaded to pinned host memory ----
-// Element for element adamw_element's arithmetic (fmaf, division and sqrtf are correctly rounded
-// on both sides), so an offloaded run takes the same steps as one on the device. grads_and_params
-// holds the floatX gradients on entry and the updated floatX weights on return (one pinned buffer
-// for both directions of the copy); master, m, v are fp32 host arrays of n entries.
-static inline float adamw_element_host(float p, float grad, float* m, float* v, float lr, float beta1, float beta2,
-                                       float bc1, float bc2, float eps, float weight_decay, float grad_scale) {
-    float g = grad * grad_scale;
-    float mi = fmaf(beta1, *m, (1.0f - beta1) * g);
-    float vi = fmaf(beta2, *v, ((1.0f - beta2) * g) * g);
-    *m = mi;
-    *v = vi;
-    float update = (mi / bc1) / (sqrtf(vi / bc2) + eps);
-    return fmaf(-lr, fmaf(weight_decay, p, update), p);
-}
-
+// adamw_element for every entry. grads_and_params holds the floatX gradients on entry and the
+// updated floatX weights on return (one pinned buffer for both directions of the copy); master, m,
+// v are fp32 host arrays of n entries.
 static inline void adamw_update_host(floatX* grads_and_params, float* master, float* m, float* v, size_t n, float lr,
                                      float beta1, float beta2, float bc1, float bc2, float eps, float weight_decay,
                                      float grad_scale) {
@@ -167,8 +158,8 @@ static inline void adamw_update_host(floatX* grads_and_params, float* master, fl
     // NVCC_HOST_FLAGS; dev/bench_adamw_host prints the elements per second either way).
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) {
-        float p = adamw_element_host(master[i], host_floatx_to_float(grads_and_params[i]), &m[i], &v[i], lr, beta1,
-                                     beta2, bc1, bc2, eps, weight_decay, grad_scale);
+        float p = adamw_element(master[i], host_floatx_to_float(grads_and_params[i]), &m[i], &v[i], lr, beta1, beta2,
+                                bc1, bc2, eps, weight_decay, grad_scale);
         master[i] = p;
         grads_and_params[i] = host_float_to_floatx(p);
     }

@@ -122,7 +122,7 @@ struct AttGeom {
     static constexpr size_t P_WARP = (size_t)16 * LDP * sizeof(floatX);
     // forward: Q | K V | S per warp | P per warp
     static constexpr size_t fwd_smem = ROW_TILE + 2 * COL_TILE + ATT_WARPS * (S_WARP + P_WARP);
-    // dk/dv: K V | Q dO | lse D (per query) | S dP per warp | P dS per warp
+    // dk/dv: K V | Q dO | lse D (per query) | S dP per warp | P dS per warp (ATT_BWD_SMEM carves both)
     static constexpr size_t dkdv_smem =
         2 * ROW_TILE + 2 * COL_TILE + 2 * ATT_COLS * sizeof(float) + ATT_WARPS * (2 * S_WARP + 2 * P_WARP);
     // dq: Q dO | K V | lse D (per query) | S dP per warp | dS per warp
@@ -421,6 +421,24 @@ __global__ void __launch_bounds__(ATT_THREADS)
 }
 
 // ---- backward ----
+// The backward kernels' shared memory, carved in one order (AttGeom's dkdv_smem and dq_smem are its
+// size): the block's own two tiles own0, own1 (ATT_ROWS rows: K and V for dk/dv, Q and dO for dq),
+// the two it streams str0, str1 (ATT_COLS rows: Q and dO, or K and V), lse * log2(e) and D of NQ
+// queries (dk/dv: the streamed tile's, dq: the block's own), each warp's fp32 tiles S and dP, and from
+// X on its floatX tiles (dk/dv: P, then dS; dq: dS). Declares the ten pointers in the kernel (G is its
+// AttGeom<HS>). A macro, not a function: nvcc then sees the same statements as when the kernel declares
+// them itself; returning them from a function gave it other address arithmetic and longer code.
+#define ATT_BWD_SMEM(own0, own1, str0, str1, L, D, NQ, S, dP, X) \
+    floatX* own0 = (floatX*)att_smem;                            \
+    floatX* own1 = own0 + ATT_ROWS * G::LDX;                     \
+    floatX* str0 = own1 + ATT_ROWS * G::LDX;                     \
+    floatX* str1 = str0 + ATT_COLS * G::LDX;                     \
+    float* L = (float*)(str1 + ATT_COLS * G::LDX);               \
+    float* D = L + (NQ);                                         \
+    float* S = D + (NQ);                                         \
+    float* dP = S + ATT_WARPS * 16 * G::LDS;                     \
+    floatX* X = (floatX*)(dP + ATT_WARPS * 16 * G::LDS)
+
 // D[b,h,t] = sum_i dout[b,t,h*HS+i] * out[b,t,h*HS+i] (fp32): one warp per (b, t, h), in memory order.
 __global__ void attention_backward_rowdot_kernel(float* Dsum, const floatX* dout, const floatX* out, int rows, int T,
                                                  int NH, int HS) {
@@ -444,15 +462,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
                                    const float* Dsum, int T, int NH) {
     typedef AttGeom<HS> G;
     extern __shared__ __align__(128) unsigned char att_smem[];
-    floatX* sK = (floatX*)att_smem;
-    floatX* sV = sK + ATT_ROWS * G::LDX;
-    floatX* sQ = sV + ATT_ROWS * G::LDX;
-    floatX* sdO = sQ + ATT_COLS * G::LDX;
-    float* sL = (float*)(sdO + ATT_COLS * G::LDX);  // lse * log2(e) of the tile's queries
-    float* sD = sL + ATT_COLS;
-    float* sS = sD + ATT_COLS;
-    float* sdP = sS + ATT_WARPS * 16 * G::LDS;
-    floatX* sP = (floatX*)(sdP + ATT_WARPS * 16 * G::LDS);
+    ATT_BWD_SMEM(sK, sV, sQ, sdO, sL, sD, ATT_COLS, sS, sdP, sP);  // sL, sD: the streamed queries'
     floatX* sdS = sP + ATT_WARPS * 16 * G::LDP;
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, quarter = lane & 3;
@@ -560,15 +570,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
                                  const float* Dsum, int T, int NH) {
     typedef AttGeom<HS> G;
     extern __shared__ __align__(128) unsigned char att_smem[];
-    floatX* sQ = (floatX*)att_smem;
-    floatX* sdO = sQ + ATT_ROWS * G::LDX;
-    floatX* sK = sdO + ATT_ROWS * G::LDX;
-    floatX* sV = sK + ATT_COLS * G::LDX;
-    float* sL = (float*)(sV + ATT_COLS * G::LDX);  // lse * log2(e) of the block's queries
-    float* sD = sL + ATT_ROWS;
-    float* sS = sD + ATT_ROWS;
-    float* sdP = sS + ATT_WARPS * 16 * G::LDS;
-    floatX* sdS = (floatX*)(sdP + ATT_WARPS * 16 * G::LDS);
+    ATT_BWD_SMEM(sQ, sdO, sK, sV, sL, sD, ATT_ROWS, sS, sdP, sdS);  // sL, sD: the block's queries'
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, quarter = lane & 3;
     const int q_tile = gridDim.x - 1 - blockIdx.x;  // latest query tiles (most keys) start first

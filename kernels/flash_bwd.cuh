@@ -1,5 +1,5 @@
 // kernels/flash_bwd.cuh: the FlashAttention-2-style causal attention backward (FP16 and BF16, head
-// sizes 32 and 64) through kernels/mma.cuh, the companion of kernels/flash_fwd.cuh (issue 17). Same
+// sizes 32 and 64) through kernels/mma.cuh, the companion of kernels/flash_fwd.cuh. Same
 // arguments, layouts and lse convention as kernels/attention.cuh's backward: attention.cuh includes
 // this file and its attention_backward launches flash_backward wherever attention_uses_flash()
 // (kernels/sizes.h) says so, the tiled backward (attention_backward_tiled) elsewhere.
@@ -156,12 +156,7 @@ __global__ void __launch_bounds__(FLASH_DQ_THREADS)
     __syncthreads();  // every warp has its Q and dO fragments and D: tile 1 may overwrite the buffers
 
     float dq[MI][HS / 8][4];  // dQ: 16 rows x HS a tile, one accumulator per 8 columns
-#pragma unroll
-    for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-        for (int d = 0; d < HS / 8; d++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) dq[mi][d][i] = 0.0f;
+    flash_zero(dq);
 
     for (int j = 0; j < tiles; j++) {
         if (j + 1 < tiles) {  // prefetch tile j+1 into the buffers the barrier ending j-1 freed
@@ -188,12 +183,8 @@ __global__ void __launch_bounds__(FLASH_DQ_THREADS)
         for (int hf = 0; hf < FLASH_COLS / HALF; hf++) {
             if (hf * (HALF / 16) >= chunks) continue;
             float s[MI][HALF / 8][4], dp[MI][HALF / 8][4];  // S = Q K^T, dP = dO V^T: 16 rows x 32 keys a tile
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-                for (int n = 0; n < HALF / 8; n++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) s[mi][n][i] = dp[mi][n][i] = 0.0f;
+            flash_zero(s);
+            flash_zero(dp);
 #pragma unroll
             for (int np = 0; np < HALF / 16; np++) {
                 const int chunk = hf * (HALF / 16) + np;
@@ -237,23 +228,7 @@ __global__ void __launch_bounds__(FLASH_DQ_THREADS)
             for (int kc = 0; kc < HALF / 16; kc++) {
                 const int chunk = hf * (HALF / 16) + kc;
                 if (chunk >= chunks) continue;
-                uint32_t da[MI][4];
-#pragma unroll
-                for (int mi = 0; mi < MI; mi++) {
-                    mma_pack_a<T>(da[mi], dp[mi][2 * kc], dp[mi][2 * kc + 1]);
-                }
-#pragma unroll
-                for (int dc = 0; dc < HS / 16; dc++) {
-                    uint32_t bk[4];
-                    mma_ldmatrix_x4_trans(bk, &kt[(chunk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * G::LD + dc * 16 +
-                                                  (lane >> 4) * 8]);
-                    const uint32_t b0[2] = {bk[0], bk[1]}, b1[2] = {bk[2], bk[3]};
-#pragma unroll
-                    for (int mi = 0; mi < MI; mi++) {
-                        mma_m16n8k16<T>(dq[mi][2 * dc], da[mi], b0, dq[mi][2 * dc]);
-                        mma_m16n8k16<T>(dq[mi][2 * dc + 1], da[mi], b1, dq[mi][2 * dc + 1]);
-                    }
-                }
+                flash_mma_tile_trans<T, HS, G::LD>(dq, dp, kc, kt, chunk * 16, lane);
             }
         }
         __syncthreads();  // all warps are done with tile j's buffers before tile j+2 is copied in
@@ -313,12 +288,8 @@ __global__ void __launch_bounds__(FLASH_KV_THREADS)
             mma_ldmatrix_x4(kf[mi][kc], &sQ[1][(warp * WK + mi * 16 + (lane & 15)) * G::LD + kc * 16 + (lane >> 4) * 8]);
     __syncthreads();  // every warp has its K fragments: buffer 1 is free
     float dk[MI][HS / 8][4], dv[MI][HS / 8][4];
-#pragma unroll
-    for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-        for (int d = 0; d < HS / 8; d++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) dk[mi][d][i] = dv[mi][d][i] = 0.0f;
+    flash_zero(dk);
+    flash_zero(dv);
 
     const T* dout_bh = dout + (size_t)b * seq * C + (size_t)h * HS;
     {  // the first query tile (the diagonal one) into buffer 0
@@ -354,12 +325,8 @@ __global__ void __launch_bounds__(FLASH_KV_THREADS)
         for (int pass = 0; pass < FLASH_ROWS / QC; pass++) {
             if ((pass + 1) * (QC / 16) <= first) continue;
             float s[MI][QC / 8][4], dp[MI][QC / 8][4];  // S^T, dP^T: 16 keys x QC queries a key tile
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-                for (int n = 0; n < QC / 8; n++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) s[mi][n][i] = dp[mi][n][i] = 0.0f;
+            flash_zero(s);
+            flash_zero(dp);
 #pragma unroll
             for (int kc = 0; kc < HS / 16; kc++) {
                 uint32_t vf[MI][4];  // V's A fragments of this warp's keys, head columns kc*16..+15

@@ -2,7 +2,7 @@
 // 32 and 64) through kernels/mma.cuh: the scores, the softmax and P V all stay in registers (no
 // shared-memory round trip for S or P as attention.cuh's tiled forward makes). Same arguments, layout
 // and lse convention as attention.cuh's forward: attention.cuh includes this file and its
-// attention_forward launches attention_forward_flash_kernel wherever it applies (issue 17);
+// attention_forward launches attention_forward_flash_kernel wherever it applies;
 // kernels/test_attention.cu checks it against the C engine's forward (and the backward on its out and
 // lse), dev/cuda/test_flash_fwd.cu against a double-precision reference with bounds derived from
 // where it rounds, and against the tiled forward.
@@ -73,6 +73,42 @@ template <> __device__ __forceinline__ void flash_store2<__nv_bfloat16>(__nv_bfl
     *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
 }
 
+// Zeroes a warp's accumulators (MI 16-row tiles x N 8-column slices x 4 per lane).
+template <int MI, int N> __device__ __forceinline__ void flash_zero(float (&acc)[MI][N][4]) {
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int n = 0; n < N; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[mi][n][i] = 0.0f;
+}
+
+// acc += A B for the 16 keys key0..key0+15 of a shared tile (rows of stride LD): A, 16 rows x those
+// 16 keys of each of the warp's MI row tiles, is p's accumulators 2 pc and 2 pc + 1, packed
+// (mma_pack_a, rounded to T) into an A fragment; B is the tile's 16 rows x HS, whose fragments for two
+// 8-column slices at a time come from one ldmatrix x4 .trans, read once for all MI row tiles. The
+// forward's O += P V and the backward's dQ += dS K.
+template <class T, int HS, int LD, int MI, int N>
+__device__ __forceinline__ void flash_mma_tile_trans(float (&acc)[MI][HS / 8][4], const float (&p)[MI][N][4], int pc,
+                                                     const T* tile, int key0, int lane) {
+    uint32_t pa[MI][4];
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++) {
+        mma_pack_a<T>(pa[mi], p[mi][2 * pc], p[mi][2 * pc + 1]);
+    }
+#pragma unroll
+    for (int dc = 0; dc < HS / 16; dc++) {
+        uint32_t bt[4];
+        mma_ldmatrix_x4_trans(bt, &tile[(key0 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dc * 16 + (lane >> 4) * 8]);
+        const uint32_t b0[2] = {bt[0], bt[1]}, b1[2] = {bt[2], bt[3]};
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++) {
+            mma_m16n8k16<T>(acc[mi][2 * dc], pa[mi], b0, acc[mi][2 * dc]);
+            mma_m16n8k16<T>(acc[mi][2 * dc + 1], pa[mi], b1, acc[mi][2 * dc + 1]);
+        }
+    }
+}
+
 // out (B,T,C) and lse (B,NH,T fp32) from qkv (B,T,3C), C = NH*HS; grid (ceil(T/64), NH, B).
 template <class T, int HS>
 __global__ void __launch_bounds__(FLASH_FWD_THREADS)
@@ -140,12 +176,7 @@ __global__ void __launch_bounds__(FLASH_FWD_THREADS)
         const int chunks = diag ? FLASH_MI * (warp + 1) : FLASH_COLS / 16;
 
         float s[FLASH_MI][FLASH_COLS / 8][4];
-#pragma unroll
-        for (int mi = 0; mi < FLASH_MI; mi++)
-#pragma unroll
-            for (int n = 0; n < FLASH_COLS / 8; n++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) s[mi][n][i] = 0.0f;
+        flash_zero(s);
 #pragma unroll
         for (int np = 0; np < FLASH_COLS / 16; np++) {
             if (np >= chunks) continue;  // (not break: the loop stays fully unrolled, s in registers)
@@ -210,23 +241,7 @@ __global__ void __launch_bounds__(FLASH_FWD_THREADS)
 #pragma unroll
         for (int kc = 0; kc < FLASH_COLS / 16; kc++) {
             if (kc >= chunks) continue;
-            uint32_t pa[FLASH_MI][4];
-#pragma unroll
-            for (int mi = 0; mi < FLASH_MI; mi++) {
-                mma_pack_a<T>(pa[mi], s[mi][2 * kc], s[mi][2 * kc + 1]);
-            }
-#pragma unroll
-            for (int dp = 0; dp < HS / 16; dp++) {
-                uint32_t bv[4];
-                mma_ldmatrix_x4_trans(bv, &vt[(kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * G::LD + dp * 16 +
-                                              (lane >> 4) * 8]);
-                const uint32_t b0[2] = {bv[0], bv[1]}, b1[2] = {bv[2], bv[3]};
-#pragma unroll
-                for (int mi = 0; mi < FLASH_MI; mi++) {
-                    mma_m16n8k16<T>(o[mi][2 * dp], pa[mi], b0, o[mi][2 * dp]);
-                    mma_m16n8k16<T>(o[mi][2 * dp + 1], pa[mi], b1, o[mi][2 * dp + 1]);
-                }
-            }
+            flash_mma_tile_trans<T, HS, G::LD>(o, s, kc, vt, kc * 16, lane);
         }
         __syncthreads();  // all warps are done with tile j's buffers before tile j+2 is copied in
     }

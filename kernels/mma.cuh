@@ -1,5 +1,5 @@
 // mma.cuh: warp-level tensor-core primitives at the PTX level, for kernels that keep their tiles in
-// registers (the FlashAttention-2-style attention of issue 17): mma.sync m16n8k16 (f16 or bf16 in,
+// registers (the FlashAttention-2-style attention, kernels/flash_*.cuh): mma.sync m16n8k16 (f16 or bf16 in,
 // f32 accumulate), ldmatrix x1/x2/x4 with and without .trans, 16-byte cp.async with commit and wait
 // groups, ex2.approx.
 //

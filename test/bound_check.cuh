@@ -17,17 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_test.h"  // CK: a failed CUDA call ends the test with a FAIL line naming the call
 #include "test.h"
-
-// A failed CUDA call ends the test: one FAIL line naming the call and where.
-#define CK(call)                                                                                      \
-    do {                                                                                              \
-        cudaError_t e_ = (call);                                                                      \
-        if (e_ != cudaSuccess) {                                                                      \
-            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));       \
-            exit(1);                                                                                  \
-        }                                                                                             \
-    } while (0)
 
 static inline float to_f(__half h) { return __half2float(h); }
 static inline float to_f(__nv_bfloat16 h) { return __bfloat162float(h); }

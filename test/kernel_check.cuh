@@ -7,8 +7,8 @@
 // rounding: each floatX store rounds by at most one unit roundoff u (2^-24 fp32, 2^-11 fp16,
 // 2^-8 bf16), and fp32 sums in another order differ by a few fp32 ulps. A test states how many
 // roundings its result passes through (k) and checks the relative error norm
-// ||got - ref|| / ||ref|| against k * u (with a floor of 1e-5 in fp32, the issue's bound for
-// fp32 kernels, which covers reordered fp32 sums).
+// ||got - ref|| / ||ref|| against k * u (with a floor of 1e-5 in fp32: the bound fp32 kernels
+// are held to, which covers reordered fp32 sums).
 #pragma once
 
 #include <math.h>

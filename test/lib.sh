@@ -22,7 +22,9 @@
 #   have_mpi           true when mpirun and mpicc are present (the CPU runtime's NCCL is built where
 #                      mpicc is); it then exports what OpenMPI needs to run as root and to start more
 #                      ranks than cores
-#   gen                build/test/gen_data
+#   need_mpi NAME      have_mpi, or else the line "SKIP NAME: needs mpirun and mpicc" and exit 0 (a test
+#                      that is all ranks)
+#   gen                build/test/gen_data ($BUILD/test/gen_data where BUILD names another build dir)
 # Skipping: a check that needs something absent prints "SKIP what: why" (run_tests.sh lists it) and
 # the script goes on; a test that can do nothing without it prints that line and exits 0.
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
@@ -31,7 +33,7 @@ dir=$(mktemp -d) || { echo "FAIL setup: mktemp -d"; exit 1; }
 trap 'rm -rf "$dir"' EXIT
 failed=0
 expect_prefix=""
-gen=build/test/gen_data
+gen=${BUILD:-build}/test/gen_data
 
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; failed=1; }
@@ -65,4 +67,10 @@ expect_error() {
 have_mpi() {
     command -v mpirun > /dev/null 2>&1 && command -v mpicc > /dev/null 2>&1 || return 1
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+}
+
+need_mpi() {
+    have_mpi && return 0
+    echo "SKIP $1: needs mpirun and mpicc (apt-get install openmpi-bin libopenmpi-dev)"
+    exit 0
 }

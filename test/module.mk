@@ -19,6 +19,9 @@ TESTS += test/test_data_order.sh
 # llm.c's flags with llm.c's meaning (-h, -k and its schedules, -y 1, DONE files, -nk/-nm), and
 # docs/flags.md against --help.
 TESTS += test/test_llmc_flags.sh test/test_flags_doc.sh
+# What a reader of the tree meets: no tracker issue named in any file (test_no_tracker.sh), and the
+# modules of common/, reference/ and kernels/ including each other in one direction (test_includes.sh).
+TESTS += test/test_no_tracker.sh test/test_includes.sh
 # -y 1 resumes llm.c's checkpoints (state_STEP_RANK.bin), written by an independent Python writer.
 TESTS += test/test_llmc_resume.sh
 # main.log in llm.c's format, and scripts/plot_log.py.

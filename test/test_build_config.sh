@@ -10,12 +10,7 @@
 # "Out of date" is make -q's answer (exit 1); objects are made current with touch where compiling
 # them would only cost time.
 set -u
-cd "$(dirname "$0")/.."
-status=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; status=1; }
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+. "$(dirname "$0")/lib.sh"
 B=$dir/build
 mk() { make --no-print-directory -j1 BUILD="$B" "$@"; }
 uptodate() { mk -q "$@" > /dev/null 2>&1; }
@@ -103,4 +98,4 @@ mk -q OPT=-O1 "$util" > /dev/null 2>&1
 mk OPT=-O1 "$util" > /dev/null 2>&1
 mk -q "$util" > /dev/null 2>&1
 [ $? = 1 ] && pass "OPT changed back: out of date again" || fail "OPT changed back" "up to date"
-exit $status
+exit $failed

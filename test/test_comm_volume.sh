@@ -21,12 +21,8 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 build=${BUILD:-build}
-if ! have_mpi; then
-    echo "SKIP comm_volume: needs mpirun and mpicc (apt-get install openmpi-bin libopenmpi-dev)"
-    exit 0
-fi
+need_mpi comm_volume
 export CUDA_CPU_THREADS=1 OMP_NUM_THREADS=1
-gen=$build/test/gen_data
 emu=$build/emu/train_gpt2_emu_fp16
 L=2 C=64 NH=2 V=301 MAXT=64
 $gen model "$dir/model.bin" $L $C $NH $V $MAXT 1 && $gen shard "$dir/train.bin" 20000 $V 2 \

@@ -14,18 +14,13 @@
 #     tokenizer file changed (its cached shards still there), and when the shards are gone too,
 #     stops with one line naming the corpus and the way out.
 set -u
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 ROOT=$PWD
-dir=$(mktemp -d)
 pid=""
 trap '[ -n "$pid" ] && kill "$pid" 2> /dev/null; rm -rf "$dir"' EXIT
-failed=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; failed=1; }
 mkdir -p "$dir/cwd"
 cd "$dir/cwd"
 TRAIN=$ROOT/train_gpt2
-PY=${PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || PY=python3
 NOTOK=$dir/no_tokenizer.bin  # a -K that does not exist: the byte-level corpus, whatever data/vocab holds
 

@@ -6,14 +6,8 @@
 # val loss is under 1.0 (the grammar is learnable: 0.43 with the old defaults); every sample is text;
 # the end says how long it took. test_default_run.sh checks the first 150 steps in make test.
 set -u
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 ROOT=$PWD
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; failed=1; }
-PY=${PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || PY=python3
 mkdir -p "$dir/cwd"
 cd "$dir/cwd"

@@ -6,14 +6,8 @@
 # with the scale halved, in the step line and the log; a non-finite loss stops every precision
 # with one clear line; --engine picks or refuses engines as it says.
 set -u
-cd "$(dirname "$0")/.."
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; failed=1; }
+. "$(dirname "$0")/lib.sh"
 emu() { "build/emu/train_gpt2_emu_$1" "${@:2}"; }
-gen=build/test/gen_data
 
 # A 2-layer, 64-channel model with a 512-token vocabulary (head size 32), and learnable data.
 $gen model "$dir/model.bin" 2 64 2 512 64 1 || { echo "FAIL emu: gen_data model"; exit 1; }

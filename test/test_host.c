@@ -119,7 +119,8 @@ static void check_peak(const char* name, int sm, Precision p, double tflops) {
 }
 
 static void test_gpu_peak(void) {
-    // Names as cudaGetDeviceProperties reports them; the list first.
+    // Names as cudaGetDeviceProperties reports them, V100 to B200 in architecture order; then names
+    // the table must not take for one of its cards.
     check_peak("Tesla V100-SXM2-16GB", 70, PRECISION_FP16, 125);
     check_peak("Tesla V100-SXM2-32GB", 70, PRECISION_FP32, 15.7);
     check_peak("Tesla V100-PCIE-16GB", 70, PRECISION_FP16, 112);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_ladder.sh: the memory ladder and the run recipes (issue 11), planned only (no GPU, no emu):
+# test_ladder.sh: the memory ladder and the run recipes (scripts/), planned only (no GPU, no emu):
 #   - scripts/memory_ladder.sh d48 --planned: every row of the table, each "planned", each row's
 #     columns adding up to its total and the total equal to the planner's for the row's flags; the
 #     totals falling where they must (FP16 < FP32, each recompute level <= the one before, ZeRO-1 at
@@ -17,12 +17,7 @@
 #     built-in corpus when no data is given.
 # Needs only ./train_gpt2 (make train) and python3; about 10 s.
 set -u
-cd "$(dirname "$0")/.."
-status=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; status=1; }
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+. "$(dirname "$0")/lib.sh"
 [ -x ./train_gpt2 ] || { echo "FAIL ladder: ./train_gpt2 not built"; exit 1; }
 
 # ---- the ladder -----------------------------------------------------------------------------------
@@ -277,4 +272,4 @@ else
     grep -q 'finds nothing that fits 2GiB' "$dir/none.out" && pass "a budget nothing fits (2 GiB): refused with one line" \
         || fail "a budget nothing fits" "$(tail -n 1 "$dir/none.out")"
 fi
-exit $status
+exit $failed

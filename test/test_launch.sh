@@ -8,19 +8,14 @@
 # the middle of a run (the others exit 1 naming it), ranks given different flags, and the C engine
 # (one process) refused on both ranks.
 set -u
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 # One worker thread a process: the ranks share two cores.
 export CUDA_CPU_THREADS=1 OMP_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-status=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; status=1; }
-dir=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null; done; rm -rf "$dir"; }
 trap cleanup EXIT
 emu=build/emu/train_gpt2_emu_fp32
-gen=build/test/gen_data
 [ -x "$emu" ] || { echo "SKIP launch: $emu not built (needs the CPU runtime's NCCL, built where MPI's mpicxx is)"; exit 0; }
 $gen model "$dir/model.bin" 2 64 2 301 64 1 && $gen shard "$dir/train.bin" 40000 301 2 && $gen shard "$dir/val.bin" 4000 301 3 \
     || { echo "FAIL launch: gen_data"; exit 1; }
@@ -210,4 +205,4 @@ wait $c0; rc0=$?; wait $c1; rc1=$?
 [ $rc0 = 1 ] && [ $rc1 = 1 ] && grep -qh "the C reference engine is one process" "$dir/cpu0.err" "$dir/cpu1.err" \
     && pass "-pi tcp -pn 2 --engine cpu: refused (the C engine is one process), both exit 1" \
     || fail "C engine over -pi tcp" "exits $rc0 $rc1: $(cat "$dir/cpu0.err" "$dir/cpu1.err" | head -c 300)"
-exit $status
+exit $failed

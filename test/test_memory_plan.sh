@@ -11,16 +11,10 @@
 #     plan, the advice and one line naming the component;
 #   - --offload gives the same losses and weights as the optimizer on the device.
 set -u
-cd "$(dirname "$0")/.."
-status=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; status=1; }
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+. "$(dirname "$0")/lib.sh"
 export CUDA_CPU_THREADS=1 OMP_NUM_THREADS=1
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-have_mpi=0
-command -v mpirun > /dev/null 2>&1 && have_mpi=1
+mpi=0
+have_mpi && mpi=1
 # ./train_gpt2 plans on any machine; its planner is the same code the engine allocates by.
 planner=./train_gpt2
 [ -x "$planner" ] || { echo "FAIL memory plan: ./train_gpt2 not built"; exit 1; }
@@ -33,7 +27,7 @@ check_case() {
     local flags=(-e "$model" -b "$B" -t "$T" -r "$r" -z "$z" --offload "$off")
     local run=("$emu" "${flags[@]}" -x 0 -v 0 -s 0 -o "")
     if [ "$np" -gt 1 ]; then
-        [ $have_mpi = 1 ] || { echo "SKIP $name: needs mpirun"; return; }
+        [ $mpi = 1 ] || { echo "SKIP $name: needs mpirun and mpicc"; return; }
         run=(mpirun --oversubscribe -np "$np" "${run[@]}")
     fi
     "${run[@]}" > "$dir/case.out" 2>&1 || { fail "plan = allocation, $name" "$(tail -n 2 "$dir/case.out")"; return; }
@@ -149,7 +143,7 @@ print("16 psi; 4 psi + 12 psi/N, 2 psi + 14 psi/N and 16 psi/N (+ 4 psi/N fp32 a
 EOF
 ) && pass "d48 model states equal the closed forms: $r" || fail "d48 closed forms" "$r"
 
-# --- level 3's default segment length, and the issue's ZeRO-3 fit figures ------------------------
+# --- level 3's default segment length, and ZeRO-3's fit figures (docs/memory.md) ------------------
 # The default K is the one whose activation table is the smallest: checked against the table at every
 # K the planner takes with --recompute-every, for d12 and d48. Then -r 3 -z 3 at d48 (FP16, B=8,
 # T=1024, with the CUDA context and NCCL estimates) within 12 GiB on 4 ranks and 8 GiB on 8.
@@ -280,7 +274,7 @@ $e "${common[@]}" --offload -x 10 -n 5 -o "$dir/offr" > /dev/null 2>&1 && rm "$d
     && $e "${common[@]}" --offload -x 10 -n 5 -y 1 -o "$dir/offr" > "$dir/offr.out" 2>&1 \
     && [ "$($gen diff "$dir/offr/model_00000010.bin" "$dir/off_fp16/model_00000010.bin" 2>&1)" = "0" ] \
     && pass "--offload: resumed at step 5, the same weights at step 10" || fail "offload resume" "$(tail -n 2 "$dir/offr.out")"
-if [ $have_mpi = 1 ]; then
+if [ $mpi = 1 ]; then
     mpirun --oversubscribe -np 2 $e "${common[@]}" -b 2 -z 1 --offload -o "$dir/offz" > "$dir/offz.out" 2>&1 \
         && mpirun --oversubscribe -np 2 $e "${common[@]}" -b 2 -z 1 -o "$dir/devz" > "$dir/devz.out" 2>&1 \
         && [ "$($gen diff "$dir/offz/model_00000010.bin" "$dir/devz/model_00000010.bin" 2>&1)" = "0" ] \
@@ -310,7 +304,7 @@ e=build/emu/train_gpt2_emu_fp16
 $e "${noclip[@]}" -z 2 --offload -o "$dir/z2o" > "$dir/z2o.out" 2>&1 \
     && [ "$($gen diff "$dir/z2_fp16/model_00000010.bin" "$dir/z2o/model_00000010.bin" 2>&1)" = "0" ] \
     && pass "-z 2 with --offload optimizer: the same weights as -z 2 on the device" || fail "-z 2 --offload" "$(tail -n 2 "$dir/z2o.out")"
-if [ $have_mpi = 1 ]; then
+if [ $mpi = 1 ]; then
     mpirun --oversubscribe -np 2 $e "${noclip[@]}" -b 2 -z 2 -o "$dir/z2r" > "$dir/z2r.out" 2>&1 || fail "-z 2 on 2 ranks" "$(tail -n 2 "$dir/z2r.out")"
     for z in 0 1; do
         mpirun --oversubscribe -np 2 $e "${noclip[@]}" -b 2 -z $z --offload grads -o "$dir/ogz$z" > "$dir/ogz$z.out" 2>&1 \
@@ -327,4 +321,4 @@ for bad in "--offload disk" "--max-memory 12XB" "--json" "--precision fp8 --plan
     [ $rc = 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q -- "--[a-z]" \
         && pass "bad flag '$bad': exit 1, one line ($out)" || fail "bad flag '$bad'" "exit $rc: $out"
 done
-exit $status
+exit $failed

@@ -2,13 +2,10 @@
 # test_parity.sh: the C engine against PyTorch (Debian's python3-torch): logits, loss, every
 # gradient, and 10 AdamW steps on a 2-layer, 64-channel GPT-2 with the full vocabulary.
 set -u
-cd "$(dirname "$0")/.."
-PY=${PYTHON:-/usr/bin/python3}
+. "$(dirname "$0")/lib.sh"
 if ! "$PY" -c "import torch" 2>/dev/null; then
     echo "FAIL parity: PyTorch is not importable by $PY (Debian: apt-get install python3-torch)"
     exit 1
 fi
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
 build/test/parity_dump "$dir" > /dev/null || { echo "FAIL parity: parity_dump failed"; exit 1; }
 "$PY" test/torch_gpt2.py "$dir"

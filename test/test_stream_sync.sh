@@ -9,14 +9,8 @@
 # then never meets its receive, a GPU's hang. With every call in place the same runs pass
 # (test_zero.sh, test_pipeline.sh and test_memory_plan.sh check what they compute).
 set -u
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 emu=build/emu/train_gpt2_emu_fp32
-gen=build/test/gen_data
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-status=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; status=1; }
 export CUDA_CPU_THREADS=1 OMP_NUM_THREADS=1
 
 # Four layers, so that backward reuses each of the two layer buckets (and -z 3 each of its two
@@ -163,4 +157,4 @@ if command -v mpirun > /dev/null 2>&1; then
     mpirun -np 2 $emu "${common[@]}" -b 1 -z 2 > "$dir/np2ok.out" 2>&1 \
         && pass "2 ranks, -z 2, everything in place: no finding" || fail "2 ranks, -z 2" "$(grep -m1 'cuda_cpu:\|error' "$dir/np2ok.out")"
 fi
-exit $status
+exit $failed

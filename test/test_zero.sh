@@ -5,31 +5,20 @@
 # rank 0 alone printing, checkpoints per rank that resume on 2 ranks bit for bit and on 1 and 3
 # ranks to the same weights, the C engine refused, and a missing file on one rank ending all.
 set -u
-cd "$(dirname "$0")/.."
-if ! command -v mpirun > /dev/null 2>&1; then
-    echo "SKIP zero: needs mpirun (apt-get install openmpi-bin libopenmpi-dev)"
-    exit 0
-fi
-# Root is refused by default; --oversubscribe allows more ranks than cores.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+. "$(dirname "$0")/lib.sh"
+need_mpi zero
 # One worker thread a rank: the ranks share two cores.
 export CUDA_CPU_THREADS=1 OMP_NUM_THREADS=1
-status=0
 # FP32 at 2 and 3 ranks (the model's parameter count is odd: shards are padded); FP16 at 2 ranks
 # for loss scaling across ranks.
 for run in fp32:2 fp32:3 fp16:2; do
     p=${run%:*}
     np=${run#*:}
     timeout 300 mpirun --oversubscribe -np "$np" "build/test/test_zero_$p" || {
-        echo "FAIL zero_${p}_np$np: mpirun exited with status $?"; status=1; }
+        echo "FAIL zero_${p}_np$np: mpirun exited with status $?"; failed=1; }
 done
 
 # --- the trainer under mpirun (build/emu/train_gpt2_emu_fp32) -------------------------------------
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; status=1; }
-gen=build/test/gen_data
 emu=build/emu/train_gpt2_emu_fp32
 $gen model "$dir/model.bin" 2 64 2 301 64 1 && $gen shard "$dir/train.bin" 40000 301 2 && $gen shard "$dir/val.bin" 4000 301 3 \
     || { echo "FAIL zero: gen_data"; exit 1; }
@@ -92,4 +81,4 @@ secs=$(( $(date +%s) - start ))
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $secs -le 10 ] && grep -q "error: rank 1: .*missing_" "$dir/missing.err" \
     && pass "a file missing on rank 1 only: every rank ends in ${secs} s, exit $rc, naming the rank and the file" \
     || fail "missing file on one rank" "exit $rc after ${secs} s: $(head -c 300 "$dir/missing.err")"
-exit $status
+exit $failed

@@ -20,10 +20,7 @@
 # counted traffic in test_comm_volume.sh, its stream synchronization in test_stream_sync.sh.)
 set -u
 . "$(dirname "$0")/lib.sh"
-if ! have_mpi; then
-    echo "SKIP zero3: needs mpirun and mpicc (apt-get install openmpi-bin libopenmpi-dev)"
-    exit 0
-fi
+need_mpi zero3
 export CUDA_CPU_THREADS=1 OMP_NUM_THREADS=1
 
 # --- the engine through its contract (test/test_zero.cu, stage 3) ---------------------------------

@@ -16,12 +16,8 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 build=${BUILD:-build}
-if ! have_mpi; then
-    echo "SKIP zero_overlap: needs mpirun and mpicc (apt-get install openmpi-bin libopenmpi-dev)"
-    exit 0
-fi
+need_mpi zero_overlap
 export CUDA_CPU_THREADS=1 OMP_NUM_THREADS=1
-gen=$build/test/gen_data
 L=2 T=32 N=3
 $gen model "$dir/model.bin" $L 64 2 301 64 1 > /dev/null && $gen shard "$dir/train.bin" 20000 301 2 > /dev/null \
     && $gen shard "$dir/val.bin" 5000 301 3 > /dev/null || { echo "FAIL zero_overlap: gen_data"; exit 1; }

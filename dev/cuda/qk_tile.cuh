@@ -1,8 +1,8 @@
 // qk_tile.cuh: S = Q K^T for 64-row query tiles through kernels/mma.cuh: cp.async loads with double
 // buffering of the K tiles, ldmatrix fragments, mma.sync m16n8k16 with fp32 accumulation, the Q
-// fragments held in registers across the whole key loop. The seed of the FlashAttention-2-style
-// attention of issue 17 (the softmax, P V and the backward come next); dev/cuda/test_qk_tile.cu
-// checks it against a scalar product through the CPU runtime.
+// fragments held in registers across the whole key loop: the first piece of the FlashAttention-2-style
+// attention, on its own (kernels/flash_fwd.cuh and flash_bwd.cuh add the softmax, P V and the
+// backward); dev/cuda/test_qk_tile.cu checks it against a scalar product through the CPU runtime.
 //
 // A block of 4 warps owns 64 query rows (16 a warp) and streams the keys in tiles of 64: while the
 // warps multiply tile j out of one shared buffer, every thread's cp.async of tile j+1 fills the other

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "attention.cuh"
+#include "cuda_test.h"
 #include "flash_bwd.cuh"
 #include "flash_fwd.cuh"
 #include "test.h"
@@ -47,15 +48,6 @@
 #if defined(ENABLE_FP32)
 #error "test_flash_bwd needs the FP16 or BF16 build (mma.sync has no fp32 inputs)"
 #endif
-
-#define CK(call)                                                                                      \
-    do {                                                                                              \
-        cudaError_t e_ = (call);                                                                      \
-        if (e_ != cudaSuccess) {                                                                      \
-            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));       \
-            exit(1);                                                                                  \
-        }                                                                                             \
-    } while (0)
 
 typedef floatX T;
 static float to_f(T h) { return (float)h; }

@@ -152,8 +152,8 @@ void check_mpi(int rc, const char* what) {
     if (rc != MPI_SUCCESS) cuda_cpu_fail("%s failed (MPI error %d)", what, rc);
 }
 
-// Reductions run on a temporary of the "wide" type: float for every floating type (fp16/bf16 reduce
-// in fp32 as the issue asks), the native type for integers.
+// Reductions run on a temporary of the "wide" type: float for every floating type (fp16/bf16 are
+// summed in fp32 and rounded once, at the end), the native type for integers.
 struct Wide {
     MPI_Datatype mpi;
     size_t size;

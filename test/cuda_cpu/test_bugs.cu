@@ -17,16 +17,10 @@
 #include <vector>
 
 #include "cuda_cpu/child.h"
+#include "limit_kernels.cuh"
+#define CK_CHILD_STATUS 3  // a case runs as a child: its parent reads stderr
+#include "cuda_test.h"
 #include "test.h"
-
-#define CK(call)                                                                                      \
-    do {                                                                                              \
-        cudaError_t e_ = (call);                                                                      \
-        if (e_ != cudaSuccess) {                                                                      \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));   \
-            exit(3);                                                                                  \
-        }                                                                                             \
-    } while (0)
 
 static float* zeros(int n) {
     float* d;
@@ -204,20 +198,7 @@ __global__ void bug_atomic_sum_read_kernel(float* out, float* sum, unsigned* don
     if (last && threadIdx.x == 0) out[0] = 1000.0f * atomicAdd(sum, 0.0f);
 }
 
-// 134 registers a thread (ptxas, sm_90): 1024 threads need more than a block's 65536.
-__global__ void bug_registers_kernel(float* out, const float* in, int n) {
-    float acc[64];
-#pragma unroll
-    for (int k = 0; k < 64; k++) acc[k] = in[k * 16 + threadIdx.x % 16];
-    for (int it = 0; it < n; it++) {
-#pragma unroll
-        for (int k = 0; k < 64; k++) acc[k] = acc[k] * acc[(k + 1) % 64] + in[k];
-    }
-    float s = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 64; k++) s += acc[k] * (float)(k + 1);
-    out[threadIdx.x] = s;
-}
+// Too many registers for the block: many_registers_kernel (limit_kernels.cuh) at 1024 threads.
 
 __device__ int bug_counter;
 // Every block adds one to a __device__ counter without an atomic.
@@ -275,14 +256,7 @@ __global__ void bug_shuffle_width_kernel(float* out) {
 float bug_host_table[4] = {1.0f, 2.0f, 3.0f, 4.0f};
 __global__ void bug_host_global_kernel(float* out, const float* table) { out[threadIdx.x] = table[threadIdx.x % 4]; }
 
-// 160 KiB of locals a thread: legal on a GPU (512 KiB), run here with a fiber stack made too small.
-__global__ void big_locals_kernel(float* out, int n) {
-    float local[40 * 1024];
-    for (int i = 0; i < 40 * 1024; i++) local[i] = (float)(i % n);
-    float s = 0.0f;
-    for (int i = threadIdx.x; i < 40 * 1024; i += 97) s += local[i];
-    out[threadIdx.x] = s;
-}
+// Locals past the fiber stack: big_locals_kernel (limit_kernels.cuh) under CUDA_CPU_STACK_KB=128.
 
 // ---- streams: work on two streams that nothing orders ----
 
@@ -471,7 +445,7 @@ static int run_case(const std::string& c) {
             bug_atomic_sum_read_kernel<<<16, 256>>>(out, sum, done, x, 4096);
         }
     } else if (c == "registers") {
-        bug_registers_kernel<<<1, 1024>>>(zeros(1024), zeros(1024), 2);
+        many_registers_kernel<<<1, 1024>>>(zeros(1024), zeros(1024), 2);
     } else if (c == "device_var_race") {
         bug_device_var_race_kernel<<<4, 32>>>();
     } else if (c == "device_var_host_read") {
@@ -533,7 +507,7 @@ static bool registers_known() {
     if (!f) return false;
     char line[512];
     bool any = false;
-    while (fgets(line, sizeof(line), f)) any |= strstr(line, "bug_registers_kernel") != nullptr;
+    while (fgets(line, sizeof(line), f)) any |= strstr(line, "many_registers_kernel") != nullptr;
     fclose(f);
     return any;
 #else
@@ -622,7 +596,7 @@ int main(int argc, char** argv) {
         {"stream_nccl_no_wait", {"CUDA_CPU_CHECK=0"}, "", "ncclAllReduce (4096 bytes) on stream 2"},
 #endif
     };
-    if (registers_known()) cases.push_back({"registers", {}, "bug_registers_kernel", "ptxas gives the kernel 134 registers"});
+    if (registers_known()) cases.push_back({"registers", {}, "many_registers_kernel", "ptxas gives the kernel 134 registers"});
     else printf("SKIP bug_caught_registers: no kernel registers recorded (make writes them with nvcc)\n");
     for (const Case& k : cases) {
         ChildResult r = run_child_case(k.name, k.env);

@@ -19,19 +19,12 @@
 #include <vector>
 
 #include "cuda_cpu/child.h"
+#define CK_CHILD_STATUS 3  // a case runs as a child: its parent reads stderr
+#include "cuda_test.h"
 #include "mma.cuh"
 #include "test.h"
 
 using namespace nvcuda;
-
-#define CK(call)                                                                                    \
-    do {                                                                                            \
-        cudaError_t e_ = (call);                                                                    \
-        if (e_ != cudaSuccess) {                                                                    \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(3);                                                                                \
-        }                                                                                           \
-    } while (0)
 
 // The shapes: one block of W warps; each thread copies K 16-byte chunks global -> shared, each warp
 // then reads K ldmatrix.x4 (512 bytes each), one x2.trans (256) and one x1 (128) from them, loads a

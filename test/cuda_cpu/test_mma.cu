@@ -17,31 +17,10 @@
 #include <vector>
 
 #include "cuda_cpu/child.h"
+#define CK_CHILD_STATUS 3  // a case runs as a child: its parent reads stderr
+#include "cuda_test.h"
 #include "mma.cuh"
 #include "test.h"
-
-#define CK(call)                                                                                      \
-    do {                                                                                              \
-        cudaError_t e_ = (call);                                                                      \
-        if (e_ != cudaSuccess) {                                                                      \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));   \
-            exit(3);                                                                                  \
-        }                                                                                             \
-    } while (0)
-
-template <class T>
-static T* to_device(const std::vector<T>& h) {
-    T* d;
-    CK(cudaMalloc(&d, h.size() * sizeof(T)));
-    CK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-    return d;
-}
-template <class T>
-static std::vector<T> to_host(const T* d, size_t n) {
-    std::vector<T> h(n);
-    CK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-}
 
 // ---- the PTX ISA's fragment tables for mma.m16n8k16 (f16/bf16 in, f32 accumulate), written out:
 // groupID g = lane >> 2, threadID_in_group t = lane % 4. Element i of a fragment is half (i & 1) of

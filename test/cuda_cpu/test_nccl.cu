@@ -13,11 +13,9 @@
 #include <string.h>
 #include <vector>
 
-#define CK(call)                                                                                           \
-    do {                                                                                                   \
-        cudaError_t e_ = (call);                                                                           \
-        if (e_ != cudaSuccess) { printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); MPI_Abort(MPI_COMM_WORLD, 1); } \
-    } while (0)
+#define CK_MPI_ABORT  // the ranks end together
+#include "cuda_test.h"
+
 #define NK(call)                                                                                           \
     do {                                                                                                   \
         ncclResult_t r_ = (call);                                                                          \
@@ -48,20 +46,6 @@ static float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 // Values exact in bf16 and fp16 whose sums over a few ranks stay exact: rank r, element i.
 static float value(int r, size_t i) { return (float)((int)(i % 13) - 6) * 0.5f + (float)(r + 1); }
-
-template <class T>
-static T* to_device(const std::vector<T>& h) {
-    T* d;
-    CK(cudaMalloc(&d, h.size() * sizeof(T)));
-    CK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-    return d;
-}
-template <class T>
-static std::vector<T> to_host(const T* d, size_t n) {
-    std::vector<T> h(n);
-    CK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-}
 
 template <class T>
 static void test_allreduce(ncclComm_t comm, ncclDataType_t type, ncclRedOp_t op, bool in_place, const char* name) {

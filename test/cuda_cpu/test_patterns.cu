@@ -20,18 +20,11 @@
 
 #include <vector>
 
+#include "limit_kernels.cuh"
+#include "cuda_test.h"
 #include "test.h"
 
 namespace cg = cooperative_groups;
-
-#define CK(call)                                                                                      \
-    do {                                                                                              \
-        cudaError_t e_ = (call);                                                                      \
-        if (e_ != cudaSuccess) {                                                                      \
-            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));       \
-            exit(1);                                                                                  \
-        }                                                                                             \
-    } while (0)
 
 static uint32_t rng_state = 2024u;
 static float frand() {  // uniform in [-1, 1)
@@ -42,19 +35,6 @@ static std::vector<float> random_vec(size_t n, float scale = 1.0f) {
     std::vector<float> v(n);
     for (auto& x : v) x = scale * frand();
     return v;
-}
-template <class T>
-static T* upload(const std::vector<T>& h) {
-    T* d;
-    CK(cudaMalloc(&d, h.size() * sizeof(T)));
-    CK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-    return d;
-}
-template <class T>
-static std::vector<T> download(const T* d, size_t n) {
-    std::vector<T> h(n);
-    CK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
 }
 static double max_rel_err(const std::vector<float>& got, const std::vector<double>& ref) {
     double e = 0;
@@ -135,11 +115,11 @@ static void test_cooperative_groups() {
     CK(cudaMalloc(&dm, blocks * sizeof(float)));
     CK(cudaMalloc(&da, blocks * warps * sizeof(float)));
     CK(cudaMalloc(&dx, blocks * warps * sizeof(int)));
-    float* d = upload(x);
+    float* d = to_device(x);
     cg_reduce_kernel<<<blocks, threads>>>(ds, dm, da, dx, d, n);
     CK(cudaGetLastError());
-    std::vector<float> s = download(ds, blocks), m = download(dm, blocks), a = download(da, blocks * warps);
-    std::vector<int> xr = download(dx, blocks * warps);
+    std::vector<float> s = to_host(ds, blocks), m = to_host(dm, blocks), a = to_host(da, blocks * warps);
+    std::vector<int> xr = to_host(dx, blocks * warps);
     double sum = 0, ref = 0, mx = -INFINITY, rmx = -INFINITY;
     for (float v : s) sum += v;
     for (float v : m) mx = v > mx ? v : mx;
@@ -157,14 +137,14 @@ static void test_cooperative_groups() {
 
     std::vector<int> v(64);
     for (int i = 0; i < 64; i++) v[i] = (i * 7) % 5;
-    int* dv = upload(v);
+    int* dv = to_device(v);
     int* dscan;
     unsigned* dball;
     CK(cudaMalloc(&dscan, 64 * sizeof(int)));
     CK(cudaMalloc(&dball, 4 * sizeof(unsigned)));
     cg_tile16_kernel<<<1, 64>>>(dscan, dball, dv);
-    std::vector<int> sc = download(dscan, 64);
-    std::vector<unsigned> b = download(dball, 4);
+    std::vector<int> sc = to_host(dscan, 64);
+    std::vector<unsigned> b = to_host(dball, 4);
     int bad = 0;
     for (int t = 0; t < 4; t++) {
         int run = 0;
@@ -268,16 +248,16 @@ static void test_softmaxes() {
         for (int i = 0; i < C; i++) ref[(size_t)r * C + i] = exp(x[(size_t)r * C + i] - m) / s;
         ref_lse[r] = m + log(s);
     }
-    float* d = upload(x);
+    float* d = to_device(x);
     float *dout, *dlse;
     CK(cudaMalloc(&dout, (size_t)N * C * sizeof(float)));
     CK(cudaMalloc(&dlse, N * sizeof(float)));
     softmax_warp_per_row_kernel<<<(N + 3) / 4, 128>>>(dout, d, N, C);
-    check_err("softmax_warp_per_row_shuffles", max_rel_err(download(dout, (size_t)N * C), ref), 1e-5);
+    check_err("softmax_warp_per_row_shuffles", max_rel_err(to_host(dout, (size_t)N * C), ref), 1e-5);
     softmax_block_per_row_kernel<<<N, 128, 128 * sizeof(float)>>>(dout, d, C);
-    check_err("softmax_block_per_row_shared_tree", max_rel_err(download(dout, (size_t)N * C), ref), 1e-5);
+    check_err("softmax_block_per_row_shared_tree", max_rel_err(to_host(dout, (size_t)N * C), ref), 1e-5);
     online_softmax_kernel<<<(N + 7) / 8, 256>>>(dlse, d, N, C);
-    check_err("online_softmax_logsumexp", max_rel_err(download(dlse, N), ref_lse), 1e-5);
+    check_err("online_softmax_logsumexp", max_rel_err(to_host(dlse, N), ref_lse), 1e-5);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -311,25 +291,25 @@ __global__ void half2_add_kernel(__half2* out, const __half2* a, const __half2* 
 static void test_vector_loads() {
     const int n = 4096;
     std::vector<float> x = random_vec(n), y = random_vec(n);
-    float *dx = upload(x), *dy = upload(y);
+    float *dx = to_device(x), *dy = to_device(y);
     axpy_float4_kernel<<<(n / 4 + 127) / 128, 128>>>(dy, dx, 0.5f, n / 4);
-    std::vector<float> got = download(dy, n);
+    std::vector<float> got = to_host(dy, n);
     std::vector<double> ref(n);
     for (int i = 0; i < n; i++) ref[i] = y[i] + 0.5 * x[i];
     check_err("float4_loads_axpy", max_rel_err(got, ref), 1e-6);
 
     std::vector<__half> h(n);
     for (int i = 0; i < n; i++) h[i] = __float2half(x[i]);
-    __half* dh = upload(h);
+    __half* dh = to_device(h);
     __half* dout;
     CK(cudaMalloc(&dout, n * sizeof(__half)));
     half_pack_scale_kernel<<<(n / 8 + 63) / 64, 64>>>(dout, dh, 2.0f, n / 8);
-    std::vector<__half> ho = download(dout, n);
+    std::vector<__half> ho = to_host(dout, n);
     int bad = 0;
     for (int i = 0; i < n; i++) bad += __half2float(ho[i]) != 2.0f * __half2float(h[i]);
     CHECK(bad == 0, "int4_loads_of_eight_halves");
     half2_add_kernel<<<(n / 2 + 127) / 128, 128>>>((__half2*)dout, (const __half2*)dh, (const __half2*)dh, n / 2);
-    ho = download(dout, n);
+    ho = to_host(dout, n);
     bad = 0;
     for (int i = 0; i < n; i++) bad += __half2float(ho[i]) != __half2float(__hadd(h[i], h[i]));
     CHECK(bad == 0, "half2_loads_and_adds");
@@ -357,12 +337,12 @@ __global__ void int_atomic_count_kernel(int* counts, unsigned char* flags, const
 static void test_atomics() {
     const int n = 20000;
     std::vector<float> x = random_vec(n);
-    float* dx = upload(x);
+    float* dx = to_device(x);
     float* bins;
     CK(cudaMalloc(&bins, 8 * sizeof(float)));
     CK(cudaMemset(bins, 0, 8 * sizeof(float)));
     float_atomic_histogram_kernel<<<16, 128>>>(bins, dx, n);
-    std::vector<float> b = download(bins, 8);
+    std::vector<float> b = to_host(bins, 8);
     std::vector<double> ref(8, 0.0);
     for (float v : x) {
         int k = (int)((v + 1.0f) * 4.0f);
@@ -376,8 +356,8 @@ static void test_atomics() {
     CK(cudaMemset(counts, 0, 2 * sizeof(int)));
     CK(cudaMalloc(&flags, n));
     int_atomic_count_kernel<<<(n + 255) / 256, 256>>>(counts, flags, dx, n);
-    std::vector<int> c = download(counts, 2);
-    std::vector<unsigned char> f = download(flags, n);
+    std::vector<int> c = to_host(counts, 2);
+    std::vector<unsigned char> f = to_host(flags, n);
     int pos = 0, fl = 0;
     for (int i = 0; i < n; i++) { pos += x[i] > 0.0f; fl += f[i]; }
     CHECK(c[0] == pos && c[1] == n - pos && fl == pos, "int_atomics_and_neighbouring_byte_writes");
@@ -482,12 +462,12 @@ __global__ void sums_and_counts_kernel(float* sums, int* counts, int* compact, i
 static void test_barrier_patterns() {
     const int rows = 13, C = 70, per_block = 8;
     std::vector<float> x = random_vec((size_t)rows * C);
-    float* dx = upload(x);
+    float* dx = to_device(x);
     int blocks = (rows + per_block - 1) / per_block;
     float* dout;
     CK(cudaMalloc(&dout, blocks * sizeof(float)));
     early_exit_warps_kernel<<<blocks, 32 * per_block>>>(dout, dx, rows, C);
-    std::vector<float> got = download(dout, blocks);
+    std::vector<float> got = to_host(dout, blocks);
     std::vector<double> ref(blocks, 0.0);
     for (int r = 0; r < rows; r++)
         for (int i = 0; i < C; i++) ref[r / per_block] += x[(size_t)r * C + i];
@@ -495,11 +475,11 @@ static void test_barrier_patterns() {
 
     {
         std::vector<float> v = random_vec(4 * 256);
-        float* dv = upload(v);
+        float* dv = to_device(v);
         float* dso;
         CK(cudaMalloc(&dso, 8 * sizeof(float)));
         same_value_stores_kernel<<<4, 256>>>(dso, dv);
-        std::vector<float> so = download(dso, 8);
+        std::vector<float> so = to_host(dso, 8);
         int bad_so = 0;
         for (int b = 0; b < 4; b++) {
             double ref = 0;
@@ -511,22 +491,22 @@ static void test_barrier_patterns() {
     }
 
     std::vector<float> in = random_vec(16);
-    float* din = upload(in);
+    float* din = to_device(in);
     float* dbc;
     CK(cudaMalloc(&dbc, 2 * 256 * sizeof(float)));
     warp_broadcast_kernel<<<2, 256>>>(dbc, din);
-    std::vector<float> bc = download(dbc, 512);
+    std::vector<float> bc = to_host(dbc, 512);
     int bad = 0;
     for (int i = 0; i < 512; i++) bad += bc[i] != in[(i / 256) * 8 + (i % 256) / 32] + (float)(i % 32);
     CHECK(bad == 0, "warp_synchronous_broadcast_with_syncwarp");
 
     const int n = 45;
     std::vector<float> m = random_vec((size_t)n * n);
-    float* dm = upload(m);
+    float* dm = to_device(m);
     float* dt;
     CK(cudaMalloc(&dt, (size_t)n * n * sizeof(float)));
     tiled_transpose_kernel<16><<<dim3(3, 3), dim3(16, 16)>>>(dt, dm, n);
-    std::vector<float> t = download(dt, (size_t)n * n);
+    std::vector<float> t = to_host(dt, (size_t)n * n);
     bad = 0;
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++) bad += t[(size_t)j * n + i] != m[(size_t)i * n + j];
@@ -534,7 +514,7 @@ static void test_barrier_patterns() {
 
     const int B = 4, T = 128;
     std::vector<float> v = random_vec(B * T);
-    float* dv = upload(v);
+    float* dv = to_device(v);
     float* dsum;
     int *dcnt, *dcomp, *dn;
     CK(cudaMalloc(&dsum, B * sizeof(float)));
@@ -548,9 +528,9 @@ static void test_barrier_patterns() {
     cuda_cpu_order_dependent_launch();
 #endif
     sums_and_counts_kernel<<<B, T>>>(dsum, dcnt, dcomp, dn, dv);
-    std::vector<float> s = download(dsum, B);
-    std::vector<int> cnt = download(dcnt, B), nc = download(dn, 1);
-    std::vector<int> comp = download(dcomp, nc[0]);
+    std::vector<float> s = to_host(dsum, B);
+    std::vector<int> cnt = to_host(dcnt, B), nc = to_host(dn, 1);
+    std::vector<int> comp = to_host(dcomp, nc[0]);
     bad = 0;
     int total = 0;
     for (int b = 0; b < B; b++) {
@@ -578,10 +558,10 @@ static void scale_rows(float* x, float s, int n, cudaStream_t stream) {
 
 static void test_same_name_launcher() {
     std::vector<float> x = random_vec(300);
-    float* d = upload(x);
+    float* d = to_device(x);
     scale_rows(d, 3.0f, 300, (cudaStream_t)0);
     CK(cudaGetLastError());
-    std::vector<float> got = download(d, 300);
+    std::vector<float> got = to_host(d, 300);
     int bad = 0;
     for (int i = 0; i < 300; i++) bad += got[i] != x[i] * 3.0f;
     CHECK(bad == 0, "kernel_named_like_its_launcher");
@@ -644,34 +624,14 @@ __global__ void count_and_scale_kernel(float* y, const float* x, int n) {
     }
 }
 
-// 160 KiB of locals a thread (a GPU allows 512 KiB).
-__global__ void big_locals_kernel(float* out, int n) {
-    float local[40 * 1024];
-    for (int i = 0; i < 40 * 1024; i++) local[i] = (float)(i % n);
-    float s = 0.0f;
-    for (int i = threadIdx.x; i < 40 * 1024; i += 97) s += local[i];
-    out[threadIdx.x] = s;
-}
+// Locals that fit: big_locals_kernel (limit_kernels.cuh).
 
-// 134 registers a thread (ptxas, sm_90): 256 threads fit in a block's 65536.
-__global__ void many_registers_kernel(float* out, const float* in, int n) {
-    float acc[64];
-#pragma unroll
-    for (int k = 0; k < 64; k++) acc[k] = in[k * 16 + threadIdx.x % 16];
-    for (int it = 0; it < n; it++) {
-#pragma unroll
-        for (int k = 0; k < 64; k++) acc[k] = acc[k] * acc[(k + 1) % 64] + in[k];
-    }
-    float s = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 64; k++) s += acc[k] * (float)(k + 1);
-    out[threadIdx.x] = s;
-}
+// Registers that fit: many_registers_kernel (limit_kernels.cuh) at 256 threads.
 
 static void test_block_order_patterns() {
     const int n = 1000, blocks = (n + 127) / 128;
     std::vector<float> x = random_vec(n);
-    float *d = upload(x), *partial, *out;
+    float *d = to_device(x), *partial, *out;
     CK(cudaMalloc(&partial, blocks * sizeof(float)));
     CK(cudaMalloc(&out, sizeof(float)));
     unsigned zero = 0;
@@ -696,7 +656,7 @@ static void test_block_order_patterns() {
     {
         const int n2 = 256 * 128, blocks2 = 256;
         std::vector<float> x2 = random_vec(n2);
-        float *d2 = upload(x2), *partial2;
+        float *d2 = to_device(x2), *partial2;
         CK(cudaMalloc(&partial2, blocks2 * sizeof(float)));
         double ref2 = 0.0;
         for (float v : x2) ref2 += v;
@@ -723,7 +683,7 @@ static void test_block_order_patterns() {
     count_and_scale_kernel<<<blocks, 128>>>(y, d, n);
     int hits_host = 0;
     CK(cudaMemcpyFromSymbol(&hits_host, hits, sizeof(int)));
-    std::vector<float> yh = download(y, n);
+    std::vector<float> yh = to_host(y, n);
     int positive = 0, bad = 0;
     for (int i = 0; i < n; i++) {
         positive += x[i] > 0.0f;
@@ -734,7 +694,7 @@ static void test_block_order_patterns() {
     float* o;
     CK(cudaMalloc(&o, 256 * sizeof(float)));
     big_locals_kernel<<<1, 64>>>(o, 7);
-    std::vector<float> oh = download(o, 64);
+    std::vector<float> oh = to_host(o, 64);
     bad = 0;
     for (int t = 0; t < 64; t++) {
         float s2 = 0.0f;
@@ -744,10 +704,10 @@ static void test_block_order_patterns() {
     CHECK(bad == 0, "160_KiB_of_locals_a_thread");
 
     std::vector<float> in = random_vec(1024, 0.5f);
-    float* din = upload(in);
+    float* din = to_device(in);
     many_registers_kernel<<<1, 256>>>(o, din, 0);
     CK(cudaGetLastError());
-    std::vector<float> mh = download(o, 64);
+    std::vector<float> mh = to_host(o, 64);
     bad = 0;
     for (int t = 0; t < 64; t++) {
         float s2 = 0.0f;
@@ -772,7 +732,7 @@ __global__ void axpb_kernel(float* y, const float* x, float a, float b, int n) {
 static void test_streams() {
     const int n = 4096, pieces = 4, p = n / pieces;
     std::vector<float> x = random_vec(n);
-    float *d_in = upload(x), *d_mid, *d_out, *h;
+    float *d_in = to_device(x), *d_mid, *d_out, *h;
     CK(cudaMalloc(&d_mid, n * sizeof(float)));
     CK(cudaMalloc(&d_out, n * sizeof(float)));
     CK(cudaMallocHost(&h, n * sizeof(float)));
@@ -866,11 +826,11 @@ static void test_streams() {
 static void test_fast_math() {
     const int n = 512;
     std::vector<float> x = random_vec(n, 5.0f);
-    float* dx = upload(x);
+    float* dx = to_device(x);
     float* dout;
     CK(cudaMalloc(&dout, 6 * n * sizeof(float)));
     fast_math_kernel<<<(n + 127) / 128, 128>>>(dout, dx, n);
-    std::vector<float> o = download(dout, 6 * n);
+    std::vector<float> o = to_host(dout, 6 * n);
     int over = 0, moved = 0;
     for (int i = 0; i < n; i++) {
         double v = x[i];

@@ -11,16 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <vector>
+#include "cuda_test.h"
 #include "test.h"
-
-#define CK(call)                                                                        \
-    do {                                                                                \
-        cudaError_t e_ = (call);                                                        \
-        if (e_ != cudaSuccess) {                                                        \
-            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                    \
-        }                                                                               \
-    } while (0)
 
 static uint32_t rng_state = 12345u;
 static float frand() {  // uniform in [-1, 1)

@@ -11,15 +11,10 @@
 #include <stdlib.h>
 #include <type_traits>
 #include <vector>
+#include "cuda_test.h"
 #include "test.h"
 
 using namespace nvcuda;
-
-#define CK(call)                                                                                \
-    do {                                                                                        \
-        cudaError_t e_ = (call);                                                                \
-        if (e_ != cudaSuccess) { printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); exit(1); } \
-    } while (0)
 
 // D (M x N, row-major) = scale * A (M x K) B (K x N) + C (M x N, row-major). Each warp owns one 16x16
 // tile of D; A is row-major (lda = K) or column-major (lda = M), B row-major (ldb = N) or column-major

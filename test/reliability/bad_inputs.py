@@ -153,7 +153,7 @@ def main():
         model_case("bit flipped at %d" % off, bytes(b))
     for name, p in special_files(md, "m"):
         run_case("model", name, [TRAIN, "-e", p, "-i", shard] + flags + ["-o", ""], "error", p)
-    # NaN and Inf anywhere (issue 18), wte's padding rows included (V=16, Vp=128: rows 16..127), with
+    # NaN and Inf anywhere, wte's padding rows included (V=16, Vp=128: rows 16..127), with
     # the checksum re-sealed, and in a file without one (llm.c's): refused, naming the file.
     nparams = (len(seed_model) - 1024) // 4
     C = struct.unpack_from("<i", seed_model, 24)[0]
@@ -207,7 +207,7 @@ def main():
                     (word in (9, 12, 13, 14, 15) and v != -1))
             ckpt_case("state", "word %d = %d, checksum re-sealed" % (word, v), state=reseal(data),
                       expect="any" if fine else "error")
-    for w in (15, 16):  # the run id (issue 18): another run's state file beside this model file
+    for w in (15, 16):  # the run id: another run's state file beside this model file
         for v in (0, 1, -1):
             if differs(good_state, w, v):
                 ckpt_case("state", "header word %d = %d (run id), checksum re-sealed" % (w, v), state=reseal(i32(good_state, w, v)))
@@ -250,7 +250,7 @@ def main():
     for off in truncations(len(good_model)):
         ckpt_case("checkpoint model", "truncated at %d" % off, model_data=good_model[:off])
     ckpt_case("checkpoint model", "without its checksum (an llm.c file)", model_data=i32(good_model, 12, 0))
-    # Issue 18: words 15-17 tie the model file to its state files (run id, step); NaN or Inf in it.
+    # Words 15-17 tie the model file to its state files (run id, step); NaN or Inf in it.
     for w in (15, 16, 17):
         for v in (0, 1, -1, 3):
             if differs(good_model, w, v):
@@ -371,7 +371,7 @@ def main():
              "error", "OMP_NUM_THREADS")
     run_case("flags", "-y 1 with --overwrite", [TRAIN, "-e", model, "-i", shard] + flags + ["-o", base_run, "-y", "1", "--overwrite"],
              "error", "--overwrite")
-    # Issue 18: loss scales below 1, budgets of nothing, the planner held to the trainer's limits, and
+    # Loss scales below 1, budgets of nothing, the planner held to the trainer's limits, and
     # flags the C engine cannot honour (refused, naming the flag and the engine).
     for flag, value in (("--loss-scale", "0.5"), ("--loss-scale", "1e-30"), ("--max-memory", "0"), ("--max-memory", "0.5"),
                         ("--max-memory", "-0"), ("--max-memory", "1e-9"), ("--max-memory", "0GiB")):

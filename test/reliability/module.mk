@@ -1,4 +1,4 @@
-# test/reliability/module.mk: the reliability tests (issues 9 and 18): defects that once crashed, hung
+# test/reliability/module.mk: the reliability tests (docs/reliability.md): defects that once crashed, hung
 # or lost data, faults across ranks, a generated corpus of bad files for every reader, kill -9 and
 # resume, fuzzing, and (in .ci/run) preemption under mpirun.
 #

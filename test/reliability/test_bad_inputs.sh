@@ -3,7 +3,5 @@
 # programs that read them: each ends with one "error:" line naming the file or flag and a status
 # of 1..127, or (for a mutation that is still a valid file) runs cleanly; none crashes or hangs.
 set -u
-cd "$(dirname "$0")/../.."
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+. "$(dirname "$0")/../lib.sh"
 python3 test/reliability/bad_inputs.py . "$dir"

@@ -1,26 +1,21 @@
 #!/usr/bin/env bash
-# test_defects.sh: one check per defect class of issues 9 and 18, each of which failed on the code
-# before it (a crash, a hang, exit 0 after a silent loss, or a message that named nothing). Issue 9:
+# test_defects.sh: one check per defect class, each of which failed on the code before its fix (a
+# crash, a hang, exit 0 after a silent loss, or a message that named nothing). One run's inputs:
 # crashes with valid inputs, integer overflow in flags, files that are not regular files, header
 # arithmetic, training-state files trusted too much, the output dir owned by one run, leftovers and
 # logs, caches keyed by what built them, the dataset tools, late failures, the outlier guard and
-# signals. Issue 18 (one process; test_ranks.sh and test_preempt.sh hold the cases across ranks):
+# signals. What the ranks, the scheduler or another run's files do (one process here; test_ranks.sh
+# and test_preempt.sh hold the cases across ranks):
 # a lock deleted from under a run, another run's files in a checkpoint, --overwrite and shards, a
 # log replaced mid-run, NaN and Inf in model files, FP16 loss scaling that never recovers, budgets
 # and the planner's limits, flags an engine cannot honour, and a stop in the middle of a step.
 # Every program runs under a timeout, so a hang fails instead of stopping the suite.
 set -u
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/../lib.sh"
 ROOT=$PWD
 # One OpenMP thread: these models are tiny, and on a busy machine two threads mostly wait for each other.
 export OMP_NUM_THREADS=1
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; failed=1; }
 TO=60  # seconds: a hang, not a slow machine (each run here takes well under a second)
-gen=build/test/gen_data
 ck() { python3 test/reliability/ckfile.py "$@"; }
 
 $gen model "$dir/model.bin" 2 64 2 512 64 1 && $gen model "$dir/model128.bin" 2 64 2 512 128 1 &&
@@ -61,7 +56,7 @@ fresh_copy() {
 }
 
 # --- crashes with valid inputs ----------------------------------------------------------------------
-# (already fixed before issue 9: kept as a regression test)
+# (already fixed when this check was written: kept as a regression test)
 $gen shard "$dir/t256.bin" 4000 256 4
 run -e "$dir/v256.bin" -i "$dir/t256.bin" -t 32 -x 2 -s 1 -g 8 -v 0 -o "" > "$dir/v256.out" 2>&1
 rc=$?
@@ -326,7 +321,7 @@ run "${spike[@]}" --skip-outliers 6 -n 35 -x 70 -o "$dir/guard3" > /dev/null 2>&
 same_files "$dir/guard3" "$dir/guard2" 00000070 && pass "outliers: the guard's statistics resume bit for bit (the skip repeats after -y 1)" ||
     fail "outliers: resume" "final files differ"
 
-# === issue 18: the lock, foreign files, stops mid-step, FP16 that never recovers, budgets, engines ===
+# === the lock, foreign files, stops mid-step, FP16 that never recovers, budgets, engines ===========
 # (the cases across ranks are test_ranks.sh's; SIGTERM to mpirun is test_preempt.sh's)
 
 # --- the lock cannot be deleted from under a run ----------------------------------------------------

@@ -6,15 +6,9 @@
 # lands in the middle of it. The next start must remove such files, and none may remain at the end.
 #   KILL_TRIALS (default 4): trials, each with its own seed; KILLS (default 3): kills per trial.
 set -u
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/../lib.sh"
 trials=${KILL_TRIALS:-4}
 kills=${KILLS:-3}
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; failed=1; }
-gen=build/test/gen_data
 # A model of 0.67M parameters: its checkpoints (8 MB a step) take about as long as its steps.
 $gen model "$dir/model.bin" 2 128 2 2048 64 1 && $gen shard "$dir/train.bin" 60000 2048 2 &&
     $gen shard "$dir/val.bin" 4000 2048 3 || { echo "FAIL kill: gen_data"; exit 1; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_preempt.sh: preemption under mpirun (issue 18), with steps far longer than mpirun's kill
+# test_preempt.sh: preemption under mpirun, with steps far longer than mpirun's kill
 # delay. Before, a SIGTERM to mpirun reached the ranks a delay late and SIGKILL one delay later,
 # while the ranks finished their step: no checkpoint, no "stopped by" line. Now a stop request
 # abandons the step under way at the next micro-step and writes the checkpoint of the last completed
@@ -19,19 +19,9 @@
 #      the ranks exit 0 and the script 143.
 # Slow (about 3 minutes on two busy cores): .ci/run runs it after make test.
 set -u
-cd "$(dirname "$0")/../.."
-if ! command -v mpirun > /dev/null 2>&1; then
-    echo "SKIP preempt: needs mpirun (apt-get install openmpi-bin libopenmpi-dev)"
-    exit 0
-fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+. "$(dirname "$0")/../lib.sh"
+need_mpi preempt
 export CUDA_CPU_THREADS=1 OMP_NUM_THREADS=1
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; failed=1; }
-gen=build/test/gen_data
 $gen model "$dir/model.bin" 2 64 2 301 64 1 && $gen shard "$dir/train.bin" 40000 301 2 ||
     { echo "FAIL preempt: gen_data"; exit 1; }
 losses() { grep '"train_loss"' "$1" | sed 's/, "ms".*//'; }

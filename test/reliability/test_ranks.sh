@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_ranks.sh: faults across ranks (issue 18), under mpirun. Ranks started with different flags,
+# test_ranks.sh: faults across ranks, under mpirun. Ranks started with different flags,
 # model files, data or output dirs once hung (rank 0 done, rank 1 waiting in a collective; -z 0
 # beside -z 1 at start-up; -n 1 beside -n 2 at the first checkpoint) or ran to exit 0 with a
 # silently wrong result; now every rank ends within seconds, the first rank that differs saying what
@@ -7,19 +7,10 @@
 # aside like a damaged one, the resume falling back to the newest intact checkpoint, bit for bit.
 # Every program runs under a timeout: a hang fails instead of stopping the suite. About 40 s.
 set -u
-cd "$(dirname "$0")/../.."
-if ! command -v mpirun > /dev/null 2>&1; then
-    echo "SKIP ranks: needs mpirun (apt-get install openmpi-bin libopenmpi-dev)"
-    exit 0
-fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+. "$(dirname "$0")/../lib.sh"
+need_mpi ranks
 export CUDA_CPU_THREADS=1 OMP_NUM_THREADS=1
 ROOT=$PWD
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; failed=1; }
 TO=60  # seconds: a hang, not a slow machine (each case ends at start-up, in about a second)
 gen=build/test/gen_data
 $gen model "$dir/model.bin" 2 64 2 301 64 1 && $gen model "$dir/model_b.bin" 2 64 2 301 64 2 &&
@@ -51,7 +42,7 @@ disagree() {
     fi
 }
 same="the same flags, model and data"
-# The issue's cases: hangs first.
+# Ranks given different flags: the hangs first.
 disagree "-x 2 beside -x 4 (rank 0 once finished while rank 1 waited): every rank ends, naming -x and both values" \
     "ranks disagree: flag -x \(--steps\) is '4' on rank 1 but '2' on rank 0; every rank of a run must be given $same" \
     "$dir" "$dir" -- "${base[@]}" -o "$dir/o1" -- "${base[@]}" -o "$dir/o1" -x 4
