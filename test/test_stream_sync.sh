@@ -7,7 +7,8 @@
 # naming the missing order: two ops the streams leave unordered whose order changes the result,
 # pinned memory the host touches before synchronizing with its copy, or (the pipeline's) a send that
 # then never meets its receive, a GPU's hang. With every call in place the same runs pass
-# (test_zero.sh, test_pipeline.sh and test_memory_plan.sh check what they compute).
+# (test_zero.sh, test_pipeline.sh and test_memory_plan.sh check what they compute). The pipeline's
+# part runs as test_stream_sync_pipe.sh (below: STREAM_SYNC_PART).
 set -u
 . "$(dirname "$0")/lib.sh"
 emu=build/emu/train_gpt2_emu_fp32
@@ -78,13 +79,22 @@ declare -A stale_fn=([zero1_wait_lnf]=1)
 # CUDA's copy returns complete.
 redundant_pattern='cudaStreamSynchronize(g->stream));$'
 redundant_after='cudaMemcpyAsync(g->h_stats, stats\|cudaMemcpyAsync(&loss, stats'
-sources=(train_gpt2_zero.cuh train_gpt2.cu train_gpt2_pipe.cuh)
+# Two tests share this file, so that make test runs them side by side: the ZeRO and offload calls
+# (this file), and the pipeline's (test_stream_sync_pipe.sh sets STREAM_SYNC_PART=pipe), whose
+# dropped receives each wait out NCCL_CPU_P2P_TIMEOUT.
+part=${STREAM_SYNC_PART:-zero}
+case $part in
+    zero) sources=(train_gpt2_zero.cuh train_gpt2.cu) local_configs="z2 z3 grads optimizer z3opt z3grads"
+          mpi_configs="z0ov z1ov z1gather" min_sites=10 ;;
+    pipe) need_mpi "stream_sync pipeline"
+          sources=(train_gpt2_pipe.cuh) local_configs="" mpi_configs="pp2 pp2val pp2sample pp2ckpt" min_sites=5 ;;
+    *) echo "FAIL stream_sync: STREAM_SYNC_PART must be zero or pipe, got '$part'"; exit 1 ;;
+esac
 mapfile -t sites < <(awk '
     FNR == 1 { fn = "" }
     /^(static |StepResult |void )[^(]*\(/ { fn = $0; sub(/\(.*/, "", fn); sub(/.* \**/, "", fn) }
     /cudaEventRecord|cudaStreamWaitEvent|cudaEventSynchronize|cudaStreamSynchronize/ { print FILENAME ":" fn ":" FNR }' "${sources[@]}")
 
-mpi_configs="z0ov z1ov z1gather pp2 pp2val pp2sample pp2ckpt"
 command -v mpirun > /dev/null 2>&1 || mpi_configs=""
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # Everything in place: each configuration runs to the end. -z 3 with offload adds no call of its
@@ -92,7 +102,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 # optimizer's under --offload optimizer at stage 0, the buckets' under -z 2 --offload grads); at
 # stage 3 the next pass's gathers, queued on the comm stream behind the weights' upload into the
 # parameter shard, order the compute stream after it as offload_up does.
-for c in z2 z3 grads optimizer z3opt z3grads $mpi_configs; do
+for c in $local_configs $mpi_configs; do
     # shellcheck disable=SC2086
     if CUDA_CPU_DROP="" $(launch $c) $emu "${common[@]}" ${config[$c]} > "$dir/ok_$c.out" 2>&1; then
         pass "all synchronization in place: ${config[$c]} runs without a finding"
@@ -142,10 +152,10 @@ for site in "${sites[@]}"; do
     fi
     done
 done
-[ $n -ge 10 ] && pass "$n calls removed one at a time" || fail "the calls to remove" "found only $n in ${sources[*]}"
+[ $n -ge $min_sites ] && pass "$n calls removed one at a time" || fail "the calls to remove" "found only $n in ${sources[*]}"
 
 # NCCL on the comm stream: the bucket's wait removed under mpirun, two ranks.
-if command -v mpirun > /dev/null 2>&1; then
+if [ "$part" = zero ] && command -v mpirun > /dev/null 2>&1; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
     line=$(grep -n 'cudaStreamWaitEvent(g->comm_stream, g->bucket_ready\[b\]' train_gpt2_zero.cuh | cut -d: -f1)
     mpirun -np 2 -x CUDA_CPU_DROP="train_gpt2_zero.cuh:$line" $emu "${common[@]}" -b 1 -z 2 > "$dir/np2.out" 2>&1
