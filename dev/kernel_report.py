@@ -49,8 +49,9 @@ Each term, with the published figure it comes from:
         t_other = (instructions - HMMA - special functions) / (4 * clock * SMs):
         the products, the exponentials and the softmax arithmetic ADD: in one warp each waits for the
         one before (S before exp, P before P V), and FlashAttention-2's measured 229 TFLOP/s forward at
-        head size 64 is below the slowest of its pipes taken alone (> 550: mma.sync at 0.653 of 989)
-        and near their sum; overlapping them is what FlashAttention-3 added (its section 3.1). Memory
+        head size 64 is far below what its slowest pipe alone allows (its products at mma.sync's 0.653
+        of 989 would run above 550) and near what their sum does; overlapping them is what
+        FlashAttention-3 added (its section 3.1). Memory
         traffic overlaps (cp.async double-buffering).
       every other kernel: t = max(t_dram, t_smem, t_sfu, t_issue) / filled + 3 us: many independent
         warps keep each pipe busy while others wait, so the slowest pipe bounds.

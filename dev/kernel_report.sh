@@ -22,7 +22,9 @@
 # A count file newer than the binary that made it is kept (the model alone changes in seconds);
 # `rm -r build/dev/kernel_report` counts everything again (about 25 minutes for the trainer and 20
 # for llm.c on 2 quiet cores, several times that on a loaded machine).
-# Output: the tables on stdout, build/dev/kernel_report/report_PREC.md and predicted_PREC.json.
+# Output: the tables on stdout, build/dev/kernel_report/report_PREC.md and predicted_PREC.json, which
+# for FP16 are committed as docs/kernel_report_fp16.md and .json (test/test_kernel_report.sh checks
+# their calibration table; README's side-by-side is its table's H100 to L40S rows).
 #   bash dev/kernel_report.sh [fp16|bf16]
 set -u
 cd "$(dirname "$0")/.."

@@ -187,6 +187,8 @@ if [ $DRY = 1 ]; then
         || fail "kernel report prediction" "$r"
     r=$(predicted d12 16 predicted_ge2) && [ "${r#n/a}" = "$r" ] && row "predicted d12 B=16 T=1024 -ge 2 (kernel report)" "$r" \
         || fail "kernel report prediction (-ge 2)" "$r"
+    r=$(predicted d12 16 predicted_llmc) && [ "${r#n/a}" = "$r" ] && row "predicted llm.c d12 B=16 T=1024 (kernel report)" "$r" \
+        || fail "kernel report prediction (llm.c)" "$r"
     $bench d1 1 64 1 > "$work/kernels.txt" 2>&1 || fail "bench_kernels" "$(tail -n 2 "$work/kernels.txt")"
 else
     # -ge both ways: the report predicts GELU in the matmul epilogues (-ge 2) faster, and -ge's default
