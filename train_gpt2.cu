@@ -1124,7 +1124,7 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     GPUEngine* g = (GPUEngine*)calloc_check(1, sizeof(GPUEngine), "GPU engine");
     g->opts = *opts;
     // -ge -1 (the default): llm.c's rule by the GPU. On sm_90 and newer cuBLASLt fuses GELU into the
-    // product (the kernel report predicts the step 6% faster at d48 on an H100, and others measured it
+    // product (the kernel report predicts the step 5% faster at d48 on an H100, and others measured it
     // faster there); on older GPUs llm.c's authors measured it slower, so the separate kernels stay.
     if (g->opts.gelu_fusion < 0) g->opts.gelu_fusion = prop.major >= 9 ? 2 : 0;
     g->loss_scale = USE_LOSS_SCALING ? opts->loss_scale_init : 1.0;

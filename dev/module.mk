@@ -58,6 +58,27 @@ ifneq ($(CUDA_CPU_HAVE_CUDA),)
 KERNEL_COUNT_BINS := $(foreach p,fp16 bf16,$(BUILD)/dev/train_gpt2_count_$(p))
 $(foreach p,fp16 bf16,$(eval $(call cuda_cpu_program,$(BUILD)/dev/train_gpt2_count_$(p),train_gpt2.cu,\
 	kernels common reference,$(HOST_LIB),$(call precision_define,$(p)) $(CUDA_CPU_CHECK_FLAGS))))
+# The trainer's attention alone at a given shape (FlashAttention-2's benchmark configuration in the
+# report's calibration table).
+$(eval $(call cuda_cpu_program,$(BUILD)/dev/count_attention_fp16,dev/cuda/count_attention.cu,kernels dev/cuda common,\
+	$(HOST_LIB),-DENABLE_FP16 $(CUDA_CPU_CHECK_FLAGS)))
+KERNEL_COUNT_BINS += $(BUILD)/dev/count_attention_fp16
+# llm.c's train_gpt2.cu (BF16, no cuDNN, one GPU) through the same runtime and counting, when a
+# checkout is at LLMC_DIR (git-ignored ./llm.c by default; dev/kernel_report.sh says how to get the
+# pinned commit). Rewritten from inside LLMC_DIR, so that cu2cpu.pl takes its llmc/ headers as the
+# program's own; dev/llmc_cuda13.h gives it CUDA 12's cudaMemAdvise.
+LLMC_DIR ?= llm.c
+export LLMC_DIR
+ifneq ($(wildcard $(LLMC_DIR)/train_gpt2.cu),)
+LLMC_COUNT_BIN := $(BUILD)/dev/llmc/train_gpt2cu_count
+$(LLMC_COUNT_BIN): $(LLMC_DIR)/train_gpt2.cu $(wildcard $(LLMC_DIR)/llmc/*.h $(LLMC_DIR)/llmc/*.cuh) dev/llmc_cuda13.h $(CUDA_CPU_DEPS)
+	@mkdir -p $(dir $@)
+	cd $(LLMC_DIR) && perl $(abspath test/cuda_cpu/cu2cpu.pl) -o $(abspath $@).gen --prune -I llmc train_gpt2.cu
+	$(CUDA_CPU_CXX) $(CUDA_CPU_FLAGS) $(CUDA_CPU_MPI_CFLAGS) $(CUDA_CPU_CHECK_FLAGS) -w -x c++ -include test/cuda_cpu/cuda_cpu.h \
+		-include dev/llmc_cuda13.h -I$(LLMC_DIR) -c $@.gen/train_gpt2.cu -o $@.o
+	$(CUDA_CPU_CXX) $(CUDA_CPU_FLAGS) $@.o $(CUDA_CPU_LIB) $(CUDA_CPU_MPI_LIBS) -lm -o $@
+KERNEL_COUNT_BINS += $(LLMC_COUNT_BIN)
+endif
 .PHONY: kernel-report
 kernel-report: $(KERNEL_COUNT_BINS) $(BUILD)/test/gen_data $(CUDA_CPU_REGISTERS_DB)
 	@bash dev/kernel_report.sh
@@ -70,7 +91,7 @@ sass-mix:
 TESTS += test/test_sass_mix.sh
 ifneq ($(CUDA_CPU_HAVE_CUDA),)
 TESTS += test/test_kernel_report.sh
-TEST_DEPS += $(BUILD)/dev/train_gpt2_count_fp16
+TEST_DEPS += $(BUILD)/dev/train_gpt2_count_fp16 $(BUILD)/dev/count_attention_fp16
 endif
 
 # A model file as a directory Hugging Face's GPT-2 loads (config.json, model.safetensors).

@@ -1,17 +1,23 @@
 #!/usr/bin/env python3
 """sass_mix.py: the instruction mix of each kernel in nvdisasm's output (static counts: the
-instructions in the code, each counted once, not how often they run).
+instructions in the code, each counted once, not how often they run), and each kernel's hot loop.
 
     python3 dev/sass_mix.py SASS.txt [--json OUT.json] [--kernels REGEX]
 
 SASS.txt is `nvdisasm -c` of a cubin (dev/sass_mix.sh makes it). Per kernel it counts the
-classes that decide a kernel's speed (issue 17): tensor-core MMAs (HMMA), ldmatrix (LDSM),
-shared-memory loads and stores by width (LDS/STS), global loads and stores by width (LDG/STG;
-128-bit is what a bandwidth-bound kernel wants), cp.async (LDGSTS), generic loads and stores
-(LD/ST: an address the compiler could not place in a space), barriers (BAR), special-function
-ops (MUFU: ex2, rcp, ...), shuffles (SHFL), global atomics and reductions (ATOMG/RED), local
-memory (LDL/STL: spills or indexed arrays) and everything else. NOPs (padding) are not counted.
-A markdown table goes to stdout; --json writes the counts for other tools.
+classes that decide a kernel's speed: tensor-core MMAs (HMMA), ldmatrix (LDSM), shared-memory
+loads and stores by width (LDS/STS), global loads and stores by width (LDG/STG; 128-bit is what a
+bandwidth-bound kernel wants), cp.async (LDGSTS), generic loads and stores (LD/ST: an address the
+compiler could not place in a space), barriers (BAR), special-function ops (MUFU: ex2, rcp, ...),
+shuffles (SHFL), global atomics and reductions (ATOMG/RED), local memory (LDL/STL: spills or
+indexed arrays) and everything else. NOPs (padding) are not counted.
+
+The hot loop: of the address ranges a backward branch closes (from its target label to the branch),
+the one with the most HMMA, with its instructions, HMMA and MUFU. The kernel report (dev/
+kernel_report.py) charges a tensor-core kernel its loop's instructions per HMMA times the HMMA the
+CPU runtime counted it run: the loop's trip count without a GPU. A range may hold code only some
+trips run (the flash forward's mask on diagonal tiles), so the ratio is an upper bound there.
+A markdown table goes to stdout; --json writes the counts (and "hot_loop") for other tools.
 """
 import json
 import re
@@ -19,8 +25,10 @@ import subprocess
 import sys
 
 # "        /*0110*/                   LDG.E.U16 R6, [R6.64] ;" (an optional predicate "@P0 ", "@!UP1 ")
-INSTR = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)((?:\.[A-Z0-9_]+)*)")
+INSTR = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)((?:\.[A-Z0-9_]+)*)(.*)")
 FUNC = re.compile(r"^\.text\.(\S+):\s*$")
+LABEL = re.compile(r"^(\.L_x_\d+):")
+TARGET = re.compile(r"`\((\.L_x_\d+)\)")
 
 # Width of a memory op from its suffixes: .U8/.S8 1 byte, .U16/.S16 2, .64 8, .128 16, none 4.
 WIDTH_SUFFIX = {"U8": 1, "S8": 1, "U16": 2, "S16": 2, "64": 8, "128": 16}
@@ -64,21 +72,62 @@ def classify(op, suffixes, counts):
         counts["LDL/STL"] += 1
 
 
+def hot_loop(instrs, labels):
+    """The backward-branch range with the most HMMA: {"instrs", "HMMA", "MUFU", "start", "end"} (byte
+    addresses), or None when no loop holds an HMMA. instrs: (address, op, branch target label or None,
+    predicated) in order; labels: name -> the address of the instruction after it."""
+    best = None
+    for addr, op, target, pred in instrs:
+        if op != "BRA" or target is None:
+            continue
+        if target in labels:
+            if labels[target] > addr:
+                continue
+            lo = labels[target]
+        else:
+            # The target's instruction did not decode (11.8's nvdisasm leaves out what it cannot read,
+            # label and all). A loop the compiler rotated is entered by an unconditional BRA jumping
+            # over its body to where it exits: the body starts after the latest such jump.
+            jumps = [a for a, o, t, p in instrs if o == "BRA" and not p and a < addr and labels.get(t, -1) > addr]
+            if not jumps:
+                continue
+            lo = jumps[-1] + 1
+        body = [o for a, o, _, _ in instrs if lo <= a <= addr]
+        loop = {"instrs": len(body), "HMMA": body.count("HMMA"), "MUFU": body.count("MUFU"), "start": lo, "end": addr}
+        if loop["HMMA"] and (best is None or (loop["HMMA"], -loop["instrs"]) > (best["HMMA"], -best["instrs"])):
+            best = loop
+    return best
+
+
 def parse(lines):
-    """{mangled kernel name: counts} in the order the kernels appear."""
-    kernels = {}
-    cur = None
+    """{mangled kernel name: counts} in the order the kernels appear, each with "hot_loop" (or None)."""
+    kernels, code, labels = {}, {}, {}
+    cur, pending = None, []
     for line in lines:
         m = FUNC.match(line)
         if m:
             cur = kernels.setdefault(m.group(1), {c: 0 for c in COLUMNS})
+            code[m.group(1)], labels[m.group(1)], pending = [], {}, []
+            name = m.group(1)
             continue
         if cur is None:
             continue
-        m = INSTR.match(line)
-        if not m or m.group(1) == "NOP":
+        m = LABEL.match(line)
+        if m:
+            pending.append(m.group(1))
             continue
-        classify(m.group(1), m.group(2).split(".")[1:], cur)
+        m = INSTR.match(line)
+        if not m or m.group(3) == "NOP":
+            continue
+        addr = int(m.group(1), 16)
+        for p in pending:
+            labels[name][p] = addr
+        pending = []
+        t = TARGET.search(m.group(5))
+        code[name].append((addr, m.group(3), t.group(1) if t else None, m.group(2) is not None))
+        classify(m.group(3), m.group(4).split(".")[1:], cur)
+    for name, counts in kernels.items():
+        counts["hot_loop"] = hot_loop(code[name], labels[name])
     return kernels
 
 
@@ -117,10 +166,12 @@ def main():
     short = dict(zip(names, demangle(names)))
     rows = [(short[n], n, kernels[n]) for n in names if pattern is None or pattern.search(short[n])]
     rows.sort(key=lambda r: r[0])
-    print("| kernel | " + " | ".join(COLUMNS) + " |")
-    print("| --- | " + " | ".join("---:" for _ in COLUMNS) + " |")
+    print("| kernel | " + " | ".join(COLUMNS) + " | hot loop: instrs, HMMA, MUFU |")
+    print("| --- | " + " | ".join("---:" for _ in COLUMNS) + " | ---: |")
     for s, _, c in rows:
-        print(f"| `{s}` | " + " | ".join(str(c[k]) for k in COLUMNS) + " |")
+        loop = c["hot_loop"]
+        hot = f"{loop['instrs']}, {loop['HMMA']}, {loop['MUFU']}" if loop else "-"
+        print(f"| `{s}` | " + " | ".join(str(c[k]) for k in COLUMNS) + f" | {hot} |")
     if json_out:
         with open(json_out, "w") as f:
             json.dump({s: dict(c, mangled=n) for s, n, c in rows}, f, indent=1)

@@ -2,8 +2,11 @@
 # sass_mix.sh (make sass-mix): the SASS instruction mix of every kernel of the trainer, sm_90, in one
 # precision: train_gpt2.cu compiled to a cubin, disassembled with nvdisasm, and counted per kernel by
 # dev/sass_mix.py (tensor-core MMAs, ldmatrix, shared and global loads and stores by width, cp.async,
-# generic loads, barriers, MUFU, shuffles, atomics, local memory). Static counts: instructions in the
-# code, not how often they run. The part of the kernel report (issue 17) that needs a disassembler.
+# generic loads, barriers, MUFU, shuffles, atomics, local memory), and each kernel's hot loop (the
+# kernel report charges the flash kernels its instructions per HMMA times the HMMA the CPU runtime
+# counted). Static counts: instructions in the code, not how often they run. The part of the kernel
+# report that needs a disassembler; its result for FP16 is committed as docs/sass_mix_fp16.md and .json,
+# which the kernel report reads when no disassembler is there.
 #
 # CUDA 13's toolkit has no nvdisasm. An older one reads these cubins once three ELF header fields of a
 # copy are set to what it knows (this script does it when the first try is refused); CUDA 11.8's comes
@@ -58,7 +61,8 @@ mv "$sass.tmp" "$sass"
     echo
     echo "train_gpt2.cu compiled by $("$nvcc" --version | tail -n 1), disassembled by $("$nvdisasm" --version | tail -n 1)"
     echo "(dev/sass_mix.sh). \`.128\` columns: the 128-bit subset of the column before; LD/ST: generic"
-    echo "(the compiler could not tell shared from global); LDL/STL: local memory."
+    echo "(the compiler could not tell shared from global); LDL/STL: local memory; hot loop: the backward-branch"
+    echo "range with the most HMMA (dev/sass_mix.py)."
     echo
     python3 dev/sass_mix.py "$sass" --json "$out/train_gpt2_$p.json"
 } > "$out/train_gpt2_$p.md" || exit 1

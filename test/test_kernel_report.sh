@@ -3,11 +3,14 @@
 # instrumented trainer, build/dev/train_gpt2_count_fp16) and its exactness claim: every total of a step
 # is bilinear in (layers, micro-batch), so four counted runs (1 and 2 layers, B = 1 and 2) give any
 # other; here a counted run at 3 layers and B = 3 must equal the extrapolation for every group of ops
-# and every count (exactly, but a grid's rounding, a block a launch, and the embedding kernels, whose
-# bytes depend on the tokens, within 2%). And the counts themselves: GELU forward reads and writes its
+# and every count (exactly, but a grid's rounding, a block a launch, a product's tiles, a row of them a
+# launch, warp instructions within 1%, and the embedding kernels, whose bytes depend on the tokens,
+# within 2%). And the counts themselves: GELU forward reads and writes its
 # n elements once each, in bytes asked for and in 32-byte sectors touched; the flash forward, which
 # reads through cp.async and ldmatrix (the warp primitives' traffic, test/cuda_cpu/test_count.cu checks
-# it exactly), reads qkv exactly once at T = 64 (one query tile) and has shared-memory traffic.
+# it exactly), reads qkv exactly once at T = 64 (one query tile) and has shared-memory traffic; GELU's
+# special functions. The attention counted alone, linear in heads. And the committed report's
+# calibration table and side-by-side: present, their arithmetic, and README's columns.
 set -u
 cd "$(dirname "$0")/.."
 bin=build/dev/train_gpt2_count_fp16
@@ -76,7 +79,8 @@ PY
 )
 [ -n "$out" ] && [ "${out#* }" = "" ] && echo "PASS kernel_report: an extra micro-step ($(echo $out) groups): no update, forward and backward again, the bias gradients' add only from the second" \
     || { echo "FAIL kernel_report: the micro-step split: $out"; status=1; }
-# GELU forward at B=3: n = 3 * 64 * 4 * 96 fp16 elements read and written once.
+# GELU forward at B=3: n = 3 * 64 * 4 * 96 fp16 elements read and written once, and one tanhf each:
+# two special-function instructions (ex2 and rcp on a GPU) for each 32 elements a warp instruction holds.
 line=$(grep -m1 '^kernel name=gelu_forward_kernel' "$dir/tiny_L3_B3.count")
 n=$((3 * 64 * 384 * 2))
 v() { echo "$line" | grep -o " $1=[0-9]*" | cut -d= -f2; }
@@ -86,6 +90,8 @@ else
     echo "FAIL kernel_report: GELU forward's counts: $line"
     status=1
 fi
+[ "$(v sfu)" = $((n / 2 * 2 / 32)) ] && echo "PASS kernel_report: GELU forward's special functions: $(v sfu) warp instructions (2 a tanhf, 32 lanes)" \
+    || { echo "FAIL kernel_report: GELU forward's sfu=$(v sfu), expected $((n / 2 * 2 / 32)): $line"; status=1; }
 # The flash forward at B=3, T=64: q, k and v (3 * B * T * C fp16) read once, asked for and in sectors.
 line=$(grep -m1 '^kernel name=attention_forward_flash_kernel' "$dir/tiny_L3_B3.count")
 n=$((3 * 3 * 64 * 96 * 2))
@@ -107,6 +113,104 @@ done
 grep -qE '^kernel name=attention_(forward|backward_dkdv|backward_dq|backward_rowdot)_kernel' "$dir/tiny_L3_B3.count" && pass_flops=0
 [ $pass_flops = 1 ] && echo "PASS kernel_report: attention's tensor-core FLOPs counted (the flash forward, the flash backward), symbols named for ptxas's registers" \
     || { echo "FAIL kernel_report: no flash forward and backward lines with symbols and FLOPs (or a tiled kernel ran): $(grep -oE 'name=(attention|flash)[^ ]*' "$dir/tiny_L3_B3.count" | sort -u | tr '\n' ' ')"; status=1; }
+# The attention alone (build/dev/count_attention_fp16, the calibration's FlashAttention-2 configuration
+# made small): every count is linear in the (batch, head) pairs, so 1 and 2 heads give 3 exactly, as
+# the report's flash_at takes them to FlashAttention-2's 16 x 32.
+for NH in 1 2 3; do
+    CUDA_CPU_CHECK=0 CUDA_CPU_SCHEDULES=forward CUDA_CPU_STREAM_ORDERS=forward CUDA_CPU_COUNT="$dir/att_NH$NH.count" \
+        build/dev/count_attention_fp16 1 128 $NH 64 > "$dir/att.out" 2>&1 || { echo "FAIL kernel_report: count_attention NH=$NH: $(tail -n 1 "$dir/att.out")"; exit 1; }
+done
+out=$(python3 - "$dir" <<'PY'
+import sys
+sys.path.insert(0, "dev")
+import kernel_report as k
+(s1, _), (s2, _), (s3, _) = (k.totals(k.parse(f"{sys.argv[1]}/att_NH{h}.count", start=None), 128) for h in (1, 2, 3))
+bad = [f"{key[1]} {mt}" for key in s3 for mt in k.METRICS
+       if abs(s1[key][mt] + 2 * (s2[key][mt] - s1[key][mt]) - s3[key][mt]) > 1e-9 * max(1, s3[key][mt])]
+print(len(s3), sum(1 for key in s3 if key[0] == "kernel" and s3[key]["sfu"] > 0), " ".join(bad))
+PY
+)
+set -- $out
+[ "${1:-0}" -ge 3 ] && [ "${2:-0}" -ge 3 ] && [ $# = 2 ] && echo "PASS kernel_report: the attention's counts at 3 heads = extrapolated from 1 and 2 ($1 groups, $2 with special functions)" \
+    || { echo "FAIL kernel_report: the attention's extrapolation in heads: $out"; status=1; }
+# The committed report's calibration (docs/kernel_report_fp16.json and .md): the anchors are there,
+# each error is predicted / measured - 1, the cuBLAS squares follow the product term as the model's
+# header writes it (with the JSON's fitted e and t0, which must be dev/kernel_report.py's own), each
+# llm.c MFU follows from its step time by llm.c's formula, the markdown shows the same rows, and its
+# verdict says "Calibrated" exactly when every step and product is within the tolerance.
+out=$(python3 - <<'PY'
+import json, math, re, sys
+sys.path.insert(0, "dev")
+import kernel_report as k
+doc = json.load(open("docs/kernel_report_fp16.json"))
+md = open("docs/kernel_report_fp16.md").read()
+cal, bad = doc.get("calibration", []), []
+need = ["cuBLAS FP16 GEMM 2048^3", "cuBLAS FP16 GEMM 4096^3", "cuBLAS FP16 GEMM 8192^3",
+        "llm.c GPT-2 1558M, 8x H100 SXM: step", "llm.c GPT-2 1558M, 8x H100 SXM: MFU",
+        "llm.c GPT-2 124M, 8x A100 80GB SXM: step", "llm.c GPT-2 124M, 8x A100 80GB SXM: MFU",
+        "ours beside FlashAttention-2 forward", "ours beside FlashAttention-2 forward+backward", "ours beside cuDNN forward",
+        "ours beside FlashAttention-3 forward"]
+anchors = [r.get("anchor") for r in cal]
+bad += [f"missing {a}" for a in need if a not in anchors]
+for r in cal:
+    if set(r) != {"kind", "anchor", "config", "measured", "predicted", "unit", "error", "source"}:
+        bad.append(f"{r.get('anchor')}: fields {sorted(r)}")
+        continue
+    if abs(r["predicted"] / r["measured"] - 1 - r["error"]) > 2e-4:
+        bad.append(f"{r['anchor']}: error {r['error']} is not {r['predicted']} / {r['measured']} - 1")
+    row = re.search(r"^\| " + re.escape(r["kind"]) + r" \| " + re.escape(r["anchor"]) + r" \| " + re.escape(r["config"])
+                    + r" \| ([^|]*) \| ([^|]*) \| ([^|]*) \|", md, re.M)
+    if not row or row.group(1).strip() != k.fmt(r["measured"], r["unit"]) or row.group(2).strip() != k.fmt(r["predicted"], r["unit"]) \
+            or row.group(3).strip() != f"{100 * r['error']:+.1f}%":
+        bad.append(f"{r['anchor']} ({r['config'][:20]}...): not in the markdown as in the JSON")
+e, t0 = doc["gemm_fit"]["e"], doc["gemm_fit"]["t0_us"] * 1e-6
+if abs(e - k.GEMM_E) > 1e-5 or abs(t0 - k.GEMM_T0) > 1e-9:
+    bad.append(f"gemm_fit {e} {t0} is not the model's {k.GEMM_E} {k.GEMM_T0}: regenerate the report")
+for r in cal:
+    m = re.match(r"cuBLAS FP16 GEMM (\d+)\^3$", r["anchor"])
+    if m:  # H100 SXM: 132 SMs, 989.4 TFLOP/s; tiles of 128 x 128 in waves over the SMs
+        n = int(m.group(1))
+        t = math.ceil((n // 128) ** 2 / 132) * 2 * 128 * 128 * n / (e * 989.4e12 / 132) + t0
+        if abs(2 * n ** 3 / t / 1e12 - r["predicted"]) > 0.01:
+            bad.append(f"{r['anchor']}: {r['predicted']} is not the product term's {2 * n ** 3 / t / 1e12:.3f}")
+steps = {r["anchor"][:-len(": step")]: r for r in cal if r["anchor"].endswith(": step")}
+for r in cal:
+    if not r["anchor"].endswith(": MFU"):
+        continue
+    what = r["anchor"][:-len(": MFU")]
+    L, C, B, micro, peak = (48, 1600, 16, 8, 989.4e12) if "1558M" in what else (12, 768, 64, 1, 312e12)
+    P = 50304 * C + 1024 * C + L * (12 * C * C + 13 * C) + 2 * C
+    want = (6 * P + 6 * L * C * 1024) * micro * B * 1024 / steps[what]["predicted"] / peak
+    if abs(want - r["predicted"]) > 2e-4:
+        bad.append(f"{r['anchor']}: {r['predicted']} is not llm.c's formula's {want:.4f}")
+held = [r for r in cal if r["kind"] == "calibration" and r["unit"] != "MFU"]
+calibrated = all(abs(r["error"]) <= doc["tolerance"] for r in held)
+if ("**Calibrated**" in md) != calibrated or ("**Not calibrated**" in md) == calibrated:
+    bad.append(f"the markdown's verdict does not say calibrated={calibrated}")
+print(len(cal), " | ".join(bad))
+PY
+)
+[ -n "$out" ] && [ "${out#* }" = "" ] && echo "PASS kernel_report: the committed calibration table ($(echo $out) rows): anchors, errors, the product term, llm.c's MFU, the markdown, the verdict" \
+    || { echo "FAIL kernel_report: the calibration table: $out"; status=1; }
+# The side-by-side, keyed by GPU then model, each with ours_ms and llm.c's, both in README's table.
+out=$(python3 - <<'PY'
+import json
+doc = json.load(open("docs/kernel_report_fp16.json"))
+readme = open("README.md").read()
+sbs, bad = doc.get("side_by_side", {}), []
+for g in ("H100 SXM", "A100 SXM 80GB"):
+    for m in ("d12", "d48"):
+        r = sbs.get(g, {}).get(m)
+        if not r or not all(x in r for x in ("ours_ms", "llmc_ms")):
+            bad.append(f"{g} {m}")
+            continue
+        if f"| {m} | {g} | {r['ours_ms']:.1f} ms | {r['llmc_ms']:.1f} ms |" not in readme:
+            bad.append(f"README lacks {m} on {g}: {r['ours_ms']:.1f} ms beside {r['llmc_ms']:.1f} ms")
+print(" | ".join(bad))
+PY
+)
+[ -z "$out" ] && echo "PASS kernel_report: the side-by-side (ours_ms, llmc_ms by GPU and model) and README's predicted columns agree" \
+    || { echo "FAIL kernel_report: the side-by-side: $out"; status=1; }
 # The report names the flash backward's two families (its attention table and step sum read them).
 fams=$(python3 -c 'import sys; sys.path.insert(0, "dev"); import kernel_report as k; print(k.family("flash_backward_kv_kernel<T,HS>"), k.family("flash_backward_dq_kernel<T,HS>"), " ".join(k.ATTENTION_BACKWARD))')
 case "$fams" in

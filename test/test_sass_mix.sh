@@ -56,6 +56,23 @@ grep -q '^| `attention_backward_dq_kernel<16>` | 747 | 24 |' "$dir/mix.md" &&
     pass "sass_mix: the markdown table (attention_backward_dq_kernel<16>: 747 instructions, 24 HMMA)" ||
     fail "sass_mix_table" "$(grep attention "$dir/mix.md")"
 
+# The hot loop: attention_backward_dq_kernel<16>'s loop over key tiles runs from .L_x_1030 (0x0b20)
+# to the branch back to it (0x2a10); its instructions and HMMA counted in that range by awk.
+range_count() {  # range_count AWK_REGEX: the kernel's instructions in [0x0b20, 0x2a10] matching it
+    awk -v re="$1" 'function hex(s,  v, i) { v = 0; for (i = 1; i <= length(s); i++) v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1; return v }
+        /^\.text\./ { on = ($0 ~ /attention_backward_dq_kernelILi16/); next }
+        on && /^ +\/\*[0-9a-f]+\*\// {
+            a = $0; sub(/^ +\/\*/, "", a); sub(/\*\/.*/, "", a); a = hex(a)
+            line = $0; sub(/^ +\/\*[0-9a-f]+\*\/ +/, "", line); sub(/^@!?U?P[T0-9]+ +/, "", line)
+            split(line, w, /[ ;]/); if (a >= 2848 && a <= 10768 && w[1] ~ re && w[1] != "NOP") n++ }
+        END { print n + 0 }' "$sample"
+}
+loop=$(python3 -c 'import json, sys; l = json.load(open(sys.argv[1]))["attention_backward_dq_kernel<16>"]["hot_loop"]
+print(l["start"], l["end"], l["instrs"], l["HMMA"])' "$dir/mix.json")
+want="2848 10768 $(range_count '^[A-Z]') $(range_count '^HMMA(\.|$)')"
+[ "$loop" = "$want" ] && pass "sass_mix: attention_backward_dq_kernel<16>'s hot loop (0x0b20-0x2a10: $loop)" ||
+    fail "sass_mix_hot_loop" "got '$loop', want '$want'"
+
 # 3. Errors.
 echo "not a listing" > "$dir/empty.txt"
 out=$(python3 dev/sass_mix.py "$dir/empty.txt" 2>&1)

@@ -16,6 +16,7 @@
 #include "adamw.cuh"
 #include "attention.cuh"
 #include "attention_naive.cuh"
+#include "bench_inputs.cuh"
 #include "classifier.cuh"
 #include "encoder.cuh"
 #include "gelu.cuh"
@@ -58,24 +59,6 @@ static void row_flops(const char* name, double ms, double flops) {
     double tf = flops / (ms * 1e-3) / 1e12;
     if (g_peak_tflops > 0) printf("| %-34s | %9.4f | %9.1f TFLOP/s | %5.1f%% of peak |\n", name, ms, tf, 100 * tf / g_peak_tflops);
     else printf("| %-34s | %9.4f | %9.3f TFLOP/s | peak unknown |\n", name, ms, tf);
-}
-
-template <class T>
-static T* dalloc(size_t n) {
-    T* p;
-    cudaCheck(cudaMalloc(&p, (n ? n : 1) * sizeof(T)));
-    return p;
-}
-
-// Random floatX in [-scale, scale), filled on the host once.
-static void fill(floatX* d, size_t n, float scale, unsigned seed) {
-    std::vector<floatX> h(n);
-    unsigned s = seed * 2654435761u + 1;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        h[i] = (floatX)(scale * ((s >> 8) * (2.0f / 16777216.0f) - 1.0f));
-    }
-    cudaCheck(cudaMemcpy(d, h.data(), n * sizeof(floatX), cudaMemcpyHostToDevice));
 }
 
 // Dense fp16/bf16 tensor-core peak (fp32: CUDA cores) of the cards we know; 0 = unknown.

@@ -459,6 +459,14 @@ inline void count_access(Worker* w, uintptr_t a, size_t size, bool write) {
     else if (a - (uintptr_t)w->arena < w->arena_size + kPage) (write ? w->c_swrite : w->c_sread) += size;
 }
 
+// ... and the instruction: an atomic, or a plain global or shared load or store (one an access g++
+// made; nothing for the thread's locals, which are registers on a GPU).
+inline void count_instruction(Worker* w, uintptr_t a, int acc) {
+    if (acc & ACC_ATOMIC) w->cur->c_ins[CUDA_CPU_INS_ATOM]++;
+    else if (a - g_dev_lo < g_dev_span) w->cur->c_ins[CUDA_CPU_INS_GMEM]++;
+    else if (a - (uintptr_t)w->arena < w->arena_size + kPage) w->cur->c_ins[CUDA_CPU_INS_SMEM]++;
+}
+
 inline void cc_access(const volatile void* p, size_t size, int acc, uintptr_t pc) {
     if (t_runtime) return;
     Worker* w = tw;
@@ -474,7 +482,10 @@ inline void cc_access(const volatile void* p, size_t size, int acc, uintptr_t pc
         }
         return;
     }
-    if (g_count_run && !(acc & ACC_NOCOUNT)) count_access(w, a, size, acc & ACC_WRITE);
+    if (g_count_run && !(acc & ACC_NOCOUNT)) {
+        count_access(w, a, size, acc & ACC_WRITE);
+        count_instruction(w, a, acc);
+    }
     acc &= ~ACC_NOCOUNT;
     if (!g_check_run) return;
     if (w->pending.on) check_pending_write(w);

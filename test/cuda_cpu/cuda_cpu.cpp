@@ -842,6 +842,22 @@ static void block_order(Worker* w, const Launch* L, uint64_t b) {
     }
 }
 
+// CUDA_CPU_COUNT: a block's warp instructions of each class, per warp the most any of its lanes ran
+// (a warp instruction issues once for all its active lanes; lanes that took different paths make this
+// a lower bound), added to the launch's totals.
+static void count_block_instructions(Worker* w) {
+    for (unsigned base = 0; base < w->n; base += 32) {
+        unsigned end = base + 32 < w->n ? base + 32 : w->n;
+        for (int c = 0; c < CUDA_CPU_INS_N; c++) {
+            uint64_t most = 0;
+            for (unsigned i = base; i < end; i++) most = std::max(most, w->fibers[i]->c_ins[c]);
+            w->c_ins[c] += most;
+        }
+    }
+}
+
+void cuda_cpu_count_sfu(int n) { count_ins(CUDA_CPU_INS_SFU, (unsigned)n); }
+
 static void run_block(Worker* w, const Launch* L, uint64_t b) {
     w->block_linear = b;
     blockIdx.x = (unsigned)(b % L->grid.x);
@@ -859,6 +875,7 @@ static void run_block(Worker* w, const Launch* L, uint64_t b) {
         f->wsync = 0;
         f->fence_epoch = 0;
         f->natomics = 0;
+        if (g_count_run) memset(f->c_ins, 0, sizeof(f->c_ins));
     }
     // Shared memory is not initialised on a GPU either: NaNs, so that reading it early shows. The
     // dynamic part ends at the guard page; static variables are placed (and poisoned) as the first
@@ -889,6 +906,7 @@ static void run_block(Worker* w, const Launch* L, uint64_t b) {
         if (w->ndone == n) break;
         release_block(w);
     }
+    if (g_count_run) count_block_instructions(w);
 }
 
 static Worker* current_thread_worker(const char* what) {
@@ -899,6 +917,9 @@ static Worker* current_thread_worker(const char* what) {
 
 uint64_t cuda_cpu_warp(int op, const char* name, unsigned mask, uint64_t value, int src_lane, unsigned* group) {
     Worker* w = current_thread_worker(name);
+    // counted: shuffles, votes, reductions, matches, __syncwarp (WARPSYNC); the matrix primitives'
+    // meetings are counted as the primitive itself
+    if (op != CUDA_CPU_WARP_CONVERGE && op != CUDA_CPU_WARP_MATRIX) count_ins(CUDA_CPU_INS_SHFL);
     if (w->pending.on) check_pending_write(w);
     Fiber* f = w->cur;
     f->state = F_WARP;
@@ -914,6 +935,7 @@ uint64_t cuda_cpu_warp(int op, const char* name, unsigned mask, uint64_t value, 
 
 int cuda_cpu_block(int op, const char* name, int pred) {
     Worker* w = current_thread_worker(name);
+    count_ins(CUDA_CPU_INS_BAR);
     if (w->pending.on) check_pending_write(w);
     Fiber* f = w->cur;
     f->site = (uintptr_t)__builtin_return_address(0);
@@ -1120,27 +1142,36 @@ static void count_start() {
         g_count_stamp = 1;
     }
     std::lock_guard<std::mutex> lk(g_workers_mu);
-    for (Worker* w : g_workers)
+    for (Worker* w : g_workers) {
         w->c_gread = w->c_gwrite = w->c_gread_sectors = w->c_gwrite_sectors = w->c_sread = w->c_swrite = w->c_mma_flops = w->c_static = 0;
+        memset(w->c_ins, 0, sizeof(w->c_ins));
+    }
 }
 
 static void count_finish(const Launch* L) {
-    uint64_t c[7] = {0, 0, 0, 0, 0, 0, 0};
+    uint64_t c[7] = {0, 0, 0, 0, 0, 0, 0}, ins[CUDA_CPU_INS_N] = {};
     size_t static_smem = 0;
     {
         std::lock_guard<std::mutex> lk(g_workers_mu);
         for (Worker* w : g_workers) {
             uint64_t v[7] = {w->c_gread, w->c_gwrite, w->c_gread_sectors, w->c_gwrite_sectors, w->c_sread, w->c_swrite, w->c_mma_flops};
             for (int i = 0; i < 7; i++) c[i] += v[i];
+            for (int i = 0; i < CUDA_CPU_INS_N; i++) ins[i] += w->c_ins[i];
             static_smem = std::max(static_smem, w->c_static);
         }
     }
     count_line("kernel name=%s symbol=%s regs=%d ptxas_smem=%d grid=%u,%u,%u block=%u,%u,%u smem=%zu static_smem=%zu "
-               "read=%llu write=%llu read_sectors=%llu write_sectors=%llu smem_read=%llu smem_write=%llu mma_flops=%llu",
+               "read=%llu write=%llu read_sectors=%llu write_sectors=%llu smem_read=%llu smem_write=%llu mma_flops=%llu "
+               "sfu=%llu shfl=%llu bar=%llu atom=%llu mma=%llu ldsm=%llu cp_async=%llu wmma=%llu ldst_global=%llu ldst_shared=%llu",
                L->name, L->count_symbol.c_str(), L->count_regs, L->count_ptxas_smem, L->grid.x, L->grid.y, L->grid.z,
                L->block.x, L->block.y, L->block.z, L->smem, static_smem,
                (unsigned long long)c[0], (unsigned long long)c[1], (unsigned long long)c[2], (unsigned long long)c[3],
-               (unsigned long long)c[4], (unsigned long long)c[5], (unsigned long long)c[6]);
+               (unsigned long long)c[4], (unsigned long long)c[5], (unsigned long long)c[6],
+               (unsigned long long)ins[CUDA_CPU_INS_SFU], (unsigned long long)ins[CUDA_CPU_INS_SHFL],
+               (unsigned long long)ins[CUDA_CPU_INS_BAR], (unsigned long long)ins[CUDA_CPU_INS_ATOM],
+               (unsigned long long)ins[CUDA_CPU_INS_MMA], (unsigned long long)ins[CUDA_CPU_INS_LDSM],
+               (unsigned long long)ins[CUDA_CPU_INS_CP_ASYNC], (unsigned long long)ins[CUDA_CPU_INS_WMMA],
+               (unsigned long long)ins[CUDA_CPU_INS_GMEM], (unsigned long long)ins[CUDA_CPU_INS_SMEM]);
 }
 
 // ---- float atomics ----
@@ -1195,6 +1226,7 @@ uint64_t cuda_cpu_float_atomic_add(void* p, int type, uint64_t operand) {
     std::unique_lock<std::mutex> op_lk(g_atomic_op_mu);  // the check and the add in one order (see its comment)
     check_atomic_access(p, n, (uintptr_t)__builtin_return_address(0));
     count_range(p, n, true);  // as an integer atomic counts: its bytes written
+    count_ins(CUDA_CPU_INS_ATOM);
     RuntimeScope scope;
     uint64_t old = 0, seq;
     {
@@ -1975,6 +2007,9 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
 }
 cudaError_t cudaMemPrefetchAsync(const void*, size_t, cudaMemLocation, unsigned int, cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaMemAdvise(const void*, size_t, cudaMemoryAdvise, cudaMemLocation) { return cudaSuccess; }
+// The profiler's capture range (llm.c's train_gpt2.cu brackets its loop with it): nothing to capture.
+cudaError_t cudaProfilerStart(void) { return cudaSuccess; }
+cudaError_t cudaProfilerStop(void) { return cudaSuccess; }
 
 // ============================================================================================
 // Runtime API: streams, events, device, errors

@@ -74,6 +74,15 @@ enum cuda_cpu_warp_op {
     CUDA_CPU_WARP_XOR, CUDA_CPU_WARP_MATCH, CUDA_CPU_WARP_CONVERGE, CUDA_CPU_WARP_MATRIX
 };
 enum cuda_cpu_block_op { CUDA_CPU_BLOCK_SYNC, CUDA_CPU_BLOCK_COUNT, CUDA_CPU_BLOCK_AND, CUDA_CPU_BLOCK_OR };
+// CUDA_CPU_COUNT's instruction classes, counted in warp instructions (README.md, "Counting"): special
+// functions (MUFU: ex2, lg2, rsq, rcp, tanh, sin, cos), shuffles and votes, block barriers, atomics,
+// mma.sync, ldmatrix, cp.async, WMMA calls, and the kernel's plain global and shared loads and stores.
+enum cuda_cpu_ins {
+    CUDA_CPU_INS_SFU, CUDA_CPU_INS_SHFL, CUDA_CPU_INS_BAR, CUDA_CPU_INS_ATOM, CUDA_CPU_INS_MMA, CUDA_CPU_INS_LDSM,
+    CUDA_CPU_INS_CP_ASYNC, CUDA_CPU_INS_WMMA, CUDA_CPU_INS_GMEM, CUDA_CPU_INS_SMEM, CUDA_CPU_INS_N
+};
+// n special-function instructions for the running CUDA thread (nothing outside a counted launch).
+void cuda_cpu_count_sfu(int n);
 // Waits until every lane in mask reaches the same warp operation, then returns this lane's result:
 // for SHFL the value src_lane deposited, for VOTE the ballot, for the reductions the reduced value,
 // for MATCH the mask of lanes holding an equal value. *group receives the lanes that took part.
@@ -372,9 +381,9 @@ inline float rsqrtf(float x) { return cuda_cpu_rsqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 inline float __fdividef(float a, float b) { return cuda_cpu_fdividef(a, b); }
 inline float fdividef(float a, float b) { return a / b; }
-inline float __frcp_rn(float x) { return 1.0f / x; }
-inline float __fsqrt_rn(float x) { return sqrtf(x); }
-inline float __frsqrt_rn(float x) { return 1.0f / sqrtf(x); }
+inline float __frcp_rn(float x) { cuda_cpu_count_sfu(1); return 1.0f / x; }     // MUFU.RCP and a fix-up
+inline float __fsqrt_rn(float x) { cuda_cpu_count_sfu(1); return sqrtf(x); }     // MUFU.RSQ and a fix-up
+inline float __frsqrt_rn(float x) { cuda_cpu_count_sfu(1); return 1.0f / sqrtf(x); }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
@@ -565,5 +574,19 @@ void cuda_cpu_cp_async(void* dst, const void* src, int src_bytes, int cg);
 void cuda_cpu_cp_async_commit(void);
 // cp.async.wait_group n (n >= 0); n = -1: cp.async.wait_all.
 void cuda_cpu_cp_async_wait(int n);
+
+// ---- CUDA_CPU_COUNT's special functions in libm's names: a kernel's expf, exp2f, tanhf and sqrtf
+// compile on a GPU to MUFU instructions (nvcc 13's PTX for sm_90: expf and exp2f one ex2.approx,
+// tanhf an ex2.approx and an rcp.approx, sqrtf one sqrt.rn, which is MUFU.RSQ and a fix-up; logf is a
+// polynomial, no MUFU), counted here before the same libm function runs. An IEEE float division
+// (a / b: div.rn, an MUFU.RCP) is the one the runtime cannot see. Not in the runtime's own files,
+// whose math is not a kernel's. ----
+#ifndef CUDA_CPU_RUNTIME_SOURCE
+inline float cuda_cpu_sfu_value(float v, int n) { cuda_cpu_count_sfu(n); return v; }
+#define expf(x) cuda_cpu_sfu_value(expf(x), 1)
+#define exp2f(x) cuda_cpu_sfu_value(exp2f(x), 1)
+#define tanhf(x) cuda_cpu_sfu_value(tanhf(x), 2)
+#define sqrtf(x) cuda_cpu_sfu_value(sqrtf(x), 1)
+#endif
 
 #endif  // CUDA_CPU_H

@@ -4,6 +4,7 @@
 #ifndef CUDA_CPU_INTERNAL_H
 #define CUDA_CPU_INTERNAL_H
 
+#define CUDA_CPU_RUNTIME_SOURCE 1  // cuda_cpu.h: not the counting math macros (the runtime's own math is not a kernel's)
 #include "cuda_cpu.h"
 
 #include <pthread.h>
@@ -44,6 +45,7 @@ struct Fiber {
     uint64_t natomics;  // float atomics this thread made, this block (their identity for reordering)
     uintptr_t site;     // the block barrier it waits at (its call's return address)
     uint32_t fence_epoch;  // the block's barrier interval of its last __threadfence (0: none)
+    uint64_t c_ins[CUDA_CPU_INS_N];  // CUDA_CPU_COUNT: this thread's instructions of each class, this block
 };
 
 // A float atomic addition a launch made (cuda_cpu.cpp: reordered once the launch has run).
@@ -151,6 +153,7 @@ struct Worker {
     // CUDA_CPU_COUNT: this launch's global bytes read and written, the 32-byte sectors first touched
     // by it, shared memory bytes, tensor-core FLOPs
     uint64_t c_gread, c_gwrite, c_gread_sectors, c_gwrite_sectors, c_sread, c_swrite, c_mma_flops;
+    uint64_t c_ins[CUDA_CPU_INS_N];  // warp instructions of each class: per warp the most any lane ran
     size_t c_static;  // static shared memory of its blocks
     // race detector: what this block acquired of other blocks' writes through fenced atomics
     // (check_cpu.cpp: other block -> (their barrier interval and thread released, ours acquired in))
@@ -374,6 +377,13 @@ void check_atomic_access(const void* p, size_t n, uintptr_t pc);
 // primitives, float atomics), classified as plain accesses are: global (bytes and sectors) or shared.
 // Called once per byte moved: a warp-collective primitive counts its tile once a warp, not per lane.
 void count_range(const void* p, size_t n, bool write);
+// CUDA_CPU_COUNT's instruction classes: n more of class cls for the running CUDA thread. A block's
+// count of a class is, per warp, the most any of its lanes ran (a warp instruction issues once for its
+// active lanes), summed over its warps.
+inline void count_ins(int cls, unsigned n = 1) {
+    Worker* w = tw;
+    if (g_count_run && w && w->cur) w->cur->c_ins[cls] += n;
+}
 // Held across an atomic's check (the acquire/release bookkeeping of fenced atomics) and the atomic
 // operation itself: otherwise two blocks on two workers could check in one order and operate in the
 // other, and the block that sees the last count (a fenced last-block reduction) would not have

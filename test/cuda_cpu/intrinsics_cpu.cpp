@@ -47,45 +47,52 @@ float move_abs(float r, double err, int dir) {
 // The starting point is the double-precision result rounded to float (within half an ulp), so the
 // total error is the GPU's bound from the correctly rounded result. ----
 extern "C" {
-float __expf(float x) noexcept { return move_ulps((float)exp(x), 2.0 + floor(fabs(1.173 * x)), direction(x)); }
-float __exp10f(float x) noexcept { return move_ulps((float)pow(10.0, x), 2.0 + floor(fabs(2.97 * x)), direction(x)); }
-float __exp2f(float x) noexcept { return move_ulps((float)exp2(x), 2.0, direction(x)); }
+float __expf(float x) noexcept { count_ins(CUDA_CPU_INS_SFU); return move_ulps((float)exp(x), 2.0 + floor(fabs(1.173 * x)), direction(x)); }
+float __exp10f(float x) noexcept { count_ins(CUDA_CPU_INS_SFU); return move_ulps((float)pow(10.0, x), 2.0 + floor(fabs(2.97 * x)), direction(x)); }
+float __exp2f(float x) noexcept { count_ins(CUDA_CPU_INS_SFU); return move_ulps((float)exp2(x), 2.0, direction(x)); }
 float __logf(float x) noexcept {
+    count_ins(CUDA_CPU_INS_SFU);
     float r = (float)log(x);
     return x >= 0.5f && x <= 2.0f ? move_abs(r, ldexp(1.0, -21) / pow(2.0, 0.41), direction(x)) : move_ulps(r, 3.0, direction(x));
 }
 float __log2f(float x) noexcept {
+    count_ins(CUDA_CPU_INS_SFU);
     float r = (float)log2(x);
     return x >= 0.5f && x <= 2.0f ? move_abs(r, ldexp(1.0, -22), direction(x)) : move_ulps(r, 2.0, direction(x));
 }
 float __log10f(float x) noexcept {
+    count_ins(CUDA_CPU_INS_SFU);
     float r = (float)log10(x);
     return x >= 0.5f && x <= 2.0f ? move_abs(r, ldexp(1.0, -24), direction(x)) : move_ulps(r, 3.0, direction(x));
 }
 // Outside [-pi, pi] the guide only says "larger": the bound grows with the argument here.
 float __sinf(float x) noexcept {
+    count_ins(CUDA_CPU_INS_SFU);
     double e = ldexp(1.0, -21) / pow(2.0, 0.41) * (fabsf(x) > (float)M_PI ? fabs(x) / M_PI : 1.0);
     return move_abs((float)sin(x), e, direction(x));
 }
 float __cosf(float x) noexcept {
+    count_ins(CUDA_CPU_INS_SFU);
     double e = ldexp(1.0, -21) / pow(2.0, 0.19) * (fabsf(x) > (float)M_PI ? fabs(x) / M_PI : 1.0);
     return move_abs((float)cos(x), e, direction(x));
 }
 void __sincosf(float x, float* s, float* c) noexcept { *s = __sinf(x); *c = __cosf(x); }
-float __tanf(float x) noexcept { return __sinf(x) * (1.0f / __cosf(x)); }
+float __tanf(float x) noexcept { count_ins(CUDA_CPU_INS_SFU); return __sinf(x) * (1.0f / __cosf(x)); }
 float __powf(float x, float y) noexcept { return __exp2f(y * __log2f(x)); }
 // tanh.approx.f32 (PTX ISA): relative error about 2^-11
 float __tanhf(float x) noexcept {
+    count_ins(CUDA_CPU_INS_SFU);
     float r = (float)tanh(x);
     return move_abs(r, fabs(r) * ldexp(1.0, -11), direction(x));
 }
 }
 
 float cuda_cpu_fdividef(float a, float b) {
+    count_ins(CUDA_CPU_INS_SFU);
     if (fabsf(b) > 0x1p126f && fabsf(b) < INFINITY) return fabsf(a) < INFINITY ? 0.0f * a : NAN;
     return move_ulps(a / b, 2.0, direction(a, b));
 }
-float cuda_cpu_rsqrtf(float x) { return move_ulps((float)(1.0 / sqrt((double)x)), 2.0, direction(x)); }
+float cuda_cpu_rsqrtf(float x) { count_ins(CUDA_CPU_INS_SFU); return move_ulps((float)(1.0 / sqrt((double)x)), 2.0, direction(x)); }
 
 // ---- half and bfloat16 conversions (round to nearest even; NaN becomes the canonical 0x7fff, as
 // cvt.rn.f16.f32 and CUDA's host conversion give) ----
@@ -168,6 +175,7 @@ __thread Memo* t_memo;
 }  // namespace
 
 void cuda_cpu_wmma_load(void* frag, int type, int rows, int cols, const void* p, unsigned ldm, int row_major_mem) {
+    count_ins(CUDA_CPU_INS_WMMA);
     uintptr_t pc = (uintptr_t)__builtin_return_address(0);
     check_pointer("wmma::load_matrix_sync", p, ldm, type);
     size_t es = elem_size(type);
@@ -186,6 +194,7 @@ void cuda_cpu_wmma_load(void* frag, int type, int rows, int cols, const void* p,
 }
 
 void cuda_cpu_wmma_store(void* p, const void* frag, int type, int rows, int cols, unsigned ldm, int row_major_mem) {
+    count_ins(CUDA_CPU_INS_WMMA);
     uintptr_t pc = (uintptr_t)__builtin_return_address(0);
     check_pointer("wmma::store_matrix_sync", p, ldm, type);
     size_t es = elem_size(type);
@@ -205,6 +214,7 @@ void cuda_cpu_wmma_store(void* p, const void* frag, int type, int rows, int cols
 }
 
 void cuda_cpu_wmma_mma(void* d, const void* a, const void* b, const void* c, int M, int N, int K, int ab, int cd) {
+    count_ins(CUDA_CPU_INS_WMMA);
     if (g_count_run && tw && cuda_cpu_lane() == 0) tw->c_mma_flops += 2ull * M * N * K;  // once a warp
     size_t ea = elem_size(ab), ec = elem_size(cd);
     size_t na = (size_t)M * K * ea, nb = (size_t)K * N * ea, nc = (size_t)M * N * ec;
@@ -385,6 +395,7 @@ void cuda_cpu_mma_m16n8k16(float* d, const uint32_t* a, const uint32_t* b, const
     rec.in[4] = b[0];
     rec.in[5] = b[1];
     for (int i = 0; i < 4; i++) rec.in[6 + i] = bits_of(c[i]);
+    count_ins(CUDA_CPU_INS_MMA);
     matrix_meet(&rec);
     for (int i = 0; i < 4; i++) d[i] = float_of(rec.out[i]);  // d may alias c
 }
@@ -395,6 +406,7 @@ void cuda_cpu_ldmatrix(uint32_t* r, int num, int trans, const void* row) {
     rec.kind = MX_LDMATRIX;
     rec.type = num * 2 + (trans ? 1 : 0);
     memset(rec.in, 0, sizeof(rec.in));
+    count_ins(CUDA_CPU_INS_LDSM);
     unsigned lane = cuda_cpu_linear_tid & 31u;
     Worker* w = tw;
     // Only lanes 0..8*num-1 supply row addresses; the hardware ignores the others'.
@@ -497,6 +509,7 @@ void cuda_cpu_cp_async(void* dst, const void* src, int src_bytes, int cg) {
     // zero-filled row), 16 bytes of shared memory written.
     count_range(src, (size_t)src_bytes, false);
     count_range(dst, 16, true);
+    count_ins(CUDA_CPU_INS_CP_ASYNC);
     RuntimeScope scope;
     a.open.push_back(c);
 }

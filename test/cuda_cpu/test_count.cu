@@ -109,7 +109,27 @@ __global__ void count_plain_kernel(const __half* src, const __half* A, float* ou
     res[tid] = acc;
 }
 
-// The child: both kernels once, each counted at its first run into $CUDA_CPU_COUNT.
+// The instruction classes, in warp instructions (per warp the most any lane ran), for one block of W
+// warps: each thread one global load and one store, one shared store and load, expf (one MUFU), tanhf
+// (two), rsqrtf (one), and the first half of each warp's lanes one __expf more (divergent: the warp
+// issues it once, so 5 in all); a 5-step xor shuffle reduction, one __syncthreads, one integer atomic
+// a thread and one float atomic by lane 0 (so 2 a warp).
+__global__ void count_instructions_kernel(const float* in, float* out, int* counter, float* total) {
+    __shared__ float s[NT];
+    const int tid = threadIdx.x, lane = tid % 32;
+    float v = in[tid];
+    v = expf(v * 0.01f) + tanhf(v) + rsqrtf(v * v + 1.0f);
+    if (lane < 16) v += __expf(-v);
+    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    s[tid] = v;
+    __syncthreads();
+    v += s[tid ^ 1];
+    atomicAdd(counter, 1);
+    if (lane == 0) atomicAdd(total, v);
+    out[tid] = v;
+}
+
+// The child: the kernels once, each counted at its first run into $CUDA_CPU_COUNT.
 static int child_run() {
     std::vector<__half> hs(COPY_BYTES / 2), ha(W * 256);
     for (size_t i = 0; i < hs.size(); i++) hs[i] = __float2half((float)(i % 7) - 3.0f);
@@ -127,6 +147,17 @@ static int child_run() {
     count_primitives_kernel<<<1, NT>>>(src, A, out, res);
     CK(cudaGetLastError());
     count_plain_kernel<<<1, NT>>>(src, A, out, res);
+    CK(cudaGetLastError());
+    int* counter;
+    float *in, *total;
+    CK(cudaMalloc(&counter, sizeof(int)));
+    CK(cudaMalloc(&total, sizeof(float)));
+    CK(cudaMalloc(&in, NT * sizeof(float)));
+    CK(cudaMemset(counter, 0, sizeof(int)));
+    CK(cudaMemset(total, 0, sizeof(float)));
+    std::vector<float> hin(NT, 0.5f);
+    CK(cudaMemcpy(in, hin.data(), NT * sizeof(float), cudaMemcpyHostToDevice));
+    count_instructions_kernel<<<1, NT>>>(in, out, counter, total);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
     return 0;
@@ -194,6 +225,15 @@ int main(int argc, char** argv) {
     };
     std::map<std::string, unsigned long long> prim = plain;
     prim["mma_flops"] = (unsigned long long)W * (2 * 16 * 16 * 16 + 2 * 16 * 8 * 16);  // WMMA + mma.sync, once a warp
+    // The primitives a warp issues: K + 2 ldmatrix, K cp.async (one a thread), one mma.sync, five
+    // WMMA calls (two loads, the product, two stores), one barrier, the result's store; no others.
+    for (auto kv : std::map<std::string, unsigned long long>{{"ldsm", K + 2}, {"cp_async", K}, {"mma", 1}, {"wmma", 5},
+                                                             {"bar", 1}, {"ldst_global", 1}, {"sfu", 0}, {"shfl", 0},
+                                                             {"atom", 0}})
+        prim[kv.first] = W * kv.second;
+    const std::map<std::string, unsigned long long> ins = {
+        {"sfu", W * 5}, {"shfl", W * 5}, {"bar", W * 1}, {"atom", W * 2}, {"mma", 0}, {"ldsm", 0}, {"cp_async", 0},
+        {"wmma", 0}, {"ldst_global", W * 2}, {"ldst_shared", W * 2}};
     for (const char* check : {"0", "1"}) {
         char path[] = "/tmp/test_count_XXXXXX";
         int fd = mkstemp(path);
@@ -205,6 +245,7 @@ int main(int argc, char** argv) {
         test_report(r.exited_ok(), name.c_str(), r.why().c_str());
         check_counts(mode, path, "count_primitives_kernel", prim);
         check_counts(mode, path, "count_plain_kernel", plain);
+        check_counts(mode, path, "count_instructions_kernel", ins);
         unlink(path);
     }
     return test_finish();

@@ -168,7 +168,8 @@ bench_run() {  # label, model, B, T, steps[, more flags]
 }
 # The kernel report's prediction for a model and micro-batch (docs/kernel_report_fp16.json, T=1024, -r 0)
 # on this GPU's row of its model (H100 SXM when the GPU is not one of its rows); a third argument
-# "predicted_ge2" takes the -ge 2 table.
+# "predicted_ge2" takes the -ge 2 table, "predicted_llmc" llm.c's (counted through the same runtime and
+# model: docs/kernel_report_fp16.md, its calibration against published measurements first).
 predicted() {
     python3 - "$1" "$2" "$gpu" "${3:-predicted}" <<'PY' 2>/dev/null || echo "n/a (docs/kernel_report_fp16.json unreadable)"
 import json, sys
@@ -186,6 +187,8 @@ if [ $DRY = 1 ]; then
         || fail "kernel report prediction" "$r"
     r=$(predicted d12 16 predicted_ge2) && [ "${r#n/a}" = "$r" ] && row "predicted d12 B=16 T=1024 -ge 2 (kernel report)" "$r" \
         || fail "kernel report prediction (-ge 2)" "$r"
+    r=$(predicted d12 16 predicted_llmc) && [ "${r#n/a}" = "$r" ] && row "predicted llm.c d12 B=16 T=1024 (kernel report)" "$r" \
+        || fail "kernel report prediction (llm.c)" "$r"
     $bench d1 1 64 1 > "$work/kernels.txt" 2>&1 || fail "bench_kernels" "$(tail -n 2 "$work/kernels.txt")"
 else
     # -ge both ways: the report predicts GELU in the matmul epilogues (-ge 2) faster, and -ge's default
@@ -210,12 +213,16 @@ else
     [ -n "$d48" ] && { $bench d48 "$d48" 1024 10 > "$work/kernels48.txt" 2>&1 || fail "bench_kernels d48" "$(tail -n 2 "$work/kernels48.txt")"; }
     # The peer, side by side on the same card, model and batch, when its source is at ./llm.c.
     if [ -f llm.c/train_gpt2.cu ] && [ "$(elapsed)" -lt 330 ]; then
-        if timeout 180 make -C llm.c train_gpt2cu USE_CUDNN=0 > "$work/llmc_build.log" 2>&1; then
-            (cd llm.c && timeout 120 ./train_gpt2cu -e d12 -b 16 -t 1024 -x 12 -i "$work/bench.bin" -j "$work/bench.bin" \
-                -v 0 -s 0 -o "" > "$work/llmc.out" 2>&1)
+        # dev/llmc_cuda13.h: llm.c's CUDA 12 cudaMemAdvise under CUDA 13's headers (harmless before).
+        # -v 1000 -m 0: no validation (its -v 0 divides by zero); -r 0 as ours.
+        if timeout 180 make -C llm.c train_gpt2cu USE_CUDNN=0 NVCC_INCLUDES="-include $PWD/dev/llmc_cuda13.h" \
+                > "$work/llmc_build.log" 2>&1; then
+            (cd llm.c && timeout 120 ./train_gpt2cu -e d12 -b 16 -t 1024 -x 12 -r 0 -i "$work/bench.bin" -j "$work/bench.bin" \
+                -v 1000 -m 0 -s 0 > "$work/llmc.out" 2>&1)
             tok=$(grep -E '^step +[0-9]' "$work/llmc.out" | tail -n +2 | grep -o '[0-9]* tok/s' | awk '{s += $1; n++} END { if (n) printf "%.0f", s / n }')
             mfu=$(grep -E '^step +[0-9]' "$work/llmc.out" | tail -n +2 | grep -oE '[0-9.]+% bf16 MFU' | awk '{s += $1; n++} END { if (n) printf "%.1f%%", s / n }')
-            row "llm.c train_gpt2cu d12 B=16 T=1024 (bf16, no cuDNN)" "${tok:-?} tok/s, MFU ${mfu:-?}"
+            row "llm.c train_gpt2cu d12 B=16 T=1024 (bf16, no cuDNN, -r 0)" "${tok:-?} tok/s, MFU ${mfu:-?}"
+            row "  predicted by the kernel report (llm.c, the same model)" "$(predicted d12 16 predicted_llmc)"
         else
             row "llm.c train_gpt2cu" "build failed: $(tail -n 1 "$work/llmc_build.log")"
         fi
