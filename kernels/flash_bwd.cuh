@@ -58,17 +58,16 @@
 // ptxas (nvcc 13.0, -Xptxas -v, dev/cuda/test_flash_bwd.cu; f16 and bf16 the same), no spills:
 //   flash_backward_dq_kernel<HS=64>: sm_90 240 registers, sm_80 241.  <HS=32>: sm_90 164.
 //   (At 16 rows a warp, 4 warps: 158 and 157.)
-//   flash_backward_kv_kernel<HS=64>: sm_90 243 registers, sm_80 241.  <HS=32>: sm_90 149, sm_80 151.
+//   flash_backward_kv_kernel<HS=64>: sm_90 244 registers, sm_80 241.  <HS=32>: sm_90 149, sm_80 151.
 //   (At 16 keys a warp, 4 warps, K and V in registers: 224 and 223.)
 // At HS = 64 both kernels' registers allow 4 blocks (8 warps) an SM: the dq kernel's Q, dO fragments
 // 64, dQ 64, S and dP of half a tile 64; the kv kernel's K fragments 32, dK and dV 128, S^T and dP^T
 // of a pass 32, V's fragments of a pass 8. Shared memory allows 6 and 4 blocks on sm_90 (36 and 45.5
 // KiB), 4 and 3 on sm_80.
-// Predicted, not measured: the kernel report's model (dev/kernel_report.py, unchanged; `make
-// kernel-report`, docs/kernel_report_fp16.md) at d48, B = 8, T = 1024, H100 SXM, FP16: both kernels
-// shared-memory bound (ldmatrix of the streamed tiles): dq kernel 3.25 ms a step (5.15 at 16 rows a
-// warp), kv kernel 6.77 ms (7.63 at 16 keys a warp), against the tiled backward's 21.2 ms (dkdv 11.79
-// + dq 8.43 + rowdot 1.02) and the per-pair partials' 22.7 ms by the same model (docs/speed.md). A GPU
+// Predicted, not measured: the kernel report's model (dev/kernel_report.py, its second version;
+// `make kernel-report`, docs/kernel_report_fp16.md) at d48, B = 8, T = 1024, H100 SXM, FP16: the kv
+// kernel 11.1 ms a step, the dq kernel 8.5 ms, each bound by the sum of its tensor, special-function
+// and instruction-issue time (mma.sync at its measured rate on Hopper, not the dense peak). A GPU
 // measurement decides.
 #pragma once
 
