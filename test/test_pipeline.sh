@@ -7,7 +7,8 @@
 # the same order, but for the tied embedding's two parts, summed once at the end of the step, and the
 # norm's partial sums), the validation losses too, and the same sample; checkpoints written whole (one
 # model and one state file, the state's record naming the stages), resumed on one process and the
-# other way round to the same weights within 1e-5, and on as many stages bit for bit.
+# other way round to the same weights within 1e-5, and on as many stages bit for bit. And in FP16 an
+# overflow on stage 0 only skips the step on both stages, as one process skips it.
 # test_pipeline_long.sh (make test-long) runs this with PP_LONG=1: the longer cases instead, -pp 2 x 2
 # at -z 0, -pp 4 on 4 ranks (one layer a stage), --pp-split 3,1 at -r 3 (each stage its own
 # segments to recompute), and FP16 (build/emu/train_gpt2_emu_fp16) -pp 2 and
@@ -130,6 +131,56 @@ for name in pp2:2:2 pp2z1:4:1; do
         && pass "pp: $run_name's rank 0 allocates its stage's plan to the byte ($got device bytes, planned = allocated = counted)" \
         || fail "pp: $run_name's rank 0 against --plan's stage 0" "--plan $want, start-up $got"
 done
+
+# One stage's overflow skips the step on every stage. Layer 0 (stage 0's) rescaled by 1024, a power
+# of two, so that its forward is bit for bit the original's: its LayerNorm's weight and bias and its
+# value rows' bias times 1024, its query and key rows' weights and attproj's weight over 1024. Only
+# attproj's weight gradient grows (1024 times: its input, the attention's output, is 1024 times
+# larger), and in FP16 at the default loss scale of 65536 it overflows where no other does (the
+# model unchanged trains at 4 times that scale): stage 0 alone finds a non-finite gradient, until the
+# scale has halved four times. One process skips those steps; -pp 2 must skip the same ones on both
+# stages (stage 1, deciding alone, would update and its losses part from the one process's).
+"$PY" - "$dir/m.bin" "$dir/m_rescaled.bin" << 'PY' || fail "pp overflow: rescaling the model" "python failed"
+import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+h = struct.unpack("256i", d[:1024])
+maxT, L, C, Vp = h[2], h[4], h[6], h[7]
+offsets, at = {}, 0
+for name, n in [("wte", Vp * C), ("wpe", maxT * C), ("ln1w", L * C), ("ln1b", L * C), ("qkvw", L * 3 * C * C),
+                ("qkvb", L * 3 * C), ("attprojw", L * C * C)]:
+    offsets[name], at = at, at + n
+def scale(first, n, by):
+    for i in range(first, first + n):
+        v, = struct.unpack_from("f", d, 1024 + 4 * i)
+        struct.pack_into("f", d, 1024 + 4 * i, v * by)
+k = 1024.0
+scale(offsets["ln1w"], C, k)
+scale(offsets["ln1b"], C, k)
+scale(offsets["qkvw"], 2 * C * C, 1 / k)       # layer 0's query and key rows (its value rows as they are)
+scale(offsets["qkvb"] + 2 * C, C, k)           # its value rows' bias
+scale(offsets["attprojw"], C * C, 1 / k)
+struct.pack_into("3i", d, 48, 0, 0, 0)         # the checksum's tag and words: the file as llm.c writes it
+open(sys.argv[2], "wb").write(d)
+PY
+ov=(-e "$dir/m_rescaled.bin" -i "$dir/train.bin" -t 32 -d 256 -x 6 -v 0 -s 0 -l 3e-3 -g 8)
+scales() { grep -o '"train_loss": [^,]*\|"loss_scale": [^,]*\|"skipped": [0-9]*' "$1" | awk '{ print $2 }' | paste -d ' ' - - -; }
+h16=build/emu/train_gpt2_emu_fp16
+require $h16
+$h16 "${ov[@]}" -b 2 -o "$dir/ov1" > "$dir/ov1.out" 2>&1 || fail "pp overflow: one process" "$(tail -n 2 "$dir/ov1.out")"
+timeout 600 mpirun -np 2 $h16 "${ov[@]}" -b 2 -pp 2 -o "$dir/ovpp" > "$dir/ovpp.out" 2>&1 \
+    || fail "pp overflow: -pp 2" "$(grep -m1 'error\|cuda_cpu' "$dir/ovpp.out" | cut -c1-300)"
+scales "$dir/ov1/log.jsonl" > "$dir/ov1.s"
+scales "$dir/ovpp/log.jsonl" > "$dir/ovpp.s"
+want="65536 1 32768 1 16384 1 8192 1 4096 0 4096 0"
+got1=$(awk '{ print $2, $3 }' "$dir/ov1.s" | paste -sd ' ')
+gotpp=$(awk '{ print $2, $3 }' "$dir/ovpp.s" | paste -sd ' ')
+awk '{ print $1 }' "$dir/ov1.s" > "$dir/ov1.l"
+awk '{ print $1 }' "$dir/ovpp.s" > "$dir/ovpp.l"
+if [ "$got1" = "$want" ] && [ "$gotpp" = "$want" ] && r=$(close "$dir/ovpp.l" "$dir/ov1.l" 6 0.0024414); then
+    pass "pp overflow on stage 0 only: -pp 2 skips steps 1-4 on both stages as one process does (loss scales and skips '$gotpp'), losses within (m + 1) u: $r"
+else
+    fail "pp overflow on stage 0 only" "one process '$got1', -pp 2 '$gotpp' (expected '$want'); losses ${r:-differ}"
+fi
 
 # The stages' traffic as the runtime's NCCL counts it (NCCL_CPU_TRAFFIC, a line per communicator at
 # its end) equals the planner's: each rank sends a micro-batch's activation or its gradient, B x T x C
