@@ -38,8 +38,12 @@ Each term, with the published figure it comes from:
                lanes a clock an SM on sm_80 and sm_90 (the CUDA programming guide's throughput table)
     t_issue  = warp instructions / (4 a clock * clock * SMs): 4 schedulers an SM, one instruction a
                clock each (sm_80, sm_90). The instructions: for a kernel whose hot loop is in the SASS
-               (make sass-mix: the flash kernels), the loop's instructions per HMMA times the HMMA the
-               runtime counted (its trip count); for every other kernel, what the runtime counted:
+               (make sass-mix: the flash kernels), the code outside the loop once a warp (prologue,
+               a peeled diagonal tile, epilogue: its static count, each branch counted as run) plus
+               the loop's instructions per HMMA times the HMMA the runtime counted less the outside
+               code's (the loop's trips; where a branch skips outside HMMA, as the diagonal's masked
+               chunks, the trips come out short by what the outside code's full count over-counts);
+               for every other kernel, what the runtime counted:
                special functions, shuffles and votes, barriers, atomics, mma.sync, ldmatrix, cp.async,
                WMMA calls, global and shared loads and stores (as g++ makes them) - without their
                FP32 and integer arithmetic, which it cannot see, so a lower bound
@@ -239,14 +243,19 @@ def params(m):
 
 
 def issue_instructions(a, launch):
-    """A launch's warp instructions (the model above): the SASS hot loop's instructions per HMMA times
-    its counted HMMA where the loop is known, else the runtime's counted classes (a lower bound); and
+    """A launch's warp instructions (the model above): where the SASS hot loop is known, the code
+    outside the loop once a warp (its static count) and the loop's instructions per HMMA times the
+    counted HMMA less the outside code's; else the runtime's counted classes (a lower bound); and
     which it was."""
     counted = sum(launch.get(m, 0) for m in INSTRUCTIONS)
     hmma = launch["mma_flops"] / 4096
     loop = SASS.get(a.get("symbol"))
     if loop and hmma > 0:
-        return max(counted, loop["instrs"] / loop["HMMA"] * hmma), "sass"
+        warps = launch["blocks"] * ((a["threads"] + 31) // 32)
+        out_instrs = loop["kernel_instrs"] - loop["instrs"]
+        out_hmma = loop["kernel_HMMA"] - loop["HMMA"]
+        in_loop = max(0.0, hmma - out_hmma * warps) / loop["HMMA"] * loop["instrs"]
+        return max(counted, in_loop + out_instrs * warps), "sass"
     return counted, "counted"
 
 
@@ -1010,7 +1019,8 @@ def main():
         PTXAS.update(parse_ptxas(path))
     if args.sass and os.path.exists(args.sass):
         with open(args.sass) as f:
-            SASS.update({v["mangled"]: v["hot_loop"] for v in json.load(f).values() if v.get("hot_loop")})
+            SASS.update({v["mangled"]: dict(v["hot_loop"], kernel_instrs=v["instrs"], kernel_HMMA=v["HMMA"])
+                         for v in json.load(f).values() if v.get("hot_loop")})
     if args.check:
         prefix, L, B, T_, path = args.check
         keys, bad = check_exact(args.counts, prefix, int(L), int(B), int(T_), path)

@@ -82,6 +82,79 @@ static_assert(FLASH_ROWS == ATTENTION_FLASH_TILE && FLASH_COLS == ATTENTION_FLAS
 __device__ __forceinline__ float flashb_f(__half x) { return __half2float(x); }
 __device__ __forceinline__ float flashb_f(__nv_bfloat16 x) { return __bfloat162float(x); }
 
+// One key tile of the dQ kernel for a warp's MI 16-row tiles (Q and dO fragments qf, of; base-2 lse
+// L; D): S and dP, P and dS, dQ += dS K. DIAG (the diagonal tile, the block's last) masks keys past
+// each row and skips the 16-key chunks past the warp's last row; every other tile runs without a mask
+// or a skip, so the main loop holds no mask code.
+template <class T, int HS, bool DIAG>
+__device__ __forceinline__ void flash_dq_tile(float (&dq)[FLASH_MI][HS / 8][4], const uint32_t (&qf)[FLASH_MI][HS / 16][4],
+                                              const uint32_t (&of)[FLASH_MI][HS / 16][4], const float (&L)[FLASH_MI][2],
+                                              const float (&D)[FLASH_MI][2], const T* kt, const T* vt, float sl2,
+                                              int warp, int lane) {
+    typedef FlashGeom<HS> G;
+    constexpr int MI = FLASH_MI, WR = FLASH_WARP_ROWS;  // 16-row tiles a warp, its rows
+    constexpr int HALF = FLASH_COLS / 2;                 // keys a pass over a tile takes (S, dP in registers)
+    const int g = lane >> 2, t = lane & 3;
+    // On the diagonal, this warp's rows (warp*32 ..+31) see no key past warp*32+31: 16-key chunks
+    // beyond it are skipped (the first 16-row tile's rows see one chunk less; the mask zeroes it).
+    const int chunks = DIAG ? MI * (warp + 1) : FLASH_COLS / 16;
+
+    // The tile in two halves of 32 keys, so that S and dP of both 16-row tiles fit in registers
+#pragma unroll
+    for (int hf = 0; hf < FLASH_COLS / HALF; hf++) {
+        if (DIAG && hf * (HALF / 16) >= chunks) continue;
+        float s[MI][HALF / 8][4], dp[MI][HALF / 8][4];  // S = Q K^T, dP = dO V^T: 16 rows x 32 keys a tile
+        flash_zero(s);
+        flash_zero(dp);
+#pragma unroll
+        for (int np = 0; np < HALF / 16; np++) {
+            const int chunk = hf * (HALF / 16) + np;
+            if (DIAG && chunk >= chunks) continue;
+#pragma unroll
+            for (int kc = 0; kc < HS / 16; kc++) {
+                // x4: keys chunk*16 + 0..7 (head columns kc*16 + 0-7, 8-15), then keys + 8..15; each
+                // read serves both 16-row tiles
+                const int off = (chunk * 16 + (lane & 7) + (lane >> 4) * 8) * G::LD + kc * 16 + ((lane >> 3) & 1) * 8;
+                uint32_t bk[4], bv[4];
+                mma_ldmatrix_x4(bk, &kt[off]);
+                mma_ldmatrix_x4(bv, &vt[off]);
+                const uint32_t k0f[2] = {bk[0], bk[1]}, k1f[2] = {bk[2], bk[3]};
+                const uint32_t v0f[2] = {bv[0], bv[1]}, v1f[2] = {bv[2], bv[3]};
+#pragma unroll
+                for (int mi = 0; mi < MI; mi++) {
+                    mma_m16n8k16<T>(s[mi][2 * np], qf[mi][kc], k0f, s[mi][2 * np]);
+                    mma_m16n8k16<T>(s[mi][2 * np + 1], qf[mi][kc], k1f, s[mi][2 * np + 1]);
+                    mma_m16n8k16<T>(dp[mi][2 * np], of[mi][kc], v0f, dp[mi][2 * np]);
+                    mma_m16n8k16<T>(dp[mi][2 * np + 1], of[mi][kc], v1f, dp[mi][2 * np + 1]);
+                }
+            }
+        }
+        // P = 2^(S sl2 - L), masked on the diagonal; dS = P (dP - D), kept in dp
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+            for (int n = 0; n < HALF / 8; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    float x = fmaf(s[mi][n][i], sl2, -L[mi][i >> 1]);
+                    if (DIAG) {  // row and key within the tiles
+                        const int row = warp * WR + mi * 16 + g + (i >> 1) * 8, key = hf * HALF + n * 8 + 2 * t + (i & 1);
+                        if (key > row) x = -INFINITY;
+                    }
+                    dp[mi][n][i] = mma_ex2(x) * (dp[mi][n][i] - D[mi][i >> 1]);
+                }
+        // dQ += dS K, 16 keys at a time: dS's two accumulators of those keys are an A fragment
+        // (rounded to T), and ldmatrix x4 .trans of K's rows gives the B fragments of two 8-column
+        // slices of HS, read once for both 16-row tiles
+#pragma unroll
+        for (int kc = 0; kc < HALF / 16; kc++) {
+            const int chunk = hf * (HALF / 16) + kc;
+            if (DIAG && chunk >= chunks) continue;
+            flash_mma_tile_trans<T, HS, G::LD>(dq, dp, kc, kt, chunk * 16, lane);
+        }
+    }
+}
+
 // dQ of one 64-row query tile, and D = rowsum(dO o O) of its rows into Dsum (B,NH,T fp32) for
 // flash_backward_kv_kernel. Grid (ceil(T/64), NH, B) of FLASH_DQ_THREADS (2 warps, 32 rows each).
 template <class T, int HS>
@@ -90,7 +163,6 @@ __global__ void __launch_bounds__(FLASH_DQ_THREADS)
                              int seq, int NH) {
     typedef FlashGeom<HS> G;
     constexpr int MI = FLASH_MI, WR = FLASH_WARP_ROWS;  // 16-row tiles a warp, its rows
-    constexpr int HALF = FLASH_COLS / 2;                 // keys a pass over a tile takes (S, dP in registers)
     // Q and dO arrive in the second K/V buffer, are loaded into registers, and give the buffer up
     // before tile 1 is copied into it: 4 tiles of shared memory, not 6.
     __shared__ __align__(16) T sK[2][FLASH_COLS * G::LD];
@@ -105,13 +177,12 @@ __global__ void __launch_bounds__(FLASH_DQ_THREADS)
     const T* qkv_bh = qkv + (size_t)b * seq * C3 + (size_t)h * HS;
     const float scale = 1.0f / sqrtf((float)HS);
     const float sl2 = scale * FLASH_LOG2E;
-    const int tiles = q_tile + 1;  // key tiles 0..q_tile; the last is the diagonal
 
-    flash_load_rows<T, HS, FLASH_DQ_THREADS>(sK[1], qkv_bh + (size_t)q0 * C3, C3, FLASH_ROWS, seq - q0);
-    flash_load_rows<T, HS, FLASH_DQ_THREADS>(sV[1], dout + ((size_t)b * seq + q0) * C + (size_t)h * HS, C, FLASH_ROWS,
+    flash_load_rows<T, HS, FLASH_DQ_THREADS, FLASH_ROWS>(sK[1], qkv_bh + (size_t)q0 * C3, C3, seq - q0);
+    flash_load_rows<T, HS, FLASH_DQ_THREADS, FLASH_ROWS>(sV[1], dout + ((size_t)b * seq + q0) * C + (size_t)h * HS, C,
                                              seq - q0);
-    flash_load_rows<T, HS, FLASH_DQ_THREADS>(sK[0], qkv_bh + C, C3, FLASH_COLS, seq);
-    flash_load_rows<T, HS, FLASH_DQ_THREADS>(sV[0], qkv_bh + 2 * C, C3, FLASH_COLS, seq);
+    flash_load_rows<T, HS, FLASH_DQ_THREADS, FLASH_COLS>(sK[0], qkv_bh + C, C3, seq);
+    flash_load_rows<T, HS, FLASH_DQ_THREADS, FLASH_COLS>(sV[0], qkv_bh + 2 * C, C3, seq);
     mma_cp_async_commit();  // group: Q, dO and key tile 0
     // lse of this lane's rows (g and g+8 of each 16-row tile), in base 2; +inf past T makes P = 0 there
     float L[MI][2], D[MI][2];
@@ -157,81 +228,23 @@ __global__ void __launch_bounds__(FLASH_DQ_THREADS)
     float dq[MI][HS / 8][4];  // dQ: 16 rows x HS a tile, one accumulator per 8 columns
     flash_zero(dq);
 
-    for (int j = 0; j < tiles; j++) {
-        if (j + 1 < tiles) {  // prefetch tile j+1 into the buffers the barrier ending j-1 freed
-            const int k1 = (j + 1) * FLASH_COLS;
-            flash_load_rows<T, HS, FLASH_DQ_THREADS>(sK[(j + 1) & 1], qkv_bh + (size_t)k1 * C3 + C, C3, FLASH_COLS,
-                                                     seq - k1);
-            flash_load_rows<T, HS, FLASH_DQ_THREADS>(sV[(j + 1) & 1], qkv_bh + (size_t)k1 * C3 + 2 * C, C3, FLASH_COLS,
-                                                     seq - k1);
-            mma_cp_async_commit();
-            mma_cp_async_wait<1>();  // tile j's group done, j+1's still in flight
-        } else {
-            mma_cp_async_wait<0>();
-        }
-        __syncthreads();  // every thread's copies of tile j have landed
-        const T* kt = sK[j & 1];
-        const T* vt = sV[j & 1];
-        const bool diag = j == q_tile;
-        // On the diagonal, this warp's rows (warp*32 ..+31) see no key past warp*32+31: 16-key chunks
-        // beyond it are skipped (the first 16-row tile's rows see one chunk less; the mask zeroes it).
-        const int chunks = diag ? MI * (warp + 1) : FLASH_COLS / 16;
-
-        // The tile in two halves of 32 keys, so that S and dP of both 16-row tiles fit in registers
-#pragma unroll
-        for (int hf = 0; hf < FLASH_COLS / HALF; hf++) {
-            if (hf * (HALF / 16) >= chunks) continue;
-            float s[MI][HALF / 8][4], dp[MI][HALF / 8][4];  // S = Q K^T, dP = dO V^T: 16 rows x 32 keys a tile
-            flash_zero(s);
-            flash_zero(dp);
-#pragma unroll
-            for (int np = 0; np < HALF / 16; np++) {
-                const int chunk = hf * (HALF / 16) + np;
-                if (chunk >= chunks) continue;
-#pragma unroll
-                for (int kc = 0; kc < HS / 16; kc++) {
-                    // x4: keys chunk*16 + 0..7 (head columns kc*16 + 0-7, 8-15), then keys + 8..15; each
-                    // read serves both 16-row tiles
-                    const int off = (chunk * 16 + (lane & 7) + (lane >> 4) * 8) * G::LD + kc * 16 + ((lane >> 3) & 1) * 8;
-                    uint32_t bk[4], bv[4];
-                    mma_ldmatrix_x4(bk, &kt[off]);
-                    mma_ldmatrix_x4(bv, &vt[off]);
-                    const uint32_t k0f[2] = {bk[0], bk[1]}, k1f[2] = {bk[2], bk[3]};
-                    const uint32_t v0f[2] = {bv[0], bv[1]}, v1f[2] = {bv[2], bv[3]};
-#pragma unroll
-                    for (int mi = 0; mi < MI; mi++) {
-                        mma_m16n8k16<T>(s[mi][2 * np], qf[mi][kc], k0f, s[mi][2 * np]);
-                        mma_m16n8k16<T>(s[mi][2 * np + 1], qf[mi][kc], k1f, s[mi][2 * np + 1]);
-                        mma_m16n8k16<T>(dp[mi][2 * np], of[mi][kc], v0f, dp[mi][2 * np]);
-                        mma_m16n8k16<T>(dp[mi][2 * np + 1], of[mi][kc], v1f, dp[mi][2 * np + 1]);
-                    }
-                }
-            }
-            // P = 2^(S sl2 - L), masked on the diagonal; dS = P (dP - D), kept in dp
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-                for (int n = 0; n < HALF / 8; n++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        // row and key within the tiles
-                        const int row = warp * WR + mi * 16 + g + (i >> 1) * 8, key = hf * HALF + n * 8 + 2 * t + (i & 1);
-                        float x = s[mi][n][i] * sl2 - L[mi][i >> 1];
-                        if (diag && key > row) x = -INFINITY;
-                        dp[mi][n][i] = mma_ex2(x) * (dp[mi][n][i] - D[mi][i >> 1]);
-                    }
-            // dQ += dS K, 16 keys at a time: dS's two accumulators of those keys are an A fragment
-            // (rounded to T), and ldmatrix x4 .trans of K's rows gives the B fragments of two 8-column
-            // slices of HS, read once for both 16-row tiles
-#pragma unroll
-            for (int kc = 0; kc < HALF / 16; kc++) {
-                const int chunk = hf * (HALF / 16) + kc;
-                if (chunk >= chunks) continue;
-                flash_mma_tile_trans<T, HS, G::LD>(dq, dp, kc, kt, chunk * 16, lane);
-            }
-        }
+    // Key tiles 0..q_tile-1, wholly visible, then the diagonal q_tile: every thread's cp.async of tile
+    // j+1 is in flight while the warps compute on tile j.
+    const T* kv1 = qkv_bh + C;  // key tile j+1's first K row (its V row C further)
+    for (int j = 0; j < q_tile; j++) {
+        kv1 += FLASH_COLS * C3;  // prefetch into the buffers the barrier ending j-1 freed
+        const int left = seq - (j + 1) * FLASH_COLS;
+        flash_load_rows<T, HS, FLASH_DQ_THREADS, FLASH_COLS>(sK[(j + 1) & 1], kv1, C3, left);
+        flash_load_rows<T, HS, FLASH_DQ_THREADS, FLASH_COLS>(sV[(j + 1) & 1], kv1 + C, C3, left);
+        mma_cp_async_commit();
+        mma_cp_async_wait<1>();  // tile j's group done, j+1's still in flight
+        __syncthreads();         // every thread's copies of tile j have landed
+        flash_dq_tile<T, HS, false>(dq, qf, of, L, D, sK[j & 1], sV[j & 1], sl2, warp, lane);
         __syncthreads();  // all warps are done with tile j's buffers before tile j+2 is copied in
     }
+    mma_cp_async_wait<0>();
+    __syncthreads();
+    flash_dq_tile<T, HS, true>(dq, qf, of, L, D, sK[q_tile & 1], sV[q_tile & 1], sl2, warp, lane);
 
 #pragma unroll
     for (int mi = 0; mi < MI; mi++)
@@ -246,6 +259,105 @@ __global__ void __launch_bounds__(FLASH_DQ_THREADS)
         }
 }
 
+// One query tile of the dK/dV kernel for a warp's MI 16-key tiles (K fragments kf, V's tile sV; the
+// tile's Q and dO in sq, so, its base-2 lse and D in sL, sD): S^T and dP^T, P^T and dS^T, dV += P^T
+// dO and dK += dS^T Q. DIAG (the diagonal tile, the block's first) masks queries before each key and
+// skips the 16-query chunks wholly before the warp's first key; every other tile runs without a mask
+// or a skip, so the main loop holds no mask code.
+template <class T, int HS, bool DIAG>
+__device__ __forceinline__ void flash_kv_tile(float (&dk)[FLASH_MI][HS / 8][4], float (&dv)[FLASH_MI][HS / 8][4],
+                                              const uint32_t (&kf)[FLASH_MI][HS / 16][4], const T* sV, const T* sq,
+                                              const T* so, const float* sL, const float* sD, float sl2, int warp,
+                                              int lane) {
+    typedef FlashGeom<HS> G;
+    constexpr int MI = FLASH_MI, WK = FLASH_WARP_ROWS;  // 16-key tiles a warp, its keys
+    constexpr int QC = FLASH_KV_QUERIES;                // queries a pass over a query tile takes
+    const int g = lane >> 2, t = lane & 3;
+    // on the diagonal, queries before this warp's first key (16-query chunks < 2 warp) are all masked
+    const int first = DIAG ? MI * warp : 0;
+
+#pragma unroll
+    for (int pass = 0; pass < FLASH_ROWS / QC; pass++) {
+        if (DIAG && (pass + 1) * (QC / 16) <= first) continue;
+        float s[MI][QC / 8][4], dp[MI][QC / 8][4];  // S^T, dP^T: 16 keys x QC queries a key tile
+        flash_zero(s);
+        flash_zero(dp);
+#pragma unroll
+        for (int kc = 0; kc < HS / 16; kc++) {
+            uint32_t vf[MI][4];  // V's A fragments of this warp's keys, head columns kc*16..+15
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++)
+                mma_ldmatrix_x4(vf[mi], &sV[(warp * WK + mi * 16 + (lane & 15)) * G::LD + kc * 16 + (lane >> 4) * 8]);
+#pragma unroll
+            for (int np = 0; np < QC / 16; np++) {
+                const int chunk = pass * (QC / 16) + np;
+                if (DIAG && chunk < first) continue;
+                // x4: queries chunk*16 + 0..7 (head columns kc*16 + 0-7, 8-15), then + 8..15; each
+                // read serves both of the warp's key tiles
+                const int off = (chunk * 16 + (lane & 7) + (lane >> 4) * 8) * G::LD + kc * 16 + ((lane >> 3) & 1) * 8;
+                uint32_t bq[4], bo[4];
+                mma_ldmatrix_x4(bq, &sq[off]);
+                mma_ldmatrix_x4(bo, &so[off]);
+                const uint32_t q0f[2] = {bq[0], bq[1]}, q1f[2] = {bq[2], bq[3]};
+                const uint32_t o0f[2] = {bo[0], bo[1]}, o1f[2] = {bo[2], bo[3]};
+#pragma unroll
+                for (int mi = 0; mi < MI; mi++) {
+                    mma_m16n8k16<T>(s[mi][2 * np], kf[mi][kc], q0f, s[mi][2 * np]);
+                    mma_m16n8k16<T>(s[mi][2 * np + 1], kf[mi][kc], q1f, s[mi][2 * np + 1]);
+                    mma_m16n8k16<T>(dp[mi][2 * np], vf[mi], o0f, dp[mi][2 * np]);
+                    mma_m16n8k16<T>(dp[mi][2 * np + 1], vf[mi], o1f, dp[mi][2 * np + 1]);
+                }
+            }
+        }
+        // P^T = 2^(S^T sl2 - L), masked on the diagonal; dS^T = P^T (dP^T - D). P in s, dS in dp.
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+            for (int n = 0; n < QC / 8; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int q = pass * QC + n * 8 + 2 * t + (i & 1);  // the query within the tile
+                    float x = fmaf(s[mi][n][i], sl2, -sL[q]);
+                    if (DIAG) {  // the key within the tile
+                        const int key = warp * WK + mi * 16 + g + (i >> 1) * 8;
+                        if (key > q) x = -INFINITY;
+                    }
+                    const float p = mma_ex2(x);
+                    s[mi][n][i] = p;
+                    dp[mi][n][i] = p * (dp[mi][n][i] - sD[q]);
+                }
+        // dV += P^T dO, dK += dS^T Q, 16 queries at a time; each dO and Q fragment read serves both
+        // key tiles
+#pragma unroll
+        for (int kc = 0; kc < QC / 16; kc++) {
+            const int chunk = pass * (QC / 16) + kc;
+            if (DIAG && chunk < first) continue;
+            uint32_t pa[MI][4], da[MI][4];
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++) {
+                mma_pack_a<T>(pa[mi], s[mi][2 * kc], s[mi][2 * kc + 1]);
+                mma_pack_a<T>(da[mi], dp[mi][2 * kc], dp[mi][2 * kc + 1]);
+            }
+#pragma unroll
+            for (int dc = 0; dc < HS / 16; dc++) {
+                const int off = (chunk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * G::LD + dc * 16 + (lane >> 4) * 8;
+                uint32_t bo[4], bq[4];
+                mma_ldmatrix_x4_trans(bo, &so[off]);
+                mma_ldmatrix_x4_trans(bq, &sq[off]);
+                const uint32_t o0f[2] = {bo[0], bo[1]}, o1f[2] = {bo[2], bo[3]};
+                const uint32_t q0f[2] = {bq[0], bq[1]}, q1f[2] = {bq[2], bq[3]};
+#pragma unroll
+                for (int mi = 0; mi < MI; mi++) {
+                    mma_m16n8k16<T>(dv[mi][2 * dc], pa[mi], o0f, dv[mi][2 * dc]);
+                    mma_m16n8k16<T>(dv[mi][2 * dc + 1], pa[mi], o1f, dv[mi][2 * dc + 1]);
+                    mma_m16n8k16<T>(dk[mi][2 * dc], da[mi], q0f, dk[mi][2 * dc]);
+                    mma_m16n8k16<T>(dk[mi][2 * dc + 1], da[mi], q1f, dk[mi][2 * dc + 1]);
+                }
+            }
+        }
+    }
+}
+
 // dK, dV of the block's 64 keys into dqkv, from D (Dsum, written by flash_backward_dq_kernel).
 // Grid (ceil(T/64), NH, B) of FLASH_KV_THREADS (2 warps, 32 keys each).
 template <class T, int HS>
@@ -254,9 +366,8 @@ __global__ void __launch_bounds__(FLASH_KV_THREADS)
                              int NH) {
     typedef FlashGeom<HS> G;
     constexpr int MI = FLASH_MI, WK = FLASH_WARP_ROWS;  // 16-key tiles a warp, its keys
-    constexpr int QC = FLASH_KV_QUERIES;                // queries a pass over a query tile takes
     // Two Q/dO buffers, and the block's V tile, which stays: a warp's K, dK and dV for 32 keys fill
-    // 160 registers, so V's A fragments are read from shared memory once a pass (QC queries).
+    // 160 registers, so V's A fragments are read from shared memory once a pass (FLASH_KV_QUERIES).
     __shared__ __align__(16) T sQ[2][FLASH_ROWS * G::LD];
     __shared__ __align__(16) T sdO[2][FLASH_ROWS * G::LD];
     __shared__ __align__(16) T sV[FLASH_COLS * G::LD];
@@ -274,8 +385,8 @@ __global__ void __launch_bounds__(FLASH_KV_THREADS)
     const float sl2 = scale * FLASH_LOG2E;
 
     // K into buffer 1 (into registers, then the buffer is free), V into its own tile
-    flash_load_rows<T, HS, FLASH_KV_THREADS>(sQ[1], qkv_bh + (size_t)k0 * C3 + C, C3, FLASH_COLS, seq - k0);
-    flash_load_rows<T, HS, FLASH_KV_THREADS>(sV, qkv_bh + (size_t)k0 * C3 + 2 * C, C3, FLASH_COLS, seq - k0);
+    flash_load_rows<T, HS, FLASH_KV_THREADS, FLASH_COLS>(sQ[1], qkv_bh + (size_t)k0 * C3 + C, C3, seq - k0);
+    flash_load_rows<T, HS, FLASH_KV_THREADS, FLASH_COLS>(sV, qkv_bh + (size_t)k0 * C3 + 2 * C, C3, seq - k0);
     mma_cp_async_commit();
     mma_cp_async_wait<0>();
     __syncthreads();
@@ -293,112 +404,40 @@ __global__ void __launch_bounds__(FLASH_KV_THREADS)
     const T* dout_bh = dout + (size_t)b * seq * C + (size_t)h * HS;
     {  // the first query tile (the diagonal one) into buffer 0
         const int q0 = k_tile * FLASH_ROWS;
-        flash_load_rows<T, HS, FLASH_KV_THREADS>(sQ[0], qkv_bh + (size_t)q0 * C3, C3, FLASH_ROWS, seq - q0);
-        flash_load_rows<T, HS, FLASH_KV_THREADS>(sdO[0], dout_bh + (size_t)q0 * C, C, FLASH_ROWS, seq - q0);
+        flash_load_rows<T, HS, FLASH_KV_THREADS, FLASH_ROWS>(sQ[0], qkv_bh + (size_t)q0 * C3, C3, seq - q0);
+        flash_load_rows<T, HS, FLASH_KV_THREADS, FLASH_ROWS>(sdO[0], dout_bh + (size_t)q0 * C, C, seq - q0);
         mma_cp_async_commit();
     }
-    for (int qt = k_tile; qt < n_tiles; qt++) {
+    // Query tile qt's Q and dO landed in buffer (qt - k_tile) & 1, its lse and D in sL, sD, with tile
+    // qt+1's copies in flight into the other buffer (freed by the barrier ending qt-1).
+    auto tile_ready = [&](int qt) {
         const int q0 = qt * FLASH_ROWS, buf = (qt - k_tile) & 1;
         if (qt + 1 < n_tiles) {  // prefetch query tile qt+1 into the buffer the barrier ending qt-1 freed
             const int q1 = q0 + FLASH_ROWS;
-            flash_load_rows<T, HS, FLASH_KV_THREADS>(sQ[buf ^ 1], qkv_bh + (size_t)q1 * C3, C3, FLASH_ROWS, seq - q1);
-            flash_load_rows<T, HS, FLASH_KV_THREADS>(sdO[buf ^ 1], dout_bh + (size_t)q1 * C, C, FLASH_ROWS, seq - q1);
+            flash_load_rows<T, HS, FLASH_KV_THREADS, FLASH_ROWS>(sQ[buf ^ 1], qkv_bh + (size_t)q1 * C3, C3, seq - q1);
+            flash_load_rows<T, HS, FLASH_KV_THREADS, FLASH_ROWS>(sdO[buf ^ 1], dout_bh + (size_t)q1 * C, C, seq - q1);
             mma_cp_async_commit();
         }
-        for (int i = threadIdx.x; i < FLASH_ROWS; i += FLASH_KV_THREADS) {  // lse (base 2) and D: +inf, 0 past T
-            const int q = q0 + i;
+        {  // lse (base 2) and D of the tile's queries, a thread each: +inf, 0 past T
+            static_assert(FLASH_ROWS == FLASH_KV_THREADS, "a thread a query row");
+            const int q = q0 + threadIdx.x;
             const size_t x = ((size_t)b * NH + h) * seq + q;
-            sL[i] = q < seq ? lse[x] * FLASH_LOG2E : INFINITY;
-            sD[i] = q < seq ? Dsum[x] : 0.0f;
+            sL[threadIdx.x] = q < seq ? lse[x] * FLASH_LOG2E : INFINITY;
+            sD[threadIdx.x] = q < seq ? Dsum[x] : 0.0f;
         }
         if (qt + 1 < n_tiles) mma_cp_async_wait<1>();  // tile qt's group done, qt+1's in flight
         else mma_cp_async_wait<0>();
         __syncthreads();
-        const T* sq = sQ[buf];
-        const T* so = sdO[buf];
-        const bool diag = qt == k_tile;
-        // on the diagonal, queries before this warp's first key (16-query chunks < 2 warp) are all masked
-        const int first = diag ? MI * warp : 0;
-
-#pragma unroll
-        for (int pass = 0; pass < FLASH_ROWS / QC; pass++) {
-            if ((pass + 1) * (QC / 16) <= first) continue;
-            float s[MI][QC / 8][4], dp[MI][QC / 8][4];  // S^T, dP^T: 16 keys x QC queries a key tile
-            flash_zero(s);
-            flash_zero(dp);
-#pragma unroll
-            for (int kc = 0; kc < HS / 16; kc++) {
-                uint32_t vf[MI][4];  // V's A fragments of this warp's keys, head columns kc*16..+15
-#pragma unroll
-                for (int mi = 0; mi < MI; mi++)
-                    mma_ldmatrix_x4(vf[mi], &sV[(warp * WK + mi * 16 + (lane & 15)) * G::LD + kc * 16 + (lane >> 4) * 8]);
-#pragma unroll
-                for (int np = 0; np < QC / 16; np++) {
-                    const int chunk = pass * (QC / 16) + np;
-                    if (chunk < first) continue;
-                    // x4: queries chunk*16 + 0..7 (head columns kc*16 + 0-7, 8-15), then + 8..15; each
-                    // read serves both of the warp's key tiles
-                    const int off = (chunk * 16 + (lane & 7) + (lane >> 4) * 8) * G::LD + kc * 16 + ((lane >> 3) & 1) * 8;
-                    uint32_t bq[4], bo[4];
-                    mma_ldmatrix_x4(bq, &sq[off]);
-                    mma_ldmatrix_x4(bo, &so[off]);
-                    const uint32_t q0f[2] = {bq[0], bq[1]}, q1f[2] = {bq[2], bq[3]};
-                    const uint32_t o0f[2] = {bo[0], bo[1]}, o1f[2] = {bo[2], bo[3]};
-#pragma unroll
-                    for (int mi = 0; mi < MI; mi++) {
-                        mma_m16n8k16<T>(s[mi][2 * np], kf[mi][kc], q0f, s[mi][2 * np]);
-                        mma_m16n8k16<T>(s[mi][2 * np + 1], kf[mi][kc], q1f, s[mi][2 * np + 1]);
-                        mma_m16n8k16<T>(dp[mi][2 * np], vf[mi], o0f, dp[mi][2 * np]);
-                        mma_m16n8k16<T>(dp[mi][2 * np + 1], vf[mi], o1f, dp[mi][2 * np + 1]);
-                    }
-                }
-            }
-            // P^T = 2^(S^T sl2 - L), masked on the diagonal; dS^T = P^T (dP^T - D). P in s, dS in dp.
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-                for (int n = 0; n < QC / 8; n++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        // key and query within the tiles
-                        const int key = warp * WK + mi * 16 + g + (i >> 1) * 8, q = pass * QC + n * 8 + 2 * t + (i & 1);
-                        float x = s[mi][n][i] * sl2 - sL[q];
-                        if (diag && key > q) x = -INFINITY;
-                        const float p = mma_ex2(x);
-                        s[mi][n][i] = p;
-                        dp[mi][n][i] = p * (dp[mi][n][i] - sD[q]);
-                    }
-            // dV += P^T dO, dK += dS^T Q, 16 queries at a time; each dO and Q fragment read serves both
-            // key tiles
-#pragma unroll
-            for (int kc = 0; kc < QC / 16; kc++) {
-                const int chunk = pass * (QC / 16) + kc;
-                if (chunk < first) continue;
-                uint32_t pa[MI][4], da[MI][4];
-#pragma unroll
-                for (int mi = 0; mi < MI; mi++) {
-                    mma_pack_a<T>(pa[mi], s[mi][2 * kc], s[mi][2 * kc + 1]);
-                    mma_pack_a<T>(da[mi], dp[mi][2 * kc], dp[mi][2 * kc + 1]);
-                }
-#pragma unroll
-                for (int dc = 0; dc < HS / 16; dc++) {
-                    const int off = (chunk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * G::LD + dc * 16 + (lane >> 4) * 8;
-                    uint32_t bo[4], bq[4];
-                    mma_ldmatrix_x4_trans(bo, &so[off]);
-                    mma_ldmatrix_x4_trans(bq, &sq[off]);
-                    const uint32_t o0f[2] = {bo[0], bo[1]}, o1f[2] = {bo[2], bo[3]};
-                    const uint32_t q0f[2] = {bq[0], bq[1]}, q1f[2] = {bq[2], bq[3]};
-#pragma unroll
-                    for (int mi = 0; mi < MI; mi++) {
-                        mma_m16n8k16<T>(dv[mi][2 * dc], pa[mi], o0f, dv[mi][2 * dc]);
-                        mma_m16n8k16<T>(dv[mi][2 * dc + 1], pa[mi], o1f, dv[mi][2 * dc + 1]);
-                        mma_m16n8k16<T>(dk[mi][2 * dc], da[mi], q0f, dk[mi][2 * dc]);
-                        mma_m16n8k16<T>(dk[mi][2 * dc + 1], da[mi], q1f, dk[mi][2 * dc + 1]);
-                    }
-                }
-            }
-        }
-        __syncthreads();  // Q, dO, lse and D of this tile are about to be replaced
+    };
+    // The diagonal tile k_tile, then the wholly visible ones after it.
+    tile_ready(k_tile);
+    flash_kv_tile<T, HS, true>(dk, dv, kf, sV, sQ[0], sdO[0], sL, sD, sl2, warp, lane);
+    __syncthreads();  // Q, dO, lse and D of this tile are about to be replaced
+    for (int qt = k_tile + 1; qt < n_tiles; qt++) {
+        tile_ready(qt);
+        const int buf = (qt - k_tile) & 1;
+        flash_kv_tile<T, HS, false>(dk, dv, kf, sV, sQ[buf], sdO[buf], sL, sD, sl2, warp, lane);
+        __syncthreads();
     }
 
 #pragma unroll

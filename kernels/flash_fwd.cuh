@@ -52,16 +52,23 @@ template <int HS> struct FlashGeom {
     static constexpr int VECS = HS / 8;  // 16-byte vectors a row
 };
 
-// The block (THREADS threads) copies `rows` rows of HS elements (global row stride `stride` elements)
-// into shared rows of stride LD, one 16-byte cp.async each, in the calling thread's current group;
-// rows at or past `valid` become zeros (source size 0, reading nothing).
-template <class T, int HS, int THREADS>
-__device__ __forceinline__ void flash_load_rows(T* dst, const T* src, size_t stride, int rows, int valid) {
+// The block (THREADS threads, threadIdx.x < THREADS) copies ROWS rows of HS elements (global row
+// stride `stride` elements) into shared rows of stride LD, one 16-byte cp.async each, in the calling
+// thread's current group; rows at or past `valid` become zeros (source size 0, reading nothing, from
+// the first row's address). Each thread keeps one column and steps its row by THREADS / VECS, so the
+// copies unroll with their addresses advanced by a constant, no index arithmetic per copy.
+template <class T, int HS, int THREADS, int ROWS>
+__device__ __forceinline__ void flash_load_rows(T* dst, const T* src, size_t stride, int valid) {
     typedef FlashGeom<HS> G;
-    for (int i = threadIdx.x; i < rows * G::VECS; i += THREADS) {
-        const int r = i / G::VECS, c = (i % G::VECS) * 8;
-        const bool in = r < valid;
-        mma_cp_async_cg16(dst + r * G::LD + c, src + (in ? r : 0) * stride + c, in ? 16 : 0);
+    constexpr int STEP = THREADS / G::VECS;  // rows one pass of the block covers
+    static_assert(THREADS % G::VECS == 0 && ROWS % STEP == 0, "rows: whole passes of the block");
+    const int r0 = threadIdx.x / G::VECS, c = (threadIdx.x % G::VECS) * 8;
+    const T* from = src + r0 * stride + c;
+    T* to = dst + r0 * G::LD + c;
+#pragma unroll
+    for (int k = 0; k < ROWS / STEP; k++, from += STEP * stride) {
+        const bool in = r0 + k * STEP < valid;
+        mma_cp_async_cg16(to + k * STEP * G::LD, in ? from : src, in ? 16 : 0);
     }
 }
 
@@ -109,6 +116,92 @@ __device__ __forceinline__ void flash_mma_tile_trans(float (&acc)[MI][HS / 8][4]
     }
 }
 
+// One key tile of the forward for a warp's MI 16-row tiles: S = Q K^T, the online softmax and
+// O += P V. DIAG (the diagonal tile, the block's last) masks keys past each row and skips the 16-key
+// chunks past the warp's last row; every other tile is wholly visible and runs without a mask or a
+// skip, so the main loop holds no mask code. m is the running row max in raw score units; the scale
+// goes into the one fma that forms each exponent, 2^(s sl2 - m sl2).
+template <class T, int HS, bool DIAG>
+__device__ __forceinline__ void flash_fwd_tile(float (&o)[FLASH_MI][HS / 8][4], float (&m)[FLASH_MI][2],
+                                               float (&l)[FLASH_MI][2], const uint32_t (&qf)[FLASH_MI][HS / 16][4],
+                                               const T* kt, const T* vt, float sl2, int warp, int lane) {
+    typedef FlashGeom<HS> G;
+    const int g = lane >> 2, t = lane & 3;
+    // On the diagonal, this warp's rows (warp*32 ..+31) see no key past warp*32+31: 16-key chunks
+    // beyond it are all masked and skipped (their P is 0). The first 16-row tile's rows see one chunk
+    // less; the mask below zeroes it.
+    const int chunks = DIAG ? FLASH_MI * (warp + 1) : FLASH_COLS / 16;
+
+    float s[FLASH_MI][FLASH_COLS / 8][4];
+    flash_zero(s);
+#pragma unroll
+    for (int np = 0; np < FLASH_COLS / 16; np++) {
+        if (DIAG && np >= chunks) continue;  // (not break: the loop stays fully unrolled, s in registers)
+#pragma unroll
+        for (int kc = 0; kc < HS / 16; kc++) {
+            // x4: keys np*16 + 0..7 (head columns kc*16 + 0-7, 8-15), then keys np*16 + 8..15; read
+            // once, used by both 16-row tiles
+            uint32_t bk[4];
+            mma_ldmatrix_x4(bk, &kt[(np * 16 + (lane & 7) + (lane >> 4) * 8) * G::LD + kc * 16 + ((lane >> 3) & 1) * 8]);
+            const uint32_t b0[2] = {bk[0], bk[1]}, b1[2] = {bk[2], bk[3]};
+#pragma unroll
+            for (int mi = 0; mi < FLASH_MI; mi++) {
+                mma_m16n8k16<T>(s[mi][2 * np], qf[mi][kc], b0, s[mi][2 * np]);
+                mma_m16n8k16<T>(s[mi][2 * np + 1], qf[mi][kc], b1, s[mi][2 * np + 1]);
+            }
+        }
+    }
+#pragma unroll
+    for (int mi = 0; mi < FLASH_MI; mi++) {
+        // mask (diagonal only), row max over this lane's columns
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int n = 0; n < FLASH_COLS / 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                if (DIAG) {  // row and key within the tile
+                    const int row = warp * FLASH_WARP_ROWS + mi * 16 + g + (i >> 1) * 8, key = n * 8 + 2 * t + (i & 1);
+                    if (key > row) s[mi][n][i] = -INFINITY;
+                }
+                mx[i >> 1] = fmaxf(mx[i >> 1], s[mi][n][i]);
+            }
+        float alpha[2], msc[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            const float m_new = fmaxf(m[mi][r], mx[r]);  // finite: the row sees at least one key by now
+            msc[r] = m_new * sl2;
+            alpha[r] = mma_ex2(m[mi][r] * sl2 - msc[r]);  // 2^-inf = 0 on the first tile
+            m[mi][r] = m_new;
+            l[mi][r] *= alpha[r];
+        }
+#pragma unroll
+        for (int n = 0; n < FLASH_COLS / 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float p = mma_ex2(fmaf(s[mi][n][i], sl2, -msc[i >> 1]));  // masked: 2^-inf = 0
+                s[mi][n][i] = p;
+                l[mi][i >> 1] += p;  // l sums the unrounded p, so lse is exact to fp32
+            }
+#pragma unroll
+        for (int d = 0; d < HS / 8; d++) {
+            o[mi][d][0] *= alpha[0];
+            o[mi][d][1] *= alpha[0];
+            o[mi][d][2] *= alpha[1];
+            o[mi][d][3] *= alpha[1];
+        }
+    }
+    // O += P V, 16 keys at a time: P's two accumulators of those keys are an A fragment, and
+    // ldmatrix x4 .trans of V's rows (keys) gives the B fragments of two 8-column slices of HS, read
+    // once for both 16-row tiles.
+#pragma unroll
+    for (int kc = 0; kc < FLASH_COLS / 16; kc++) {
+        if (DIAG && kc >= chunks) continue;
+        flash_mma_tile_trans<T, HS, G::LD>(o, s, kc, vt, kc * 16, lane);
+    }
+}
+
 // out (B,T,C) and lse (B,NH,T fp32) from qkv (B,T,3C), C = NH*HS; grid (ceil(T/64), NH, B).
 template <class T, int HS>
 __global__ void __launch_bounds__(FLASH_FWD_THREADS)
@@ -126,20 +219,26 @@ __global__ void __launch_bounds__(FLASH_FWD_THREADS)
     const int q0 = q_tile * FLASH_ROWS;
     const T* qkv_bh = qkv + (size_t)b * seq * C3 + (size_t)h * HS;
     const float sl2 = FLASH_LOG2E / sqrtf((float)HS);  // scale * log2(e)
-    const int tiles = q_tile + 1;                      // key tiles 0..q_tile; the last is the diagonal
 
-    flash_load_rows<T, HS, FLASH_FWD_THREADS>(sQ, qkv_bh + (size_t)q0 * C3, C3, FLASH_ROWS, seq - q0);
-    flash_load_rows<T, HS, FLASH_FWD_THREADS>(sK[0], qkv_bh + C, C3, FLASH_COLS, seq);
-    flash_load_rows<T, HS, FLASH_FWD_THREADS>(sV[0], qkv_bh + 2 * C, C3, FLASH_COLS, seq);
-    mma_cp_async_commit();  // group: Q and tile 0
+    flash_load_rows<T, HS, FLASH_FWD_THREADS, FLASH_ROWS>(sQ, qkv_bh + (size_t)q0 * C3, C3, seq - q0);
+    mma_cp_async_commit();  // group: Q
+    flash_load_rows<T, HS, FLASH_FWD_THREADS, FLASH_COLS>(sK[0], qkv_bh + C, C3, seq);
+    flash_load_rows<T, HS, FLASH_FWD_THREADS, FLASH_COLS>(sV[0], qkv_bh + 2 * C, C3, seq);
+    mma_cp_async_commit();  // group: key tile 0
+    mma_cp_async_wait<1>();  // Q done, tile 0 still in flight
+    __syncthreads();
 
     // Per 16-row tile mi of this warp (rows warp*32 + mi*16 ..+15):
     uint32_t qf[FLASH_MI][HS / 16][4];  // its query rows as A fragments, one per 16 columns of HS
     float o[FLASH_MI][HS / 8][4];       // O: 16 rows x HS, one accumulator per 8 columns
-    float m[FLASH_MI][2];               // running max of rows g and g+8 (base-2 scaled scores)
+    float m[FLASH_MI][2];               // running max of rows g and g+8 (raw scores)
     float l[FLASH_MI][2];               // this lane's part of their running sums
 #pragma unroll
     for (int mi = 0; mi < FLASH_MI; mi++) {
+#pragma unroll
+        for (int kc = 0; kc < HS / 16; kc++)
+            mma_ldmatrix_x4(qf[mi][kc],
+                            &sQ[(warp * FLASH_WARP_ROWS + mi * 16 + (lane & 15)) * G::LD + kc * 16 + (lane >> 4) * 8]);
 #pragma unroll
         for (int d = 0; d < HS / 8; d++)
 #pragma unroll
@@ -148,105 +247,24 @@ __global__ void __launch_bounds__(FLASH_FWD_THREADS)
         l[mi][0] = l[mi][1] = 0.0f;
     }
 
-    for (int j = 0; j < tiles; j++) {
-        if (j + 1 < tiles) {  // prefetch tile j+1 into the buffers the barrier ending j-1 freed
-            const int k1 = (j + 1) * FLASH_COLS;
-            const T* kv1 = qkv_bh + (size_t)k1 * C3;
-            flash_load_rows<T, HS, FLASH_FWD_THREADS>(sK[(j + 1) & 1], kv1 + C, C3, FLASH_COLS, seq - k1);
-            flash_load_rows<T, HS, FLASH_FWD_THREADS>(sV[(j + 1) & 1], kv1 + 2 * C, C3, FLASH_COLS, seq - k1);
-            mma_cp_async_commit();
-            mma_cp_async_wait<1>();  // tile j's group (and Q) done, j+1's still in flight
-        } else {
-            mma_cp_async_wait<0>();
-        }
-        __syncthreads();  // every thread's copies of tile j have landed
-        if (j == 0)
-#pragma unroll
-            for (int mi = 0; mi < FLASH_MI; mi++)
-#pragma unroll
-                for (int kc = 0; kc < HS / 16; kc++)
-                    mma_ldmatrix_x4(qf[mi][kc], &sQ[(warp * FLASH_WARP_ROWS + mi * 16 + (lane & 15)) * G::LD + kc * 16 +
-                                                    (lane >> 4) * 8]);
-        const T* kt = sK[j & 1];
-        const T* vt = sV[j & 1];
-        const bool diag = j == q_tile;
-        // On the diagonal, this warp's rows (warp*32 ..+31) see no key past warp*32+31: 16-key chunks
-        // beyond it are all masked and skipped (their P is 0). The first 16-row tile's rows see one
-        // chunk less; the mask below zeroes it.
-        const int chunks = diag ? FLASH_MI * (warp + 1) : FLASH_COLS / 16;
-
-        float s[FLASH_MI][FLASH_COLS / 8][4];
-        flash_zero(s);
-#pragma unroll
-        for (int np = 0; np < FLASH_COLS / 16; np++) {
-            if (np >= chunks) continue;  // (not break: the loop stays fully unrolled, s in registers)
-#pragma unroll
-            for (int kc = 0; kc < HS / 16; kc++) {
-                // x4: keys np*16 + 0..7 (head columns kc*16 + 0-7, 8-15), then keys np*16 + 8..15; read
-                // once, used by both 16-row tiles
-                uint32_t bk[4];
-                mma_ldmatrix_x4(bk, &kt[(np * 16 + (lane & 7) + (lane >> 4) * 8) * G::LD + kc * 16 + ((lane >> 3) & 1) * 8]);
-                const uint32_t b0[2] = {bk[0], bk[1]}, b1[2] = {bk[2], bk[3]};
-#pragma unroll
-                for (int mi = 0; mi < FLASH_MI; mi++) {
-                    mma_m16n8k16<T>(s[mi][2 * np], qf[mi][kc], b0, s[mi][2 * np]);
-                    mma_m16n8k16<T>(s[mi][2 * np + 1], qf[mi][kc], b1, s[mi][2 * np + 1]);
-                }
-            }
-        }
-#pragma unroll
-        for (int mi = 0; mi < FLASH_MI; mi++) {
-            // scale into base 2, mask (diagonal only), row max over this lane's columns
-            float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-            for (int n = 0; n < FLASH_COLS / 8; n++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    // row and key within the tiles
-                    const int row = warp * FLASH_WARP_ROWS + mi * 16 + g + (i >> 1) * 8, key = n * 8 + 2 * t + (i & 1);
-                    float v = s[mi][n][i] * sl2;
-                    if (diag && key > row) v = -INFINITY;
-                    s[mi][n][i] = v;
-                    mx[i >> 1] = fmaxf(mx[i >> 1], v);
-                }
-            float alpha[2];
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-                const float m_new = fmaxf(m[mi][r], mx[r]);  // finite: the row sees at least one key by now
-                alpha[r] = mma_ex2(m[mi][r] - m_new);        // 2^-inf = 0 on the first tile
-                m[mi][r] = m_new;
-                l[mi][r] *= alpha[r];
-            }
-#pragma unroll
-            for (int n = 0; n < FLASH_COLS / 8; n++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const float p = mma_ex2(s[mi][n][i] - m[mi][i >> 1]);  // masked: 2^-inf = 0
-                    s[mi][n][i] = p;
-                    l[mi][i >> 1] += p;  // l sums the unrounded p, so lse is exact to fp32
-                }
-#pragma unroll
-            for (int d = 0; d < HS / 8; d++) {
-                o[mi][d][0] *= alpha[0];
-                o[mi][d][1] *= alpha[0];
-                o[mi][d][2] *= alpha[1];
-                o[mi][d][3] *= alpha[1];
-            }
-        }
-        // O += P V, 16 keys at a time: P's two accumulators of those keys are an A fragment, and
-        // ldmatrix x4 .trans of V's rows (keys) gives the B fragments of two 8-column slices of HS,
-        // read once for both 16-row tiles.
-#pragma unroll
-        for (int kc = 0; kc < FLASH_COLS / 16; kc++) {
-            if (kc >= chunks) continue;
-            flash_mma_tile_trans<T, HS, G::LD>(o, s, kc, vt, kc * 16, lane);
-        }
+    // Key tiles 0..q_tile-1, wholly visible, then the diagonal q_tile: every thread's cp.async of tile
+    // j+1 is in flight while the warps compute on tile j.
+    for (int j = 0; j < q_tile; j++) {
+        const int k1 = (j + 1) * FLASH_COLS;  // prefetch into the buffers the barrier ending j-1 freed
+        const T* kv1 = qkv_bh + (size_t)k1 * C3;
+        flash_load_rows<T, HS, FLASH_FWD_THREADS, FLASH_COLS>(sK[(j + 1) & 1], kv1 + C, C3, seq - k1);
+        flash_load_rows<T, HS, FLASH_FWD_THREADS, FLASH_COLS>(sV[(j + 1) & 1], kv1 + 2 * C, C3, seq - k1);
+        mma_cp_async_commit();
+        mma_cp_async_wait<1>();  // tile j's group done, j+1's still in flight
+        __syncthreads();         // every thread's copies of tile j have landed
+        flash_fwd_tile<T, HS, false>(o, m, l, qf, sK[j & 1], sV[j & 1], sl2, warp, lane);
         __syncthreads();  // all warps are done with tile j's buffers before tile j+2 is copied in
     }
+    mma_cp_async_wait<0>();
+    __syncthreads();
+    flash_fwd_tile<T, HS, true>(o, m, l, qf, sK[q_tile & 1], sV[q_tile & 1], sl2, warp, lane);
 
-    // out = O / l, lse = (m + log2 l) ln 2, l summed over the 4 lanes of the row first
+    // out = O / l, lse = (m sl2 + log2 l) ln 2, l summed over the 4 lanes of the row first
 #pragma unroll
     for (int mi = 0; mi < FLASH_MI; mi++)
 #pragma unroll
@@ -261,7 +279,7 @@ __global__ void __launch_bounds__(FLASH_FWD_THREADS)
 #pragma unroll
             for (int d = 0; d < HS / 8; d++)
                 flash_store2<T>(orow + d * 8 + 2 * t, o[mi][d][2 * r] * inv_l, o[mi][d][2 * r + 1] * inv_l);
-            if (t == 0) lse[((size_t)b * NH + h) * seq + row] = (m[mi][r] + log2f(lr)) * FLASH_LN2;
+            if (t == 0) lse[((size_t)b * NH + h) * seq + row] = (m[mi][r] * sl2 + log2f(lr)) * FLASH_LN2;
         }
 }
 
