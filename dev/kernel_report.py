@@ -101,6 +101,14 @@ per-kernel factor), each with its effect on the calibration table:
   not show) and llm.c's own bandwidth-bound kernels (LayerNorm, GELU, the bias gradients: 300 ms of
   that step at 90% of bandwidth). No published figure isolates either, so the model carries the
   error, and says so.
+COUNTING CORRECTIONS (how the counts are read, not a rate; applied to every kernel alike), each with
+its effect on the kernels of the day it was made:
+  1. The code outside a flash kernel's hot loop, once a warp (the instruction term above). The first
+     application charged the loop's instructions per HMMA to every counted HMMA and nothing else, so
+     the prologue and epilogue went uncounted, and a diagonal tile peeled out of the loop would have
+     been charged at the unmasked loop's rate. Effect, on the kernels whose loop still held the
+     diagonal's mask: attention at FlashAttention-2's configuration 193.0 -> 183.1 TFLOP/s forward,
+     187.9 -> 179.6 forward+backward; the d48 step (H100 SXM, B = 8) 163.7 -> 164.9 ms.
 The calibration table (the report's, and the JSON's "calibration") says how far each prediction is
 from what was measured.
 """

@@ -55,11 +55,15 @@
 // Shared memory, static (under the 48 KiB default), 4 tiles of 64 x (HS + 8) T each: dq kernel K, V
 // x 2 buffers (Q and dO arrive in the second before the loop): 36864 bytes at HS = 64, 20480 at 32;
 // kv kernel Q, dO x 2 buffers, the V tile and lse, D of a tile: 46592 bytes at HS = 64, 26112 at 32.
-// ptxas (nvcc 13.0, -Xptxas -v, dev/cuda/test_flash_bwd.cu; f16 and bf16 the same), no spills:
-//   flash_backward_dq_kernel<HS=64>: sm_90 240 registers, sm_80 241.  <HS=32>: sm_90 164.
-//   (At 16 rows a warp, 4 warps: 158 and 157.)
-//   flash_backward_kv_kernel<HS=64>: sm_90 244 registers, sm_80 241.  <HS=32>: sm_90 149, sm_80 151.
-//   (At 16 keys a warp, 4 warps, K and V in registers: 224 and 223.)
+// ptxas (nvcc 13.0, -Xptxas -v; f16 and bf16 the same), with each diagonal tile peeled out of its
+// main loop:
+//   flash_backward_dq_kernel<HS=64>: sm_90 255 registers, 28 bytes spilled; sm_80 254, none.
+//   <HS=32>: sm_90 177, none; sm_80 168, 4 bytes.
+//   flash_backward_kv_kernel<HS=64>: sm_90 255 registers, 24 bytes spilled; sm_80 255, 40 bytes.
+//   <HS=32>: 174 on both, none.
+//   The spills on sm_90 are loop-invariant values (addresses, counts) stored before the loop and
+//   reloaded once a tile: 1 local load a key tile in the dq kernel's loop, 6 a query tile in the kv
+//   kernel's (sm_90 SASS, make sass-mix), against 678 and 844 instructions a tile.
 // At HS = 64 both kernels' registers allow 4 blocks (8 warps) an SM: the dq kernel's Q, dO fragments
 // 64, dQ 64, S and dP of half a tile 64; the kv kernel's K fragments 32, dK and dV 128, S^T and dP^T
 // of a pass 32, V's fragments of a pass 8. Shared memory allows 6 and 4 blocks on sm_90 (36 and 45.5
@@ -205,23 +209,37 @@ __global__ void __launch_bounds__(FLASH_DQ_THREADS)
             mma_ldmatrix_x4(of[mi][kc], &sV[1][off]);
         }
     // D of rows g and g+8 of each tile: the 4 lanes of a row take a quarter of HS each (dO from shared
-    // memory, O from global), summed by two shuffles. Written once, for the kv kernel.
+    // memory, O from global, 16-byte vectors of 8), summed by two shuffles. Written once, for the kv
+    // kernel. A row past T reads O's last row: its dO row is zeros (the copy's fill), so D is 0, with
+    // no branch before the shuffles.
+    static_assert(HS % 32 == 0, "a lane's quarter of a row: whole 16-byte vectors");
 #pragma unroll
     for (int mi = 0; mi < MI; mi++)
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const int row = warp * WR + mi * 16 + g + r * 8, q = q0 + row;
+            const uint4* o4 = reinterpret_cast<const uint4*>(out + ((size_t)b * seq + min(q, seq - 1)) * C +
+                                                             (size_t)h * HS + t * (HS / 4));
+            const uint4* d4 = reinterpret_cast<const uint4*>(&sV[1][row * G::LD + t * (HS / 4)]);
             float acc = 0.0f;
-            if (q < seq) {
-                const T* orow = out + ((size_t)b * seq + q) * C + (size_t)h * HS + t * (HS / 4);
-                const T* drow = &sV[1][row * G::LD + t * (HS / 4)];
 #pragma unroll
-                for (int c = 0; c < HS / 4; c++) acc += flashb_f(drow[c]) * flashb_f(orow[c]);
+            for (int c = 0; c < HS / 32; c++) {
+                const uint4 ov = o4[c], dv = d4[c];
+                const T* oe = reinterpret_cast<const T*>(&ov);
+                const T* de = reinterpret_cast<const T*>(&dv);
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc += flashb_f(de[e]) * flashb_f(oe[e]);
             }
             acc += __shfl_xor_sync(0xffffffffu, acc, 1);
             acc += __shfl_xor_sync(0xffffffffu, acc, 2);
             D[mi][r] = acc;
-            if (t == 0 && q < seq) Dsum[((size_t)b * NH + h) * seq + q] = acc;
+        }
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int q = q0 + warp * WR + mi * 16 + g + r * 8;
+            if (t == 0 && q < seq) Dsum[((size_t)b * NH + h) * seq + q] = D[mi][r];
         }
     __syncthreads();  // every warp has its Q and dO fragments and D: tile 1 may overwrite the buffers
 

@@ -14,14 +14,16 @@
 // bound); FlashAttention-2's forward gives its warps 32 query rows at head size 64 too. Key/value
 // tiles of 64 stream through two shared buffers: every thread's cp.async of tile j+1 (K and V) is in
 // flight while the warps compute on tile j. Per tile and 16-row tile:
-//   S = Q K^T (mma m16n8k16, fp32), scaled by log2(e)/sqrt(HS) so the softmax runs in base 2;
-//   the causal mask only on the diagonal tile (earlier tiles are wholly visible, later ones skipped);
-//   running row max m and the rescale alpha = 2^(m_old - m_new), the max reduced over the 4 lanes
-//   that share a row (__shfl_xor_sync 1, 2); P = 2^(S - m) (ex2.approx);
+//   S = Q K^T (mma m16n8k16, fp32, raw scores);
+//   the causal mask only on the diagonal tile, the last, peeled out of the loop (earlier tiles are
+//   wholly visible and their loop holds no mask code; later ones are skipped);
+//   running row max m of the raw scores and the rescale alpha = 2^((m_old - m_new) sl2), the max
+//   reduced over the 4 lanes that share a row (__shfl_xor_sync 1, 2); P = 2^(S sl2 - m sl2), one fma
+//   and ex2.approx a score, sl2 = log2(e)/sqrt(HS) so the softmax runs in base 2;
 //   l = l alpha + rowsum(P) per lane (the 4 partial sums are added once, at the end);
 //   O = O alpha + P V: P's accumulators packed (mma_pack_a) into A fragments, rounded to T, and V's
 //   B fragments by ldmatrix .trans.
-// At the end out = O / l (rounded to T) and lse = (m + log2 l) ln 2, the natural-log log-sum-exp of
+// At the end out = O / l (rounded to T) and lse = (m sl2 + log2 l) ln 2, the natural-log log-sum-exp of
 // scale * q.k over the visible keys, which kernels/attention.cuh's backward reads.
 // Keys and query rows past T are zero-filled by the copies; a real query row never sees a key past
 // T (causal), and rows past T are not written. Every row of the diagonal tile sees at least its own
@@ -117,9 +119,8 @@ __device__ __forceinline__ void flash_mma_tile_trans(float (&acc)[MI][HS / 8][4]
 }
 
 // One key tile of the forward for a warp's MI 16-row tiles: S = Q K^T, the online softmax and
-// O += P V. DIAG (the diagonal tile, the block's last) masks keys past each row and skips the 16-key
-// chunks past the warp's last row; every other tile is wholly visible and runs without a mask or a
-// skip, so the main loop holds no mask code. m is the running row max in raw score units; the scale
+// O += P V. DIAG (the diagonal tile, the block's last) masks keys past each row; every other tile is
+// wholly visible and runs without a mask, so the main loop holds no mask code. m is the running row max in raw score units; the scale
 // goes into the one fma that forms each exponent, 2^(s sl2 - m sl2).
 template <class T, int HS, bool DIAG>
 __device__ __forceinline__ void flash_fwd_tile(float (&o)[FLASH_MI][HS / 8][4], float (&m)[FLASH_MI][2],
@@ -127,16 +128,15 @@ __device__ __forceinline__ void flash_fwd_tile(float (&o)[FLASH_MI][HS / 8][4], 
                                                const T* kt, const T* vt, float sl2, int warp, int lane) {
     typedef FlashGeom<HS> G;
     const int g = lane >> 2, t = lane & 3;
-    // On the diagonal, this warp's rows (warp*32 ..+31) see no key past warp*32+31: 16-key chunks
-    // beyond it are all masked and skipped (their P is 0). The first 16-row tile's rows see one chunk
-    // less; the mask below zeroes it.
-    const int chunks = DIAG ? FLASH_MI * (warp + 1) : FLASH_COLS / 16;
-
+    // On the diagonal, warp 0's rows see no key of the tile's last 32: those chunks are wholly masked
+    // (P = 0) and computed all the same. Skipping them is a branch on the warp, after which the
+    // compiler guards every later shuffle with a fallback for a diverged warp (sm_90 SASS: 340
+    // instructions more, outside the loop); warp 1 computes every chunk anyway, and the block ends
+    // with it.
     float s[FLASH_MI][FLASH_COLS / 8][4];
     flash_zero(s);
 #pragma unroll
     for (int np = 0; np < FLASH_COLS / 16; np++) {
-        if (DIAG && np >= chunks) continue;  // (not break: the loop stays fully unrolled, s in registers)
 #pragma unroll
         for (int kc = 0; kc < HS / 16; kc++) {
             // x4: keys np*16 + 0..7 (head columns kc*16 + 0-7, 8-15), then keys np*16 + 8..15; read
@@ -197,7 +197,6 @@ __device__ __forceinline__ void flash_fwd_tile(float (&o)[FLASH_MI][HS / 8][4], 
     // once for both 16-row tiles.
 #pragma unroll
     for (int kc = 0; kc < FLASH_COLS / 16; kc++) {
-        if (DIAG && kc >= chunks) continue;
         flash_mma_tile_trans<T, HS, G::LD>(o, s, kc, vt, kc * 16, lane);
     }
 }
@@ -264,14 +263,20 @@ __global__ void __launch_bounds__(FLASH_FWD_THREADS)
     __syncthreads();
     flash_fwd_tile<T, HS, true>(o, m, l, qf, sK[q_tile & 1], sV[q_tile & 1], sl2, warp, lane);
 
-    // out = O / l, lse = (m sl2 + log2 l) ln 2, l summed over the 4 lanes of the row first
+    // out = O / l, lse = (m sl2 + log2 l) ln 2, l summed over the 4 lanes of the row first (every
+    // shuffle before the first branch on a row, so the compiler knows the warp converged there)
 #pragma unroll
     for (int mi = 0; mi < FLASH_MI; mi++)
 #pragma unroll
         for (int r = 0; r < 2; r++) {
-            float lr = l[mi][r];
-            lr += __shfl_xor_sync(0xffffffffu, lr, 1);
-            lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+            l[mi][r] += __shfl_xor_sync(0xffffffffu, l[mi][r], 1);
+            l[mi][r] += __shfl_xor_sync(0xffffffffu, l[mi][r], 2);
+        }
+#pragma unroll
+    for (int mi = 0; mi < FLASH_MI; mi++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const float lr = l[mi][r];
             const float inv_l = 1.0f / lr;  // l >= 1: the row's max contributes 2^0
             const int row = q0 + warp * FLASH_WARP_ROWS + mi * 16 + g + r * 8;
             if (row >= seq) continue;
