@@ -225,8 +225,9 @@ __global__ void __launch_bounds__(FLASH_DQ_THREADS)
 #pragma unroll
             for (int c = 0; c < HS / 32; c++) {
                 const uint4 ov = o4[c], dv = d4[c];
-                const T* oe = reinterpret_cast<const T*>(&ov);
-                const T* de = reinterpret_cast<const T*>(&dv);
+                T oe[8], de[8];  // the vectors' bytes as elements: memcpy is defined (T is a class type to g++)
+                memcpy((void*)oe, &ov, sizeof(ov));
+                memcpy((void*)de, &dv, sizeof(dv));
 #pragma unroll
                 for (int e = 0; e < 8; e++) acc += flashb_f(de[e]) * flashb_f(oe[e]);
             }
