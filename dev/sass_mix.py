@@ -14,9 +14,11 @@ indexed arrays) and everything else. NOPs (padding) are not counted.
 
 The hot loop: of the address ranges a backward branch closes (from its target label to the branch),
 the one with the most HMMA, with its instructions, HMMA and MUFU. The kernel report (dev/
-kernel_report.py) charges a tensor-core kernel its loop's instructions per HMMA times the HMMA the
-CPU runtime counted it run: the loop's trip count without a GPU. A range may hold code only some
-trips run (the flash forward's mask on diagonal tiles), so the ratio is an upper bound there.
+kernel_report.py) charges a tensor-core kernel the code outside the loop once a warp (the kernel's
+counts less the loop's) and the loop's instructions per HMMA for the rest of the HMMA the CPU
+runtime counted it run: the loop's trip count without a GPU. A range may hold code only some trips
+run (a branch inside the loop), so the ratio is an upper bound there; the flash kernels peel their
+diagonal tiles out of the loop, so theirs hold none.
 A markdown table goes to stdout; --json writes the counts (and "hot_loop") for other tools.
 """
 import json

@@ -70,7 +70,7 @@
 // KiB), 4 and 3 on sm_80.
 // Predicted, not measured: the kernel report's model (dev/kernel_report.py, its second version;
 // `make kernel-report`, docs/kernel_report_fp16.md) at d48, B = 8, T = 1024, H100 SXM, FP16: the kv
-// kernel 11.1 ms a step, the dq kernel 8.5 ms, each bound by the sum of its tensor, special-function
+// kernel 8.3 ms a step, the dq kernel 6.9 ms, each bound by the sum of its tensor, special-function
 // and instruction-issue time (mma.sync at its measured rate on Hopper, not the dense peak). A GPU
 // measurement decides.
 #pragma once
