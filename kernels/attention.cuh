@@ -92,6 +92,7 @@
 #include "common.cuh"
 #include "flash_bwd.cuh"
 #include "flash_fwd.cuh"
+#include "flash_wgmma.cuh"
 #include "sizes.h"
 #if !defined(ENABLE_FP32)
 #include <mma.h>
@@ -728,6 +729,12 @@ static inline void attention_forward(floatX* out, float* lse, const floatX* qkv,
     attention_check_shape("attention_forward", HS);
 #if !defined(ENABLE_FP32)
     if (attention_uses_flash(HS, sizeof(floatX))) {
+        if (flash_wgmma_available()) {
+            if (HS == 64) flash_forward_wgmma<floatX, 64>(out, lse, qkv, B, T, NH, stream);
+            else flash_forward_wgmma<floatX, 32>(out, lse, qkv, B, T, NH, stream);
+            cudaCheckLaunch("attention_forward_flash_wgmma_kernel");
+            return;
+        }
         if (HS == 64) flash_forward<floatX, 64>(out, lse, qkv, B, T, NH, stream);
         else flash_forward<floatX, 32>(out, lse, qkv, B, T, NH, stream);
         cudaCheckLaunch("attention_forward_flash_kernel");
@@ -781,6 +788,12 @@ static inline void attention_backward(floatX* dqkv, float* scratch, const floatX
 #if !defined(ENABLE_FP32)
     if (attention_uses_flash(HS, sizeof(floatX))) {
         if (B <= 0 || T <= 0 || NH <= 0) return;
+        if (flash_wgmma_available()) {
+            if (HS == 64) flash_backward_wgmma<floatX, 64>(dqkv, scratch, dout, qkv, out, lse, B, T, NH, stream);
+            else flash_backward_wgmma<floatX, 32>(dqkv, scratch, dout, qkv, out, lse, B, T, NH, stream);
+            cudaCheckLaunch("flash_backward_dq_wgmma_kernel / flash_backward_kv_wgmma_kernel");
+            return;
+        }
         if (HS == 64) flash_backward<floatX, 64>(dqkv, scratch, dout, qkv, out, lse, B, T, NH, stream);
         else flash_backward<floatX, 32>(dqkv, scratch, dout, qkv, out, lse, B, T, NH, stream);
         cudaCheckLaunch("flash_backward_dq_kernel / flash_backward_kv_kernel");

@@ -1,5 +1,6 @@
 // test_flash_bwd.cu: kernels/flash_bwd.cuh (FlashAttention-2-style causal backward, the trainer's in
-// FP16/BF16 at head sizes 32 and 64) against a double-precision reference computed from the same
+// FP16/BF16 at head sizes 32 and 64) and its wgmma twin (kernels/flash_wgmma.cuh, where the device runs
+// it), each against a double-precision reference computed from the same
 // rounded inputs, and against kernels/attention.cuh's tiled backward (attention_backward_tiled, the
 // trainer's elsewhere), in the build's precision (floatX: test_flash_bwd_fp16 or _bf16), head sizes 64 and 32, for
 // sequence lengths that leave the last 64-row tile partly empty (37, 100, 130, 200) or fill it (64),
@@ -43,6 +44,7 @@
 #include "cuda_test.h"
 #include "flash_bwd.cuh"
 #include "flash_fwd.cuh"
+#include "flash_wgmma.cuh"
 #include "test.h"
 
 #if defined(ENABLE_FP32)
@@ -60,8 +62,9 @@ static const double U = 1.0 / 256.0, ETA = 0x1p-134;
 static const double U = 1.0 / 2048.0, ETA = 0x1p-25;
 #endif
 
+// wg: kernels/flash_wgmma.cuh's kernels (the forward and backward on wgmma) in place of the mma.sync ones.
 template <int HS>
-static void run(const char* name, int B, int seq, int NH) {
+static void run(const char* name, int B, int seq, int NH, bool wg) {
     const int C = NH * HS;
     uint32_t s = 11u + 131u * seq + 17u * NH + HS + 1000u * B;
     auto rnd = [&]() { s = s * 1664525u + 1013904223u; return (float)(s >> 8) / 8388608.0f - 1.0f; };
@@ -83,12 +86,14 @@ static void run(const char* name, int B, int seq, int NH) {
     CK(cudaMalloc(&d_scratch, attention_backward_tiled_scratch_floats(B, seq, NH) * sizeof(float)));
     CK(cudaMemcpy(d_qkv, qkv.data(), n_qkv * sizeof(T), cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d_dout, dout.data(), n_out * sizeof(T), cudaMemcpyHostToDevice));
-    flash_forward<T, HS>(d_out, d_lse, d_qkv, B, seq, NH, 0);
+    if (wg) flash_forward_wgmma<T, HS>(d_out, d_lse, d_qkv, B, seq, NH, 0);
+    else flash_forward<T, HS>(d_out, d_lse, d_qkv, B, seq, NH, 0);
     CK(cudaGetLastError());
     // NaN in both types: an element left unwritten fails
     CK(cudaMemset(d_dqkv, 0xff, n_qkv * sizeof(T)));
     CK(cudaMemset(d_part, 0xff, n_part * sizeof(float)));
-    flash_backward<T, HS>(d_dqkv, d_part, d_dout, d_qkv, d_out, d_lse, B, seq, NH, 0);
+    if (wg) flash_backward_wgmma<T, HS>(d_dqkv, d_part, d_dout, d_qkv, d_out, d_lse, B, seq, NH, 0);
+    else flash_backward<T, HS>(d_dqkv, d_part, d_dout, d_qkv, d_out, d_lse, B, seq, NH, 0);
     CK(cudaGetLastError());
     CK(cudaMemset(d_dqkv2, 0xff, n_qkv * sizeof(T)));
     attention_backward_tiled(d_dqkv2, d_scratch, d_dout, d_qkv, d_out, d_lse, B, seq, NH, HS, 0);
@@ -102,7 +107,8 @@ static void run(const char* name, int B, int seq, int NH) {
     // the repeat, into a dqkv and scratch refilled with NaN
     CK(cudaMemset(d_dqkv, 0xff, n_qkv * sizeof(T)));
     CK(cudaMemset(d_part, 0xff, n_part * sizeof(float)));
-    flash_backward<T, HS>(d_dqkv, d_part, d_dout, d_qkv, d_out, d_lse, B, seq, NH, 0);
+    if (wg) flash_backward_wgmma<T, HS>(d_dqkv, d_part, d_dout, d_qkv, d_out, d_lse, B, seq, NH, 0);
+    else flash_backward<T, HS>(d_dqkv, d_part, d_dout, d_qkv, d_out, d_lse, B, seq, NH, 0);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(dg2.data(), d_dqkv, n_qkv * sizeof(T), cudaMemcpyDeviceToHost));
@@ -220,10 +226,18 @@ static void run(const char* name, int B, int seq, int NH) {
 }
 
 int main() {
-    run<64>("flash_bwd_hs64_T100_B2_NH3", 2, 100, 3);
-    run<64>("flash_bwd_hs64_T37_B1_NH2", 1, 37, 2);
-    run<64>("flash_bwd_hs64_T200_B1_NH1", 1, 200, 1);
-    run<64>("flash_bwd_hs64_T64_B2_NH1", 2, 64, 1);
-    run<32>("flash_bwd_hs32_T130_B1_NH2", 1, 130, 2);
+    // the mma.sync kernels everywhere; the wgmma ones where the device runs them (an H100, or the CPU
+    // runtime's default sm_90)
+    const bool wg = flash_wgmma_available();
+    if (!wg) printf("SKIP flash_bwd_*_wgmma: this device does not run kernels/flash_wgmma.cuh (sm_90a)\n");
+    for (int k = 0; k < (wg ? 2 : 1); k++) {
+        const char* sfx = k ? "_wgmma" : "";
+        char n[96];
+        snprintf(n, sizeof(n), "flash_bwd_hs64_T100_B2_NH3%s", sfx); run<64>(n, 2, 100, 3, k);
+        snprintf(n, sizeof(n), "flash_bwd_hs64_T37_B1_NH2%s", sfx); run<64>(n, 1, 37, 2, k);
+        snprintf(n, sizeof(n), "flash_bwd_hs64_T200_B1_NH1%s", sfx); run<64>(n, 1, 200, 1, k);
+        snprintf(n, sizeof(n), "flash_bwd_hs64_T64_B2_NH1%s", sfx); run<64>(n, 2, 64, 1, k);
+        snprintf(n, sizeof(n), "flash_bwd_hs32_T130_B1_NH2%s", sfx); run<32>(n, 1, 130, 2, k);
+    }
     return test_finish();
 }

@@ -1,4 +1,5 @@
-// test_flash_fwd.cu: kernels/flash_fwd.cuh (FlashAttention-2-style causal forward) against a
+// test_flash_fwd.cu: kernels/flash_fwd.cuh (FlashAttention-2-style causal forward) and its wgmma twin
+// (kernels/flash_wgmma.cuh, where the device runs it), each against a
 // double-precision reference computed from the same rounded inputs, in f16 and bf16, head sizes 64
 // and 32, for sequence lengths that fill the 64-row tiles exactly or leave the last one partly empty
 // (37, 64, 100, 200) and several batch x head counts. Run through the CPU runtime (checked) by make
@@ -28,10 +29,12 @@
 
 #include "bound_check.cuh"
 #include "flash_fwd.cuh"
+#include "flash_wgmma.cuh"
 #include "attention.cuh"
 
+// wg: kernels/flash_wgmma.cuh's forward (wgmma) in place of flash_fwd.cuh's (mma.sync).
 template <class T, int HS>
-static void run(const char* name, int B, int seq, int NH) {
+static void run(const char* name, int B, int seq, int NH, bool wg) {
     const int C = NH * HS;
     uint32_t s = 7u + 131u * seq + 17u * NH + HS;
     auto rnd = [&]() { s = s * 1664525u + 1013904223u; return (float)(s >> 8) / 8388608.0f - 1.0f; };
@@ -47,7 +50,8 @@ static void run(const char* name, int B, int seq, int NH) {
     CK(cudaMemcpy(d_qkv, qkv.data(), qkv.size() * sizeof(T), cudaMemcpyHostToDevice));
     CK(cudaMemset(d_out, 0xff, n_out * sizeof(T)));  // NaN in both types: an unwritten element fails
     CK(cudaMemset(d_lse, 0xff, n_lse * sizeof(float)));
-    flash_forward<T, HS>(d_out, d_lse, d_qkv, B, seq, NH, 0);
+    if (wg) flash_forward_wgmma<T, HS>(d_out, d_lse, d_qkv, B, seq, NH, 0);
+    else flash_forward<T, HS>(d_out, d_lse, d_qkv, B, seq, NH, 0);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
     std::vector<T> out(n_out);
@@ -137,13 +141,21 @@ static void run(const char* name, int B, int seq, int NH) {
 }
 
 int main() {
-    run<__half, 64>("flash_fwd_f16_hs64_T100_B2_NH3", 2, 100, 3);
-    run<__nv_bfloat16, 64>("flash_fwd_bf16_hs64_T100_B2_NH3", 2, 100, 3);
-    run<__half, 64>("flash_fwd_f16_hs64_T37_B1_NH2", 1, 37, 2);
-    run<__nv_bfloat16, 64>("flash_fwd_bf16_hs64_T37_B1_NH2", 1, 37, 2);
-    run<__half, 64>("flash_fwd_f16_hs64_T200_B1_NH1", 1, 200, 1);
-    run<__nv_bfloat16, 64>("flash_fwd_bf16_hs64_T64_B3_NH1", 3, 64, 1);
-    run<__half, 32>("flash_fwd_f16_hs32_T130_B1_NH2", 1, 130, 2);
-    run<__nv_bfloat16, 32>("flash_fwd_bf16_hs32_T200_B2_NH1", 2, 200, 1);
+    // the mma.sync forward everywhere; the wgmma one where the device runs it (an H100, or the CPU
+    // runtime's default sm_90)
+    const bool wg = flash_wgmma_available();
+    if (!wg) printf("SKIP flash_fwd_*_wgmma: this device does not run kernels/flash_wgmma.cuh (sm_90a)\n");
+    for (int k = 0; k < (wg ? 2 : 1); k++) {
+        const char* sfx = k ? "_wgmma" : "";
+        char n[96];
+        snprintf(n, sizeof(n), "flash_fwd_f16_hs64_T100_B2_NH3%s", sfx); run<__half, 64>(n, 2, 100, 3, k);
+        snprintf(n, sizeof(n), "flash_fwd_bf16_hs64_T100_B2_NH3%s", sfx); run<__nv_bfloat16, 64>(n, 2, 100, 3, k);
+        snprintf(n, sizeof(n), "flash_fwd_f16_hs64_T37_B1_NH2%s", sfx); run<__half, 64>(n, 1, 37, 2, k);
+        snprintf(n, sizeof(n), "flash_fwd_bf16_hs64_T37_B1_NH2%s", sfx); run<__nv_bfloat16, 64>(n, 1, 37, 2, k);
+        snprintf(n, sizeof(n), "flash_fwd_f16_hs64_T200_B1_NH1%s", sfx); run<__half, 64>(n, 1, 200, 1, k);
+        snprintf(n, sizeof(n), "flash_fwd_bf16_hs64_T64_B3_NH1%s", sfx); run<__nv_bfloat16, 64>(n, 3, 64, 1, k);
+        snprintf(n, sizeof(n), "flash_fwd_f16_hs32_T130_B1_NH2%s", sfx); run<__half, 32>(n, 1, 130, 2, k);
+        snprintf(n, sizeof(n), "flash_fwd_bf16_hs32_T200_B2_NH1%s", sfx); run<__nv_bfloat16, 32>(n, 2, 200, 1, k);
+    }
     return test_finish();
 }

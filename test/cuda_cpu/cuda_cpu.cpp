@@ -427,6 +427,7 @@ static void fiber_entry() {
         w = tw;
         w->launch->fn(w->launch->arg);
         if (w->pending.on) check_pending_write(w);
+        wgmma_thread_exit(w);
         f->state = F_DONE;
         w->ndone++;
         fiber_yield(w, f);
@@ -1143,26 +1144,29 @@ static void count_start() {
     }
     std::lock_guard<std::mutex> lk(g_workers_mu);
     for (Worker* w : g_workers) {
-        w->c_gread = w->c_gwrite = w->c_gread_sectors = w->c_gwrite_sectors = w->c_sread = w->c_swrite = w->c_mma_flops = w->c_static = 0;
+        w->c_gread = w->c_gwrite = w->c_gread_sectors = w->c_gwrite_sectors = w->c_sread = w->c_swrite = w->c_mma_flops = 0;
+        w->c_wgmma_flops = w->c_static = 0;
         memset(w->c_ins, 0, sizeof(w->c_ins));
     }
 }
 
 static void count_finish(const Launch* L) {
-    uint64_t c[7] = {0, 0, 0, 0, 0, 0, 0}, ins[CUDA_CPU_INS_N] = {};
+    uint64_t c[8] = {0, 0, 0, 0, 0, 0, 0, 0}, ins[CUDA_CPU_INS_N] = {};
     size_t static_smem = 0;
     {
         std::lock_guard<std::mutex> lk(g_workers_mu);
         for (Worker* w : g_workers) {
-            uint64_t v[7] = {w->c_gread, w->c_gwrite, w->c_gread_sectors, w->c_gwrite_sectors, w->c_sread, w->c_swrite, w->c_mma_flops};
-            for (int i = 0; i < 7; i++) c[i] += v[i];
+            uint64_t v[8] = {w->c_gread, w->c_gwrite, w->c_gread_sectors, w->c_gwrite_sectors, w->c_sread, w->c_swrite,
+                             w->c_mma_flops, w->c_wgmma_flops};
+            for (int i = 0; i < 8; i++) c[i] += v[i];
             for (int i = 0; i < CUDA_CPU_INS_N; i++) ins[i] += w->c_ins[i];
             static_smem = std::max(static_smem, w->c_static);
         }
     }
     count_line("kernel name=%s symbol=%s regs=%d ptxas_smem=%d grid=%u,%u,%u block=%u,%u,%u smem=%zu static_smem=%zu "
                "read=%llu write=%llu read_sectors=%llu write_sectors=%llu smem_read=%llu smem_write=%llu mma_flops=%llu "
-               "sfu=%llu shfl=%llu bar=%llu atom=%llu mma=%llu ldsm=%llu cp_async=%llu wmma=%llu ldst_global=%llu ldst_shared=%llu",
+               "sfu=%llu shfl=%llu bar=%llu atom=%llu mma=%llu ldsm=%llu cp_async=%llu wmma=%llu ldst_global=%llu ldst_shared=%llu "
+               "wgmma_flops=%llu wgmma=%llu",
                L->name, L->count_symbol.c_str(), L->count_regs, L->count_ptxas_smem, L->grid.x, L->grid.y, L->grid.z,
                L->block.x, L->block.y, L->block.z, L->smem, static_smem,
                (unsigned long long)c[0], (unsigned long long)c[1], (unsigned long long)c[2], (unsigned long long)c[3],
@@ -1171,7 +1175,8 @@ static void count_finish(const Launch* L) {
                (unsigned long long)ins[CUDA_CPU_INS_BAR], (unsigned long long)ins[CUDA_CPU_INS_ATOM],
                (unsigned long long)ins[CUDA_CPU_INS_MMA], (unsigned long long)ins[CUDA_CPU_INS_LDSM],
                (unsigned long long)ins[CUDA_CPU_INS_CP_ASYNC], (unsigned long long)ins[CUDA_CPU_INS_WMMA],
-               (unsigned long long)ins[CUDA_CPU_INS_GMEM], (unsigned long long)ins[CUDA_CPU_INS_SMEM]);
+               (unsigned long long)ins[CUDA_CPU_INS_GMEM], (unsigned long long)ins[CUDA_CPU_INS_SMEM],
+               (unsigned long long)c[7], (unsigned long long)ins[CUDA_CPU_INS_WGMMA]);
 }
 
 // ---- float atomics ----

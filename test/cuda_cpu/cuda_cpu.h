@@ -76,10 +76,11 @@ enum cuda_cpu_warp_op {
 enum cuda_cpu_block_op { CUDA_CPU_BLOCK_SYNC, CUDA_CPU_BLOCK_COUNT, CUDA_CPU_BLOCK_AND, CUDA_CPU_BLOCK_OR };
 // CUDA_CPU_COUNT's instruction classes, counted in warp instructions (README.md, "Counting"): special
 // functions (MUFU: ex2, lg2, rsq, rcp, tanh, sin, cos), shuffles and votes, block barriers, atomics,
-// mma.sync, ldmatrix, cp.async, WMMA calls, and the kernel's plain global and shared loads and stores.
+// mma.sync, ldmatrix, cp.async, WMMA calls, the kernel's plain global and shared loads and stores, and
+// wgmma.mma_async.
 enum cuda_cpu_ins {
     CUDA_CPU_INS_SFU, CUDA_CPU_INS_SHFL, CUDA_CPU_INS_BAR, CUDA_CPU_INS_ATOM, CUDA_CPU_INS_MMA, CUDA_CPU_INS_LDSM,
-    CUDA_CPU_INS_CP_ASYNC, CUDA_CPU_INS_WMMA, CUDA_CPU_INS_GMEM, CUDA_CPU_INS_SMEM, CUDA_CPU_INS_N
+    CUDA_CPU_INS_CP_ASYNC, CUDA_CPU_INS_WMMA, CUDA_CPU_INS_GMEM, CUDA_CPU_INS_SMEM, CUDA_CPU_INS_WGMMA, CUDA_CPU_INS_N
 };
 // n special-function instructions for the running CUDA thread (nothing outside a counted launch).
 void cuda_cpu_count_sfu(int n);
@@ -574,6 +575,18 @@ void cuda_cpu_cp_async(void* dst, const void* src, int src_bytes, int cg);
 void cuda_cpu_cp_async_commit(void);
 // cp.async.wait_group n (n >= 0); n = -1: cp.async.wait_all.
 void cuda_cpu_cp_async_wait(int n);
+// ---- the warpgroup matrix primitives of sm_90a (kernels/wgmma.cuh; intrinsics_cpu.cpp) ----
+// wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T with A from registers: this lane's accumulators d (N/2
+// floats, the PTX ISA's layout of D) and 4 registers of A, B through b_desc (no-swizzle descriptors
+// only; trans_b: MN-major); scale_d 0: D = A B, else D = A B + D. Asynchronous: it reads its operands at
+// issue and writes d at the wgmma.wait_group that covers it, aborting if the kernel wrote them between.
+void cuda_cpu_wgmma(float* d, int n, const uint32_t* a, uint64_t b_desc, int scale_d, int trans_b, int type);
+void cuda_cpu_wgmma_fence(void);                // wgmma.fence.sync.aligned
+void cuda_cpu_wgmma_commit(void);               // wgmma.commit_group.sync.aligned
+void cuda_cpu_wgmma_wait(int n);                // wgmma.wait_group.sync.aligned n
+// The address of shared memory p in the shared state space (what __cvta_generic_to_shared gives on a
+// GPU): its offset in the block's shared memory.
+uint32_t cuda_cpu_smem_offset(const void* p);
 
 // ---- CUDA_CPU_COUNT's special functions in libm's names: a kernel's expf, exp2f, tanhf and sqrtf
 // compile on a GPU to MUFU instructions (nvcc 13's PTX for sm_90: expf and exp2f one ex2.approx,

@@ -151,8 +151,8 @@ struct Worker {
     std::vector<std::pair<size_t, size_t>> sm_marked;
     PendingWrite pending;
     // CUDA_CPU_COUNT: this launch's global bytes read and written, the 32-byte sectors first touched
-    // by it, shared memory bytes, tensor-core FLOPs
-    uint64_t c_gread, c_gwrite, c_gread_sectors, c_gwrite_sectors, c_sread, c_swrite, c_mma_flops;
+    // by it, shared memory bytes, tensor-core FLOPs of mma.sync and WMMA, and of wgmma
+    uint64_t c_gread, c_gwrite, c_gread_sectors, c_gwrite_sectors, c_sread, c_swrite, c_mma_flops, c_wgmma_flops;
     uint64_t c_ins[CUDA_CPU_INS_N];  // warp instructions of each class: per warp the most any lane ran
     size_t c_static;  // static shared memory of its blocks
     // race detector: what this block acquired of other blocks' writes through fenced atomics
@@ -358,6 +358,9 @@ std::string source_of(uintptr_t pc);       // "file:line" of a code address, or 
 std::string thread_name(const Launch* L, unsigned linear);  // "(x,y,z)"
 std::string block_name(const Launch* L, uint64_t linear);   // "(x,y,z)"
 uint64_t run_block_of(const Launch* L, uint32_t blk);       // block linear index of a block instance
+
+// A CUDA thread is about to exit (intrinsics_cpu.cpp): its warp must have no wgmma in flight.
+void wgmma_thread_exit(Worker* w);
 
 // ---- the checker (check_cpu.cpp) ----
 void check_block_start(Worker* w);

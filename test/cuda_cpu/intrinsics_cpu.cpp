@@ -258,18 +258,26 @@ void cuda_cpu_wmma_mma(void* d, const void* a, const void* b, const void* c, int
 // ============================================================================================
 namespace {
 
-enum { MX_MMA, MX_LDMATRIX };
+enum { MX_MMA, MX_LDMATRIX, MX_WGMMA, MX_WG_FENCE, MX_WG_COMMIT, MX_WG_WAIT };
 
+struct WgmmaLane;  // wgmma.mma_async's record of a lane (below)
 struct MatrixRec {
-    int kind;            // MX_MMA or MX_LDMATRIX
-    int type;            // mma: CUDA_CPU_F16 / CUDA_CPU_BF16; ldmatrix: num * 2 + trans
+    int kind;            // MX_*
+    int type;            // mma, wgmma: CUDA_CPU_F16 / CUDA_CPU_BF16; ldmatrix: num * 2 + trans; wait: N
     uint32_t in[10];     // mma: a0..a3 b0 b1 c0..c3 (c as float bits); ldmatrix: this lane's row (4 words)
     uint32_t out[4];     // mma: d0..d3 (float bits); ldmatrix: r0..r(num-1)
+    const WgmmaLane* wg; // wgmma.mma_async: the lane's operands
     bool done;
 };
 __thread MatrixRec* t_matrix[1024];  // by linear thread index: the records of the running block's lanes
 
 const char* matrix_name(int kind, int type) {
+    if (kind == MX_WGMMA)
+        return type == CUDA_CPU_F16 ? "wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16"
+                                    : "wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16";
+    if (kind == MX_WG_FENCE) return "wgmma.fence.sync.aligned";
+    if (kind == MX_WG_COMMIT) return "wgmma.commit_group.sync.aligned";
+    if (kind == MX_WG_WAIT) return "wgmma.wait_group.sync.aligned";
     if (kind == MX_MMA)
         return type == CUDA_CPU_F16 ? "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
                                     : "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
@@ -346,6 +354,8 @@ void ldmatrix_compute(MatrixRec** lanes, int num, int trans) {
     }
 }
 
+void wgmma_warp_op(Worker* w, MatrixRec** lanes, int kind, int type);
+
 // This lane's part of a warp-collective matrix operation: publish the record, meet, and (first lane
 // to resume) compute for all.
 void matrix_meet(MatrixRec* rec) {
@@ -374,8 +384,10 @@ void matrix_meet(MatrixRec* rec) {
     if (rec->kind == MX_MMA) {
         mma_compute(lanes, rec->type);
         if (g_count_run) w->c_mma_flops += 2ull * 16 * 8 * 16;  // once a warp
-    } else {
+    } else if (rec->kind == MX_LDMATRIX) {
         ldmatrix_compute(lanes, rec->type >> 1, rec->type & 1);
+    } else {
+        wgmma_warp_op(w, lanes, rec->kind, rec->type);
     }
     for (int l = 0; l < 32; l++) lanes[l]->done = true;
 }
@@ -542,4 +554,322 @@ void cuda_cpu_cp_async_wait(int n) {
     RuntimeScope scope;
     finished.clear();
     finished.shrink_to_fit();
+}
+
+// ============================================================================================
+// wgmma (sm_90a; kernels/wgmma.cuh): wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}, its fence,
+// commit_group and wait_group, with shared-memory operands through no-swizzle matrix descriptors.
+//
+// A warpgroup is 4 consecutive warps (threads 128 i .. 128 i + 127). Warp w % 4 of it owns rows
+// 16 (w % 4) .. +15 of the 64-row A and D, and every warp reads all of B, so each warp's share is
+// computed from its own A rows and the common B: every instruction here is warp-collective (all 32
+// lanes meet, as at mma.sync), and what ties the 4 warps together on a GPU (B read once for them) is
+// only counted. The PTX ISA's layouts:
+//   descriptor (64 bits): start address >> 4 in bits 0-13, leading dimension byte offset (LBO) >> 4 in
+//     16-29, stride dimension byte offset (SBO) >> 4 in 32-45, base offset in 49-51, swizzle mode in
+//     62-63. Emulated: swizzle 0 (no swizzle) and base offset 0; anything else aborts.
+//   no-swizzle operands are core matrices of 8 rows of 16 bytes (8 16-bit elements), 128 contiguous
+//     bytes; core matrix (g, kg) (g along M or N, kg along K) starts at start + g SBO + kg LBO. K-major
+//     (the default): a core matrix's row r is M/N index 8 g + r, its 8 elements K indices 8 kg ..+7.
+//     MN-major (imm-trans 1): row r is K index 8 kg + r, its elements M/N indices 8 g ..+7.
+//   A from registers (16-bit types): 4 registers a lane, mma.m16n8k16's A fragment of the warp's 16
+//     rows: a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..), g = lane / 4, t = lane % 4.
+//   D (f32): N/2 floats a lane, for each 8-column slice j: d[4j], d[4j+1] = (g, 8j+2t, +1),
+//     d[4j+2], d[4j+3] = (g+8, 8j+2t, +1), rows counted from the warp's first.
+// Asynchrony: an mma_async reads its shared-memory operands and A registers at issue (each lane reads
+// and checks its share of the 16-byte rows, as ldmatrix's lanes do), joins the warp's open ops,
+// commit_group closes them into a group, and wait_group N completes every group but the N newest, in
+// issue order: it reads C from the lanes' accumulators then, and writes D. A GPU may read the operands
+// at any time until then, so completion aborts if their shared-memory bytes changed since issue, or if
+// an accumulator the kernel was not allowed to touch changed (one no earlier op in flight writes). The
+// PTX ISA requires a wgmma.fence before an mma_async whose registers the warp accessed since the last
+// one; the runtime asks for one after every wait_group (and before the first mma_async), which code
+// that fences at the head of each batch meets. A thread exiting with its warp's ops in flight aborts.
+// ============================================================================================
+namespace {
+
+struct WgmmaLane {
+    float* d;
+    int n, scale_d, trans_b;
+    uint64_t b_desc;
+    uint32_t a[4];
+};
+
+struct WgmmaOp {
+    int type, n, scale_d;
+    float* d[32];
+    float A[16][16];
+    std::vector<float> B;                        // 16 x n, k-major rows
+    std::vector<const unsigned char*> rows;      // the 16-byte shared-memory rows read at issue
+    std::vector<unsigned char> bytes;            // and their bytes then
+    std::vector<float> acc;                      // the accumulators at issue (unless chained)
+    bool chained;                                // an earlier op in flight writes the same accumulators
+};
+struct WgmmaWarp {
+    uint32_t blk = 0;     // the block instance this state belongs to
+    bool fenced = false;  // a wgmma.fence since the start or the last wait_group
+    std::vector<WgmmaOp> open;
+    std::vector<std::vector<WgmmaOp>> groups;  // oldest first
+};
+__thread std::vector<WgmmaWarp>* t_wgmma;
+
+WgmmaWarp& wgmma_warp(Worker* w, unsigned tid) {
+    RuntimeScope scope;
+    if (!t_wgmma) t_wgmma = new std::vector<WgmmaWarp>(32);
+    WgmmaWarp& s = (*t_wgmma)[(tid >> 5) & 31u];
+    if (s.blk != w->blk) {
+        s.blk = w->blk;
+        s.fenced = false;
+        s.open.clear();
+        s.groups.clear();
+    }
+    return s;
+}
+
+struct WgmmaDesc {
+    uintptr_t start;
+    size_t lbo, sbo;
+};
+
+WgmmaDesc wgmma_desc_decode(Worker* w, uint64_t desc, const char* what) {
+    unsigned swizzle = (unsigned)(desc >> 62), base = (unsigned)((desc >> 49) & 7u);
+    if (swizzle != 0 || base != 0)
+        die_in_kernel("wgmma.mma_async: the %s descriptor 0x%016llx has swizzle mode %u and base offset %u: the runtime "
+                      "emulates only the no-swizzle layout (mode 0, base offset 0)", what, (unsigned long long)desc,
+                      swizzle, base);
+    WgmmaDesc d;
+    d.start = (uintptr_t)w->arena + (size_t)(desc & 0x3fffu) * 16;
+    d.lbo = (size_t)((desc >> 16) & 0x3fffu) * 16;
+    d.sbo = (size_t)((desc >> 32) & 0x3fffu) * 16;
+    return d;
+}
+
+// The 16-byte rows of an operand, in the order (g, kg, r): g in [g0, g0 + groups), kg in {0, 1}, r in 0..7.
+void wgmma_rows(const WgmmaDesc& d, int g0, int groups, std::vector<const unsigned char*>& out) {
+    for (int g = g0; g < g0 + groups; g++)
+        for (int kg = 0; kg < 2; kg++)
+            for (int r = 0; r < 8; r++) out.push_back((const unsigned char*)(d.start + g * d.sbo + kg * d.lbo + r * 16));
+}
+
+inline float wgmma_elem(const unsigned char* row, int e, int type) {
+    uint16_t h;
+    memcpy(&h, row + 2 * e, 2);
+    return type == CUDA_CPU_F16 ? half_to_float(h) : bf16_to_float(h);
+}
+
+// A core-matrix operand's element (i along M or N, k) from its rows (wgmma_rows' order, from g0 = 0).
+inline float wgmma_operand(const unsigned char* const* rows, int i, int k, int trans, int type) {
+    int g = i >> 3, kg = k >> 3;
+    const unsigned char* const* cm = rows + (g * 2 + kg) * 8;
+    return trans ? wgmma_elem(cm[k & 7], i & 7, type) : wgmma_elem(cm[i & 7], k & 7, type);
+}
+
+void wgmma_issue(Worker* w, MatrixRec** lanes, int type) {
+    unsigned base = cuda_cpu_linear_tid & ~31u;
+    const WgmmaLane& x = *lanes[0]->wg;
+    for (int l = 1; l < 32; l++) {
+        const WgmmaLane& y = *lanes[l]->wg;
+        if (y.n != x.n || y.scale_d != x.scale_d || y.trans_b != x.trans_b || y.b_desc != x.b_desc)
+            die_in_kernel("wgmma.mma_async: lanes 0 and %d of warp %u give different descriptors, shapes or "
+                          "immediates (they must be the same across the warpgroup)", l, base / 32);
+    }
+    WgmmaWarp& s = wgmma_warp(w, base);
+    if (!s.fenced)
+        die_in_kernel("wgmma.mma_async in warp %u with no wgmma.fence since the kernel's start or the warp's last "
+                      "wgmma.wait_group: the PTX ISA requires one before an mma_async whose registers the warp "
+                      "accessed", base / 32);
+    RuntimeScope scope;
+    WgmmaOp op;
+    op.type = type;
+    op.n = x.n;
+    op.scale_d = x.scale_d;
+    for (int l = 0; l < 32; l++) op.d[l] = lanes[l]->wg->d;
+    std::vector<const unsigned char*> brows;
+    wgmma_rows(wgmma_desc_decode(w, x.b_desc, "B"), 0, x.n / 8, brows);
+    op.B.resize(16 * (size_t)x.n);
+    for (int k = 0; k < 16; k++)
+        for (int j = 0; j < x.n; j++) op.B[(size_t)k * x.n + j] = wgmma_operand(brows.data(), j, k, x.trans_b, type);
+    op.rows = brows;
+    for (int l = 0; l < 32; l++) {
+        int g = l >> 2, t = l & 3;
+        for (int i = 0; i < 8; i++) {
+            uint32_t r = lanes[l]->wg->a[i >> 1];
+            uint16_t h = (i & 1) ? hi16(r) : lo16(r);
+            float v = type == CUDA_CPU_F16 ? half_to_float(h) : bf16_to_float(h);
+            op.A[g + ((i >> 1) & 1) * 8][2 * t + (i & 1) + (i >= 4 ? 8 : 0)] = v;
+        }
+    }
+    op.bytes.resize(op.rows.size() * 16);
+    for (size_t i = 0; i < op.rows.size(); i++) memcpy(&op.bytes[i * 16], op.rows[i], 16);
+    // chained: an op in flight (open or committed, not completed) already writes these accumulators
+    op.chained = false;
+    for (const WgmmaOp& o : s.open) op.chained |= o.d[0] == op.d[0];
+    for (const auto& gr : s.groups)
+        for (const WgmmaOp& o : gr) op.chained |= o.d[0] == op.d[0];
+    if (!op.chained) {
+        op.acc.resize(32 * (size_t)(x.n / 2));
+        for (int l = 0; l < 32; l++) memcpy(&op.acc[(size_t)l * (x.n / 2)], op.d[l], sizeof(float) * (x.n / 2));
+    }
+    if (g_count_run) w->c_wgmma_flops += 2ull * 16 * x.n * 16;  // the warp's 16 rows
+    s.open.push_back(std::move(op));
+}
+
+void wgmma_complete(WgmmaOp& op, unsigned warp) {
+    for (size_t i = 0; i < op.rows.size(); i++)
+        if (memcmp(op.rows[i], &op.bytes[i * 16], 16) != 0)
+            die_in_kernel("warp %u: shared memory at %p, an operand of a wgmma.mma_async in flight, was written before "
+                          "the wgmma.wait_group that completes it (a GPU may read it until then)", warp,
+                          (const void*)op.rows[i]);
+    const int h = op.n / 2;
+    if (!op.chained)
+        for (int l = 0; l < 32; l++)
+            if (memcmp(&op.acc[(size_t)l * h], op.d[l], sizeof(float) * h) != 0)
+                die_in_kernel("warp %u lane %d: the accumulators of a wgmma.mma_async in flight were written before the "
+                              "wgmma.wait_group that completes it", warp, l);
+    // fp32 accumulation from C (or 0: scale-d false), k in order; products of f16 or bf16 values are exact
+    std::vector<float> D(16 * (size_t)op.n);
+    for (int l = 0; l < 32; l++) {
+        int g = l >> 2, t = l & 3;
+        for (int j = 0; j < op.n / 8; j++)
+            for (int i = 0; i < 4; i++) {
+                int m = g + (i >> 1) * 8, c = 8 * j + 2 * t + (i & 1);
+                D[(size_t)m * op.n + c] = op.scale_d ? op.d[l][4 * j + i] : 0.0f;
+            }
+    }
+    for (int m = 0; m < 16; m++)
+        for (int c = 0; c < op.n; c++) {
+            float acc = D[(size_t)m * op.n + c];
+            for (int k = 0; k < 16; k++) acc += op.A[m][k] * op.B[(size_t)k * op.n + c];
+            D[(size_t)m * op.n + c] = acc;
+        }
+    for (int l = 0; l < 32; l++) {
+        int g = l >> 2, t = l & 3;
+        for (int j = 0; j < op.n / 8; j++)
+            for (int i = 0; i < 4; i++) op.d[l][4 * j + i] = D[(size_t)(g + (i >> 1) * 8) * op.n + 8 * j + 2 * t + (i & 1)];
+    }
+}
+
+void wgmma_warp_op(Worker* w, MatrixRec** lanes, int kind, int type) {
+    unsigned base = cuda_cpu_linear_tid & ~31u;
+    if (kind == MX_WGMMA) {
+        wgmma_issue(w, lanes, type);
+        return;
+    }
+    WgmmaWarp& s = wgmma_warp(w, base);
+    if (kind == MX_WG_FENCE) {
+        s.fenced = true;
+    } else if (kind == MX_WG_COMMIT) {
+        RuntimeScope scope;
+        s.groups.push_back(std::move(s.open));
+        s.open.clear();
+    } else {  // wait_group type: complete all groups but the `type` newest, oldest first
+        std::vector<WgmmaOp> done;
+        {
+            RuntimeScope scope;
+            size_t n = s.groups.size() > (size_t)type ? s.groups.size() - (size_t)type : 0;
+            for (size_t i = 0; i < n; i++)
+                for (WgmmaOp& o : s.groups[i]) done.push_back(std::move(o));
+            s.groups.erase(s.groups.begin(), s.groups.begin() + n);
+        }
+        for (WgmmaOp& o : done) wgmma_complete(o, base / 32);
+        RuntimeScope scope;
+        done.clear();
+        s.fenced = false;
+    }
+}
+
+// One lane's part of a warpgroup instruction other than mma_async.
+void wgmma_meet_simple(int kind, int arg) {
+    MatrixRec rec;
+    rec.kind = kind;
+    rec.type = arg;
+    rec.wg = nullptr;
+    matrix_meet(&rec);
+}
+
+void wgmma_check_block(const char* what) {
+    Worker* w = tw;
+    if (!w || !w->cur) cuda_cpu_fail("%s called outside a kernel", what);
+    if (w->launch->nthreads % 128 != 0)
+        die_in_kernel("%s: the block has %u threads; warpgroup instructions need whole warpgroups (a multiple of 128)",
+                      what, w->launch->nthreads);
+}
+
+}  // namespace
+
+void cuda_cpu_wgmma(float* d, int n, const uint32_t* a, uint64_t b_desc, int scale_d, int trans_b, int type) {
+    uintptr_t pc = (uintptr_t)__builtin_return_address(0);
+    const char* name = type == CUDA_CPU_F16 ? "wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16"
+                                            : "wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16";
+    wgmma_check_block(name);
+    if (n < 8 || n > 256 || n % 8 != 0) die_in_kernel("%s: N = %d (8 to 256, a multiple of 8)", name, n);
+    Worker* w = tw;
+    unsigned lane = cuda_cpu_linear_tid & 31u;
+    const int wig = (int)((cuda_cpu_linear_tid >> 5) & 3u);
+    WgmmaLane x;
+    x.d = d;
+    x.n = n;
+    x.scale_d = scale_d != 0;
+    x.trans_b = trans_b != 0;
+    x.b_desc = b_desc;
+    for (int i = 0; i < 4; i++) x.a[i] = a[i];
+    // This lane's share of B's shared-memory rows (every 32nd), read and checked as its access, and
+    // counted as a GPU moves them: once a warpgroup (by its first warp).
+    std::vector<const unsigned char*> rows;
+    {
+        RuntimeScope scope;
+        wgmma_rows(wgmma_desc_decode(w, b_desc, "B"), 0, n / 8, rows);
+    }
+    for (size_t i = lane; i < rows.size(); i += 32) {
+        if (!in_shared(w, rows[i], 16))
+            die_in_kernel("%s: lane %u: the B row at %p (from its descriptor) is not in the block's shared memory", name,
+                          lane, (const void*)rows[i]);
+        check_lane_range(rows[i], 16, false, pc);
+        if (wig == 0) count_range(rows[i], 16, false);
+    }
+    {
+        RuntimeScope scope;
+        rows.clear();
+        rows.shrink_to_fit();
+    }
+    count_ins(CUDA_CPU_INS_WGMMA);
+    MatrixRec rec;
+    rec.kind = MX_WGMMA;
+    rec.type = type;
+    rec.wg = &x;
+    matrix_meet(&rec);
+}
+
+void cuda_cpu_wgmma_fence(void) {
+    wgmma_check_block("wgmma.fence.sync.aligned");
+    wgmma_meet_simple(MX_WG_FENCE, 0);
+}
+
+void cuda_cpu_wgmma_commit(void) {
+    wgmma_check_block("wgmma.commit_group.sync.aligned");
+    wgmma_meet_simple(MX_WG_COMMIT, 0);
+}
+
+void cuda_cpu_wgmma_wait(int n) {
+    wgmma_check_block("wgmma.wait_group.sync.aligned");
+    if (n < 0 || n > 7) die_in_kernel("wgmma.wait_group.sync.aligned %d: N must be 0 to 7", n);
+    wgmma_meet_simple(MX_WG_WAIT, n);
+}
+
+uint32_t cuda_cpu_smem_offset(const void* p) {
+    Worker* w = tw;
+    if (!w || !w->cur) cuda_cpu_fail("a shared-memory address taken outside a kernel");
+    if (!in_shared(w, p, 1)) die_in_kernel("%p is not in the block's shared memory (a shared-state-space address)", p);
+    size_t off = (uintptr_t)p - (uintptr_t)w->arena;
+    if (off >= (1u << 18))
+        die_in_kernel("shared memory at offset %zu: past the 256 KiB a wgmma descriptor's 14-bit address reaches", off);
+    return (uint32_t)off;
+}
+
+void wgmma_thread_exit(Worker* w) {
+    if (!t_wgmma) return;
+    WgmmaWarp& s = (*t_wgmma)[(cuda_cpu_linear_tid >> 5) & 31u];
+    if (s.blk == w->blk && (!s.open.empty() || !s.groups.empty()))
+        die_in_kernel("a thread of warp %u exits with wgmma.mma_async in flight (no wgmma.wait_group completed them)",
+                      cuda_cpu_linear_tid >> 5);
 }

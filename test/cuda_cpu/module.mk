@@ -83,13 +83,15 @@ ifneq ($(CUDA_CPU_HAVE_CUDA),)
 # naming the kernel; test_patterns: correct kernels in the styles real CUDA code uses, which must
 # pass under every schedule without a false alarm.
 CUDA_CPU_TESTS := $(CUDA_CPU_OUT)/test_runtime $(CUDA_CPU_OUT)/test_cublaslt $(CUDA_CPU_OUT)/test_wmma $(CUDA_CPU_OUT)/test_mma \
-	$(CUDA_CPU_OUT)/test_count \
+	$(CUDA_CPU_OUT)/test_wgmma $(CUDA_CPU_OUT)/test_count \
 	$(CUDA_CPU_OUT)/test_example_gelu $(CUDA_CPU_OUT)/test_bugs $(CUDA_CPU_OUT)/test_patterns
 $(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_runtime,test/cuda_cpu/test_runtime.cu,test,,$(CUDA_CPU_CHECK_FLAGS)))
 $(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_cublaslt,test/cuda_cpu/test_cublaslt.cu,test,,$(CUDA_CPU_CHECK_FLAGS)))
 $(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_wmma,test/cuda_cpu/test_wmma.cu,test,,$(CUDA_CPU_CHECK_FLAGS)))
 # test_mma: the PTX-level primitives of kernels/mma.cuh against the PTX ISA's layouts
 $(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_mma,test/cuda_cpu/test_mma.cu,test kernels,,$(CUDA_CPU_CHECK_FLAGS)))
+# test_wgmma: the warpgroup primitives of kernels/wgmma.cuh (sm_90a) against the PTX ISA's layouts
+$(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_wgmma,test/cuda_cpu/test_wgmma.cu,test kernels,,$(CUDA_CPU_CHECK_FLAGS)))
 # test_count: CUDA_CPU_COUNT's figures for the warp primitives and their plain-access equivalents
 $(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_count,test/cuda_cpu/test_count.cu,test kernels,,$(CUDA_CPU_CHECK_FLAGS)))
 # With MPI the runtime has NCCL: the stream cases then include collectives on a comm stream.
