@@ -10,7 +10,8 @@
 #   make clean
 # make builds with every core by default (make -j1 for one job; TEST_JOBS=1 runs one test at a time).
 # PRECISION=FP16 (default) | BF16 | FP32 picks the GPU engine's precision at build time.
-# GPU_ARCH=90 picks the GPU architecture (default: the local GPU's, else 90).
+# GPU_ARCH=90 picks the GPU architecture (default: the local GPU's, else 90); 90 builds sm_90a, Hopper's
+# arch-specific code (its wgmma flash attention, kernels/flash_wgmma.cuh), which runs on compute 9.0 only.
 # Each folder may add its own rules in a module.mk (included below); they append test
 # programs to TESTS (scripts add what they run to TEST_DEPS) and benchmark commands to BENCHES.
 
@@ -44,10 +45,11 @@ CUDA_HOME ?= /usr/local/cuda
 NVCC ?= $(CUDA_HOME)/bin/nvcc
 HAVE_NVCC := $(wildcard $(NVCC))
 GPU_ARCH ?= $(or $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '.'),90)
+GPU_SM = $(if $(filter 90,$(GPU_ARCH)),90a,$(GPU_ARCH))
 # The host side built as the C engine is: -march=native and -fno-math-errno let the offloaded
 # optimizer's AdamW loop vectorize (dev/bench_adamw_host prints what that buys).
 NVCC_HOST_FLAGS ?= -march=native,-fno-math-errno
-NVCC_FLAGS = -O3 -std=c++17 -arch=sm_$(GPU_ARCH) -Xcompiler -fopenmp,-Wall,-Wno-unused-parameter,$(NVCC_HOST_FLAGS) \
+NVCC_FLAGS = -O3 -std=c++17 -arch=sm_$(GPU_SM) -Xcompiler -fopenmp,-Wall,-Wno-unused-parameter,$(NVCC_HOST_FLAGS) \
 	-Icommon -Ireference -Ikernels -DENABLE_$(PRECISION)
 
 # ---- MPI (ranks; common/ranks.c) and NCCL (the GPU engine's collectives), each when found ----
@@ -116,7 +118,7 @@ $(PRECISION_STAMP):
 
 ifneq ($(HAVE_NVCC),)
 train_gpt2: train_gpt2.cu train_gpt2_zero.cuh train_gpt2_pipe.cuh $(KERNEL_HEADERS) $(HOST_LIB) $(PRECISION_STAMP) $(NVCC_STAMP) $(MPI_STAMP)
-	@echo "train: building the GPU trainer ($(PRECISION), sm_$(GPU_ARCH)$(if $(MPICC),, no MPI)$(if $(HAVE_NCCL),, no NCCL)) with $(NVCC); without a usable GPU it runs the C engine"
+	@echo "train: building the GPU trainer ($(PRECISION), sm_$(GPU_SM)$(if $(MPICC),, no MPI)$(if $(HAVE_NCCL),, no NCCL)) with $(NVCC); without a usable GPU it runs the C engine"
 	$(NVCC) $(NVCC_FLAGS) train_gpt2.cu $(HOST_LIB) -lcublasLt $(NVCC_NCCL) $(MPI_LIBS) -o $@
 else
 train_gpt2: $(BUILD)/train_gpt2_cpu.o $(HOST_LIB) $(NVCC_STAMP) $(MPI_STAMP)

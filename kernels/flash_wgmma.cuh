@@ -61,33 +61,39 @@ static inline int flash_wgmma_available() {
 }
 
 // The block (THREADS threads) copies ROWS rows of HS elements (global row stride `stride` elements)
-// into a tile in kernels/wgmma.cuh's layout, one 16-byte cp.async each in the calling thread's
-// current group; rows at or past `valid` become zeros. Thread-chunk q lands at shared element 8 q
-// (the layout's order), so 8 consecutive threads fill 128 consecutive bytes.
+// into a tile in kernels/wgmma.cuh's layout, one 16-byte cp.async per chunk in the calling thread's
+// current group; rows at or past `valid` (>= 1) become zeros (src-size 0, from row valid - 1's address,
+// which lies in the tensor). Each thread copies CPT consecutive chunks of one row: one
+// address computed, the copies at constant offsets from it in global and in shared memory (a row's
+// chunk c lands 64 elements after chunk c - 1 in the layout), and one zero-fill predicate a row.
+// A warp's copies of one step write whole 128-byte core matrices (no bank conflicts) and read whole
+// 32-byte sectors over its CPT steps.
 template <class T, int HS, int THREADS, int ROWS>
 __device__ __forceinline__ void flash_wg_load_rows(T* dst, const T* src, size_t stride, int valid) {
-    constexpr int VECS = HS / 8;  // 16-byte vectors a row
-    static_assert((ROWS * VECS) % THREADS == 0, "rows: whole passes of the block");
+    constexpr int VECS = HS / 8;                   // 16-byte chunks a row
+    constexpr int CPT = ROWS * VECS / THREADS;     // chunks a thread
+    constexpr int TPR = VECS / CPT;                // threads a row
+    static_assert(CPT >= 1 && VECS % CPT == 0 && THREADS % TPR == 0, "a thread's chunks: part of one row");
+    const int r = threadIdx.x / TPR, c0 = (threadIdx.x % TPR) * CPT;
+    const T* from = src + (size_t)min(r, valid - 1) * stride + c0 * 8;
+    T* to = dst + wg_tile_offset<HS>(r, c0 * 8);
+    const int bytes = r < valid ? 16 : 0;
 #pragma unroll
-    for (int k = 0; k < ROWS * VECS / THREADS; k++) {
-        const int q = threadIdx.x + k * THREADS;
-        const int r = (q / (8 * VECS)) * 8 + (q & 7), c = ((q >> 3) % VECS) * 8;
-        const bool in = r < valid;
-        mma_cp_async_cg16(dst + 8 * q, in ? src + (size_t)r * stride + c : src, in ? 16 : 0);
-    }
+    for (int k = 0; k < CPT; k++) mma_cp_async_cg16(to + k * 64, from + k * 8, bytes);
 }
 
 // One key tile of the forward for a warp's 16 rows (the online softmax as flash_fwd_tile's). DIAG:
 // the diagonal tile, keys past each row masked.
 template <class T, int HS, bool DIAG>
 __device__ __forceinline__ void flash_wg_fwd_tile(float (&o)[HS / 8][4], float (&m)[2], float (&l)[2],
-                                                  const uint32_t (&qf)[HS / 16][4], const T* kt, const T* vt,
+                                                  const uint32_t (&qf)[HS / 16][4], WgDesc kd, WgDesc vd,
                                                   float sl2, int warp, int lane) {
     const int g = lane >> 2, t = lane & 3;
     float s[FLASH_COLS / 8][4];  // S: the warp's 16 rows x 64 keys
     wgmma_fence();
 #pragma unroll
-    for (int kc = 0; kc < HS / 16; kc++) wgmma_rs<T, FLASH_COLS, 0>(s, qf[kc], wg_desc_kmajor<HS>(kt, kc), kc > 0);
+    for (int kc = 0; kc < HS / 16; kc++)
+        wgmma_rs<T, FLASH_COLS, 0>(s, qf[kc], wg_desc_at(kd, wg_kstep_kmajor<HS, T>(kc)), kc > 0);
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_hold(s);
@@ -134,7 +140,7 @@ __device__ __forceinline__ void flash_wg_fwd_tile(float (&o)[HS / 8][4], float (
     wgmma_fence();
     wgmma_hold(o);
 #pragma unroll
-    for (int kc = 0; kc < FLASH_COLS / 16; kc++) wgmma_rs<T, HS, 1>(o, pf[kc], wg_desc_mnmajor<HS>(vt, kc), 1);
+    for (int kc = 0; kc < FLASH_COLS / 16; kc++) wgmma_rs<T, HS, 1>(o, pf[kc], wg_desc_at(vd, wg_kstep_mnmajor<HS, T>(kc)), 1);
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_hold(o);
@@ -177,6 +183,9 @@ __global__ void __launch_bounds__(FLASH_WG_THREADS)
     float m[2] = {-INFINITY, -INFINITY};  // running max of rows g and g+8 (raw scores)
     float l[2] = {0.0f, 0.0f};            // this lane's part of their running sums
 
+    // the two buffers' descriptors; buffer 1 is one tile (64 HS elements) after buffer 0
+    const WgDesc kd = wg_tile_kmajor<HS>(sK[0]), vd = wg_tile_mnmajor<HS>(sV[0]);
+    constexpr uint32_t BUF = FLASH_COLS * HS * sizeof(T) / 16;  // a buffer, in the address field's units
     for (int j = 0; j < q_tile; j++) {
         const int k1 = (j + 1) * FLASH_COLS;  // prefetch into the buffers the barrier ending j-1 freed
         const T* kv1 = qkv_bh + (size_t)k1 * C3;
@@ -185,12 +194,15 @@ __global__ void __launch_bounds__(FLASH_WG_THREADS)
         mma_cp_async_commit();
         mma_cp_async_wait<1>();  // tile j's group done, j+1's still in flight
         __syncthreads();         // every thread's copies of tile j have landed
-        flash_wg_fwd_tile<T, HS, false>(o, m, l, qf, sK[j & 1], sV[j & 1], sl2, warp, lane);
+        const uint32_t b = (j & 1) * BUF;
+        flash_wg_fwd_tile<T, HS, false>(o, m, l, qf, WgDesc{kd.lo + b, kd.hi}, WgDesc{vd.lo + b, vd.hi}, sl2, warp,
+                                        lane);
         __syncthreads();  // the warpgroup's products read tile j's buffers until their waits: all done
     }
     mma_cp_async_wait<0>();
     __syncthreads();
-    flash_wg_fwd_tile<T, HS, true>(o, m, l, qf, sK[q_tile & 1], sV[q_tile & 1], sl2, warp, lane);
+    const uint32_t bd = (q_tile & 1) * BUF;
+    flash_wg_fwd_tile<T, HS, true>(o, m, l, qf, WgDesc{kd.lo + bd, kd.hi}, WgDesc{vd.lo + bd, vd.hi}, sl2, warp, lane);
 
     // out = O / l, lse = (m sl2 + log2 l) ln 2, l summed over the 4 lanes of the row first
 #pragma unroll
@@ -235,15 +247,17 @@ void flash_forward_wgmma(T* out, float* lse, const T* qkv, int B, int seq, int N
 template <class T, int HS, bool DIAG>
 __device__ __forceinline__ void flash_wg_dq_tile(float (&dq)[HS / 8][4], const uint32_t (&qf)[HS / 16][4],
                                                  const uint32_t (&of)[HS / 16][4], const float (&L)[2],
-                                                 const float (&D)[2], const T* kt, const T* vt, float sl2, int warp,
-                                                 int lane) {
+                                                 const float (&D)[2], WgDesc kd, WgDesc kdt, WgDesc vd, float sl2,
+                                                 int warp, int lane) {
     const int g = lane >> 2, t = lane & 3;
     float s[FLASH_COLS / 8][4], dp[FLASH_COLS / 8][4];  // S and dP: the warp's 16 rows x 64 keys
     wgmma_fence();
 #pragma unroll
-    for (int kc = 0; kc < HS / 16; kc++) wgmma_rs<T, FLASH_COLS, 0>(s, qf[kc], wg_desc_kmajor<HS>(kt, kc), kc > 0);
+    for (int kc = 0; kc < HS / 16; kc++)
+        wgmma_rs<T, FLASH_COLS, 0>(s, qf[kc], wg_desc_at(kd, wg_kstep_kmajor<HS, T>(kc)), kc > 0);
 #pragma unroll
-    for (int kc = 0; kc < HS / 16; kc++) wgmma_rs<T, FLASH_COLS, 0>(dp, of[kc], wg_desc_kmajor<HS>(vt, kc), kc > 0);
+    for (int kc = 0; kc < HS / 16; kc++)
+        wgmma_rs<T, FLASH_COLS, 0>(dp, of[kc], wg_desc_at(vd, wg_kstep_kmajor<HS, T>(kc)), kc > 0);
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_hold(s);
@@ -265,7 +279,7 @@ __device__ __forceinline__ void flash_wg_dq_tile(float (&dq)[HS / 8][4], const u
     wgmma_fence();
     wgmma_hold(dq);
 #pragma unroll
-    for (int kc = 0; kc < FLASH_COLS / 16; kc++) wgmma_rs<T, HS, 1>(dq, df[kc], wg_desc_mnmajor<HS>(kt, kc), 1);
+    for (int kc = 0; kc < FLASH_COLS / 16; kc++) wgmma_rs<T, HS, 1>(dq, df[kc], wg_desc_at(kdt, wg_kstep_mnmajor<HS, T>(kc)), 1);
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_hold(dq);
@@ -351,6 +365,10 @@ __global__ void __launch_bounds__(FLASH_WG_THREADS)
 #pragma unroll
         for (int i = 0; i < 4; i++) dq[d][i] = 0.0f;
 
+    // the two buffers' descriptors (K both ways: B of S = Q K^T and of dQ += dS K); buffer 1 is one
+    // tile after buffer 0
+    const WgDesc kd = wg_tile_kmajor<HS>(sK[0]), kdt = wg_tile_mnmajor<HS>(sK[0]), vd = wg_tile_kmajor<HS>(sV[0]);
+    constexpr uint32_t BUF = FLASH_COLS * HS * sizeof(T) / 16;  // a buffer, in the address field's units
     const T* kv1 = qkv_bh + C;  // key tile j+1's first K row (its V row C further)
     for (int j = 0; j < q_tile; j++) {
         kv1 += FLASH_COLS * C3;  // prefetch into the buffers the barrier ending j-1 freed
@@ -360,12 +378,16 @@ __global__ void __launch_bounds__(FLASH_WG_THREADS)
         mma_cp_async_commit();
         mma_cp_async_wait<1>();  // tile j's group done, j+1's still in flight
         __syncthreads();         // every thread's copies of tile j have landed
-        flash_wg_dq_tile<T, HS, false>(dq, qf, of, L, D, sK[j & 1], sV[j & 1], sl2, warp, lane);
+        const uint32_t b = (j & 1) * BUF;
+        flash_wg_dq_tile<T, HS, false>(dq, qf, of, L, D, WgDesc{kd.lo + b, kd.hi}, WgDesc{kdt.lo + b, kdt.hi},
+                                       WgDesc{vd.lo + b, vd.hi}, sl2, warp, lane);
         __syncthreads();  // the products read tile j's buffers until their waits: all done
     }
     mma_cp_async_wait<0>();
     __syncthreads();
-    flash_wg_dq_tile<T, HS, true>(dq, qf, of, L, D, sK[q_tile & 1], sV[q_tile & 1], sl2, warp, lane);
+    const uint32_t bd = (q_tile & 1) * BUF;
+    flash_wg_dq_tile<T, HS, true>(dq, qf, of, L, D, WgDesc{kd.lo + bd, kd.hi}, WgDesc{kdt.lo + bd, kdt.hi},
+                                  WgDesc{vd.lo + bd, vd.hi}, sl2, warp, lane);
 
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -391,23 +413,27 @@ __global__ void __launch_bounds__(FLASH_WG_THREADS)
 // pair, as flash_bwd.cuh's kv kernel.
 constexpr int FLASH_WG_KV_QUERIES = 32;
 
+// qd, qdt, od, odt: the tile's Q and dO as K-major (B of S^T = K Q^T, dP^T = V dO^T) and MN-major (B of
+// dK += dS^T Q, dV += P^T dO) operands.
 template <class T, int HS, bool DIAG>
 __device__ __forceinline__ void flash_wg_kv_tile(float (&dk)[HS / 8][4], float (&dv)[HS / 8][4],
                                                  const uint32_t (&kf)[HS / 16][4], const uint32_t (&vf)[HS / 16][4],
-                                                 const T* sq, const T* so, const float* sL, const float* sD, float sl2,
-                                                 int warp, int lane) {
+                                                 WgDesc qd, WgDesc qdt, WgDesc od, WgDesc odt, const float* sL,
+                                                 const float* sD, float sl2, int warp, int lane) {
     constexpr int QC = FLASH_WG_KV_QUERIES;
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int pass = 0; pass < FLASH_ROWS / QC; pass++) {
-        const T* q_rows = sq + wg_tile_offset<HS>(pass * QC, 0);  // the pass's queries: whole groups of 8 rows
-        const T* o_rows = so + wg_tile_offset<HS>(pass * QC, 0);
+        // the pass's queries: whole groups of 8 rows, this many bytes into the tiles
+        constexpr uint32_t PASS = QC / 8 * (HS / 8) * 64 * sizeof(T);
         float s[QC / 8][4], dp[QC / 8][4];  // S^T, dP^T: the warp's 16 keys x QC queries
         wgmma_fence();
 #pragma unroll
-        for (int kc = 0; kc < HS / 16; kc++) wgmma_rs<T, QC, 0>(s, kf[kc], wg_desc_kmajor<HS>(q_rows, kc), kc > 0);
+        for (int kc = 0; kc < HS / 16; kc++)
+            wgmma_rs<T, QC, 0>(s, kf[kc], wg_desc_at(qd, pass * PASS + wg_kstep_kmajor<HS, T>(kc)), kc > 0);
 #pragma unroll
-        for (int kc = 0; kc < HS / 16; kc++) wgmma_rs<T, QC, 0>(dp, vf[kc], wg_desc_kmajor<HS>(o_rows, kc), kc > 0);
+        for (int kc = 0; kc < HS / 16; kc++)
+            wgmma_rs<T, QC, 0>(dp, vf[kc], wg_desc_at(od, pass * PASS + wg_kstep_kmajor<HS, T>(kc)), kc > 0);
         wgmma_commit();
         wgmma_wait<0>();
         wgmma_hold(s);
@@ -437,9 +463,11 @@ __device__ __forceinline__ void flash_wg_kv_tile(float (&dk)[HS / 8][4], float (
         wgmma_hold(dv);
         wgmma_hold(dk);
 #pragma unroll
-        for (int kc = 0; kc < QC / 16; kc++) wgmma_rs<T, HS, 1>(dv, pf[kc], wg_desc_mnmajor<HS>(o_rows, kc), 1);
+        for (int kc = 0; kc < QC / 16; kc++)
+            wgmma_rs<T, HS, 1>(dv, pf[kc], wg_desc_at(odt, pass * PASS + wg_kstep_mnmajor<HS, T>(kc)), 1);
 #pragma unroll
-        for (int kc = 0; kc < QC / 16; kc++) wgmma_rs<T, HS, 1>(dk, df[kc], wg_desc_mnmajor<HS>(q_rows, kc), 1);
+        for (int kc = 0; kc < QC / 16; kc++)
+            wgmma_rs<T, HS, 1>(dk, df[kc], wg_desc_at(qdt, pass * PASS + wg_kstep_mnmajor<HS, T>(kc)), 1);
         wgmma_commit();
         wgmma_wait<0>();
         wgmma_hold(dv);
@@ -515,14 +543,19 @@ __global__ void __launch_bounds__(FLASH_WG_THREADS)
         else mma_cp_async_wait<0>();
         __syncthreads();
     };
+    // The buffers' descriptors, both ways; buffer 1 is one tile after buffer 0.
+    const WgDesc qd = wg_tile_kmajor<HS>(sQ[0]), qdt = wg_tile_mnmajor<HS>(sQ[0]);
+    const WgDesc od = wg_tile_kmajor<HS>(sdO[0]), odt = wg_tile_mnmajor<HS>(sdO[0]);
+    constexpr uint32_t BUF = FLASH_ROWS * HS * sizeof(T) / 16;  // a buffer, in the address field's units
     // The diagonal tile k_tile, then the wholly visible ones after it.
     tile_ready(k_tile);
-    flash_wg_kv_tile<T, HS, true>(dk, dv, kf, vf, sQ[0], sdO[0], sL, sD, sl2, warp, lane);
+    flash_wg_kv_tile<T, HS, true>(dk, dv, kf, vf, qd, qdt, od, odt, sL, sD, sl2, warp, lane);
     __syncthreads();  // Q, dO, lse and D of this tile are about to be replaced
     for (int qt = k_tile + 1; qt < n_tiles; qt++) {
         tile_ready(qt);
-        const int buf = (qt - k_tile) & 1;
-        flash_wg_kv_tile<T, HS, false>(dk, dv, kf, vf, sQ[buf], sdO[buf], sL, sD, sl2, warp, lane);
+        const uint32_t b = ((qt - k_tile) & 1) * BUF;
+        flash_wg_kv_tile<T, HS, false>(dk, dv, kf, vf, WgDesc{qd.lo + b, qd.hi}, WgDesc{qdt.lo + b, qdt.hi},
+                                       WgDesc{od.lo + b, od.hi}, WgDesc{odt.lo + b, odt.hi}, sL, sD, sl2, warp, lane);
         __syncthreads();
     }
 

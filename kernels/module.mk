@@ -17,4 +17,8 @@ TESTS += $(filter %_fp16,$(KERNEL_TESTS))
 TESTS_LONG += $(filter-out %_fp16,$(KERNEL_TESTS))
 .PHONY: kernel-tests
 kernel-tests: $(KERNEL_TESTS)
+# Which flash kernels attention launches by the GPU's generation (wgmma on sm_90, mma.sync on sm_80),
+# each family through the attention test.
+TESTS += test/test_attention_paths.sh
+TEST_DEPS += $(BUILD)/kernels/test_attention_fp16
 endif

@@ -55,26 +55,44 @@ __device__ __forceinline__ int wg_tile_offset(int r, int c) {
     return ((r >> 3) * (HS / 8) + (c >> 3)) * 64 + (r & 7) * 8;
 }
 
-// The 64-bit shared-memory matrix descriptor of the operand at p (16-byte aligned), no swizzle.
-__device__ __forceinline__ uint64_t wgmma_desc(const void* p, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+// A shared-memory matrix descriptor, no swizzle, as its two 32-bit words: lo holds the start address
+// >> 4 (bits 0-13) and LBO >> 4 (bits 16-29), hi SBO >> 4 (bits 0-13). Moving the start by a
+// multiple of 16 bytes adds to lo alone: shared memory ends below 2^18 bytes, so the address field
+// never carries into LBO's. A kernel computes a tile's descriptor once and steps it per product.
+struct WgDesc {
+    uint32_t lo, hi;
+};
+__device__ __forceinline__ WgDesc wg_desc(const void* p, uint32_t lbo_bytes, uint32_t sbo_bytes) {
 #if defined(CUDA_CPU)
     const uint32_t a = cuda_cpu_smem_offset(p);
 #else
     const uint32_t a = mma_smem_addr(p);
 #endif
-    return (uint64_t)((a >> 4) & 0x3fffu) | (uint64_t)((lbo_bytes >> 4) & 0x3fffu) << 16 |
-           (uint64_t)((sbo_bytes >> 4) & 0x3fffu) << 32;
+    return WgDesc{((a >> 4) & 0x3fffu) | ((lbo_bytes >> 4) & 0x3fffu) << 16, (sbo_bytes >> 4) & 0x3fffu};
+}
+// The 64-bit descriptor of d's operand moved by `bytes` (a multiple of 16).
+__device__ __forceinline__ uint64_t wg_desc_at(WgDesc d, uint32_t bytes) {
+    return (uint64_t)d.hi << 32 | (d.lo + (bytes >> 4));
 }
 
-// Descriptors of k-step kc (16 along K) of a WgTile<HS> tile: rows along N or M (K-major), or rows
-// along K (MN-major, imm-trans 1).
+// A WgTile<HS> tile's descriptors: rows along N or M (K-major), or rows along K (MN-major, imm-trans
+// 1); and the bytes from k-step 0 to k-step kc (16 along K) in each.
+template <int HS, class T>
+__device__ __forceinline__ WgDesc wg_tile_kmajor(const T* tile) { return wg_desc(tile, 128, HS / 8 * 128); }
+template <int HS, class T>
+__device__ __forceinline__ WgDesc wg_tile_mnmajor(const T* tile) { return wg_desc(tile, HS / 8 * 128, 128); }
+template <int HS, class T>
+__host__ __device__ constexpr uint32_t wg_kstep_kmajor(int kc) { return kc * 2 * 64 * (uint32_t)sizeof(T); }
+template <int HS, class T>
+__host__ __device__ constexpr uint32_t wg_kstep_mnmajor(int kc) { return kc * 2 * (HS / 8) * 64 * (uint32_t)sizeof(T); }
+// k-step kc's 64-bit descriptors at once (tests; kernels step a WgDesc).
 template <int HS, class T>
 __device__ __forceinline__ uint64_t wg_desc_kmajor(const T* tile, int kc) {
-    return wgmma_desc(tile + kc * 2 * 64, 128, HS / 8 * 128);
+    return wg_desc_at(wg_tile_kmajor<HS>(tile), wg_kstep_kmajor<HS, T>(kc));
 }
 template <int HS, class T>
 __device__ __forceinline__ uint64_t wg_desc_mnmajor(const T* tile, int kc) {
-    return wgmma_desc(tile + kc * 2 * (HS / 8) * 64, HS / 8 * 128, 128);
+    return wg_desc_at(wg_tile_mnmajor<HS>(tile), wg_kstep_mnmajor<HS, T>(kc));
 }
 
 // wgmma.fence.sync.aligned: orders this warp's register accesses before the next mma_async's.

@@ -211,6 +211,24 @@ int main(int argc, char** argv) {
               time_ms([&] { attention_backward_tiled(dqkv, att_scratch_t, a, qkv, b, lse, B, T, NH, HS, 0); }),
               2.5 * att_flops);
     row_flops("attention forward+backward (flash)", f_ms + b_ms, 3.5 * att_flops);
+#if !defined(ENABLE_FP32)
+    // On an sm_90 GPU attention runs kernels/flash_wgmma.cuh's wgmma kernels; the mma.sync ones they
+    // replaced there, on the same data, measure what wgmma bought.
+    if (flash_wgmma_available() && (HS == 64 || HS == 32)) {
+        double fm = time_ms([&] {
+            if (HS == 64) flash_forward<floatX, 64>(b, lse, qkv, B, T, NH, 0);
+            else flash_forward<floatX, 32>(b, lse, qkv, B, T, NH, 0);
+        });
+        double bm = time_ms([&] {
+            if (HS == 64) flash_backward<floatX, 64>(dqkv, att_scratch, a, qkv, b, lse, B, T, NH, 0);
+            else flash_backward<floatX, 32>(dqkv, att_scratch, a, qkv, b, lse, B, T, NH, 0);
+        });
+        row_flops("attention_forward (flash, mma.sync)", fm, att_flops);
+        row_flops("attention_backward (flash, mma.sync)", bm, 2.5 * att_flops);
+        printf("\nattention runs the wgmma kernels here: forward %.2fx, backward %.2fx the mma.sync kernels' speed\n",
+               fm / f_ms, bm / b_ms);
+    }
+#endif
     void* naive_scratch = dalloc<char>(attention_naive_scratch_bytes(B, T, NH, HS));
     double n_ms = time_ms([&] { attention_naive_forward(b, naive_scratch, qkv, B, T, NH, HS, mm.handle, 0); });
     row_flops("attention_forward (three-kernel)", n_ms, att_flops);

@@ -92,9 +92,11 @@ if [ $DRY = 1 ]; then  # make test has just run the FP16 ones; two show the pars
     run_tests "kernel tests" $kdir/test_gelu_fp16 $kdir/test_global_norm_fp16
     run_tests "engine contract tests" $edir/test_gpu_engine_fp16
 else
-    run_tests "kernel tests ($(ls $kdir/test_*_fp?? $kdir/test_*_bf16 | grep -vc engine) programs)" \
-        $(ls $kdir/test_*_{fp32,fp16,bf16} | grep -v gpu_engine)
+    run_tests "kernel tests ($(ls $kdir/test_*_fp?? $kdir/test_*_bf16 | grep -v engine | grep -vc flash) programs)" \
+        $(ls $kdir/test_*_{fp32,fp16,bf16} | grep -v gpu_engine | grep -v test_flash)
     run_tests "engine contract tests (fp32, fp16, bf16)" $edir/test_gpu_engine_{fp32,fp16,bf16}
+    run_tests "flash kernels (mma.sync, and wgmma on sm_90) and the wgmma primitives" \
+        $kdir/test_flash_fwd_{fp16,bf16} $kdir/test_flash_bwd_{fp16,bf16} $kdir/test_wgmma
 fi
 row "tests done" "$(elapsed) s"
 

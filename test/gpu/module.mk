@@ -4,7 +4,7 @@
 #   make gpu-checks        (needs nvcc; run by test/gpu/check.sh on a GPU machine)
 
 GPU_OUT := $(BUILD)/gpu
-NVCC_TEST_FLAGS = -O3 -std=c++17 -arch=sm_$(GPU_ARCH) -Xcompiler -fopenmp -I. -Ikernels -Itest -Ireference -Icommon -Idev/cuda
+NVCC_TEST_FLAGS = -O3 -std=c++17 -arch=sm_$(GPU_SM) -Xcompiler -fopenmp -I. -Ikernels -Itest -Ireference -Icommon -Idev/cuda
 GPU_CHECK_DEPS = $(KERNEL_HEADERS) $(wildcard dev/cuda/*.cuh test/*.h test/*.cuh) train_gpt2.cu train_gpt2_zero.cuh train_gpt2_pipe.cuh $(HOST_LIB) $(NVCC_STAMP) $(MPI_STAMP)
 
 # $(call nvcc_program,OUTPUT,SOURCE,DEFINES)
@@ -19,6 +19,12 @@ GPU_CHECK_BINS :=
 $(foreach src,$(KERNEL_TEST_SRC) test/test_gpu_engine.cu,$(foreach p,$(EMU_PRECISIONS),$(eval \
   $(call nvcc_program,$(GPU_OUT)/$(basename $(notdir $(src)))_$(p),$(src),$(call precision_define,$(p))))))
 $(foreach p,fp16 bf16,$(eval $(call nvcc_program,$(GPU_OUT)/bench_kernels_$(p),dev/cuda/bench_kernels.cu,$(call precision_define,$(p)))))
+# The flash kernels against their double-precision references, both families (mma.sync; wgmma where
+# the GPU runs it), and the warpgroup primitives against the PTX ISA's layouts: on an H100 these
+# check, on the hardware, the layouts the CPU runtime emulates.
+$(foreach p,fp16 bf16,$(foreach t,test_flash_fwd test_flash_bwd,$(eval \
+  $(call nvcc_program,$(GPU_OUT)/$(t)_$(p),dev/cuda/$(t).cu,$(call precision_define,$(p))))))
+$(eval $(call nvcc_program,$(GPU_OUT)/test_wgmma,test/cuda_cpu/test_wgmma.cu,))
 
 .PHONY: gpu-checks
 gpu-checks: $(GPU_CHECK_BINS) $(BUILD)/test/gen_data
