@@ -8,9 +8,10 @@
 // Which kernels run (attention_uses_flash(), kernels/sizes.h): in the FP16 and BF16 builds at head
 // sizes 32 and 64 (every GPT-2 size has 64), the FlashAttention-2-style kernels of
 // kernels/flash_fwd.cuh (forward) and kernels/flash_bwd.cuh (backward: a query-major dQ kernel that
-// also writes D, then a key-major dK/dV kernel, 7 tile products per tile pair, no atomics); everywhere
-// else (the FP32 build, other head sizes) the tiled WMMA kernels of this file. Why, below under
-// "Which forward runs" and "Which backward runs".
+// also writes D, then a key-major dK/dV kernel, 7 tile products per tile pair, no atomics), on an H100
+// or H200 (compute 9.0 running sm_90a code: flash_wgmma_available()) their twins on wgmma,
+// kernels/flash_wgmma.cuh; everywhere else (the FP32 build, other head sizes) the tiled WMMA kernels
+// of this file. Why, below under "Which forward runs" and "Which backward runs".
 // Reference: attention_forward_cpu / attention_backward_cpu (reference/ops_cpu.h), which keep the
 // (B,NH,T,T) probabilities; the reference backward accumulates into dinp, this one overwrites.
 //
@@ -41,7 +42,10 @@
 //   of the C engine, which TF32 products would not meet); other head sizes, since flash_fwd.cuh's Q and
 //   double-buffered K/V tiles fit the 48 KiB of static shared memory only up to HS = 64, and 32 and 64
 //   are the sizes its tests cover. Both forwards write the same out and lse up to rounding (the same
-//   rounding points, the same natural-log lse), which either backward reads.
+//   rounding points, the same natural-log lse), which either backward reads. On compute 9.0 with
+//   sm_90a code the flash forward and backward run on wgmma (kernels/flash_wgmma.cuh: the same
+//   algorithm and rounding points, one warpgroup a block), which Hopper runs at about 96% of its
+//   tensor peak where mma.sync reaches about 65%; wgmma exists on no other architecture.
 // - Which backward runs: attention_backward launches kernels/flash_bwd.cuh's flash_backward where the
 //   flash forward runs (the same predicate, for the same reasons: mma.sync has no fp32 inputs, and its
 //   K, V, Q and dO tiles fit 48 KiB of static shared memory up to HS = 64), and the tiled backward
@@ -720,10 +724,12 @@ static inline void attention_forward_tiled(floatX* out, float* lse, const floatX
     }
 }
 
-// attention_forward: the forward the trainer calls. FP16/BF16 at HS = 32 or 64: flash_forward
-// (kernels/flash_fwd.cuh): attention_forward_flash_kernel, grid (ceil(T/64), NH, B), 64 threads,
-// 5 x 64 x (HS + 8) elements of static shared memory (45 KiB at HS = 64: under the 48 KiB default,
-// no cudaFuncSetAttribute); otherwise attention_forward_tiled (why: the header's "Which forward runs").
+// attention_forward: the forward the trainer calls. FP16/BF16 at HS = 32 or 64: on compute 9.0 with
+// sm_90a code flash_forward_wgmma (kernels/flash_wgmma.cuh: attention_forward_flash_wgmma_kernel,
+// 128 threads, 40 KiB of static shared memory at HS = 64), else flash_forward (kernels/flash_fwd.cuh):
+// attention_forward_flash_kernel, grid (ceil(T/64), NH, B), 64 threads, 5 x 64 x (HS + 8) elements of
+// static shared memory (45 KiB at HS = 64: under the 48 KiB default, no cudaFuncSetAttribute);
+// otherwise attention_forward_tiled (why: the header's "Which forward runs").
 static inline void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, int HS,
                                      cudaStream_t stream) {
     attention_check_shape("attention_forward", HS);
@@ -778,9 +784,11 @@ static inline void attention_backward_tiled(floatX* dqkv, float* scratch, const 
 
 // attention_backward: the backward the trainer calls; arguments as attention_backward_tiled's, but
 // scratch is attention_backward_scratch_floats(B, T, NH, HS) fp32 (OVERWRITTEN). FP16/BF16 at HS = 32
-// or 64: flash_backward (kernels/flash_bwd.cuh): flash_backward_dq_kernel then flash_backward_kv_kernel,
-// grid (ceil(T/64), NH, B), 64 threads, static shared memory (45.5 KiB at HS = 64); otherwise
-// attention_backward_tiled (why: the header's "Which backward runs").
+// or 64: on compute 9.0 with sm_90a code flash_backward_wgmma (kernels/flash_wgmma.cuh: the dq then the
+// kv kernel on wgmma, 128 threads, 32 KiB of static shared memory each at HS = 64), else flash_backward
+// (kernels/flash_bwd.cuh): flash_backward_dq_kernel then flash_backward_kv_kernel, grid (ceil(T/64), NH,
+// B), 64 threads, static shared memory (45.5 KiB at HS = 64); otherwise attention_backward_tiled (why:
+// the header's "Which backward runs").
 static inline void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const floatX* qkv,
                                       const floatX* out, const float* lse, int B, int T, int NH, int HS,
                                       cudaStream_t stream) {

@@ -86,6 +86,38 @@ static_assert(FLASH_ROWS == ATTENTION_FLASH_TILE && FLASH_COLS == ATTENTION_FLAS
 __device__ __forceinline__ float flashb_f(__half x) { return __half2float(x); }
 __device__ __forceinline__ float flashb_f(__nv_bfloat16 x) { return __bfloat162float(x); }
 
+// rowsum(dO o O) of one query row, in fp32: each of the 4 lanes of the row takes a quarter of HS,
+// HS / 32 16-byte vectors of O (global, o4[0..]) and of dO (shared, starting at d, VSTEP elements
+// apart: the dq kernels' tile layouts differ), and two shuffles add the quarters (every lane of the
+// 4 gets the sum). Before any branch on the row, so the warp is converged at the shuffles.
+template <class T, int HS, int VSTEP>
+__device__ __forceinline__ float flash_row_dot(const uint4* o4, const T* d) {
+    static_assert(HS % 32 == 0, "a lane's quarter of a row: whole 16-byte vectors");
+    float acc = 0.0f;
+#pragma unroll
+    for (int c = 0; c < HS / 32; c++) {
+        const uint4 ov = o4[c], dv = *reinterpret_cast<const uint4*>(d + c * VSTEP);
+        T oe[8], de[8];  // the vectors' bytes as elements: memcpy is defined (T is a class type to g++)
+        memcpy((void*)oe, &ov, sizeof(ov));
+        memcpy((void*)de, &dv, sizeof(dv));
+#pragma unroll
+        for (int e = 0; e < 8; e++) acc += flashb_f(de[e]) * flashb_f(oe[e]);
+    }
+    acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+    acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+    return acc;
+}
+
+// The kv kernels' per-tile statistics: thread i < 64 of the block puts query q0 + i's lse in base 2
+// and its D (lse_bh, D_bh: the (b, h) row of each) into sL[i], sD[i]; +inf and 0 past T, so P = 0 there.
+__device__ __forceinline__ void flash_tile_stats(float* sL, float* sD, const float* lse_bh, const float* D_bh, int q0,
+                                                 int seq) {
+    const int i = threadIdx.x, q = q0 + i;
+    if (i >= FLASH_ROWS) return;
+    sL[i] = q < seq ? lse_bh[q] * FLASH_LOG2E : INFINITY;
+    sD[i] = q < seq ? D_bh[q] : 0.0f;
+}
+
 // One key tile of the dQ kernel for a warp's MI 16-row tiles (Q and dO fragments qf, of; base-2 lse
 // L; D): S and dP, P and dS, dQ += dS K. DIAG (the diagonal tile, the block's last) masks keys past
 // each row and skips the 16-key chunks past the warp's last row; every other tile runs without a mask
@@ -212,7 +244,6 @@ __global__ void __launch_bounds__(FLASH_DQ_THREADS)
     // memory, O from global, 16-byte vectors of 8), summed by two shuffles. Written once, for the kv
     // kernel. A row past T reads O's last row: its dO row is zeros (the copy's fill), so D is 0, with
     // no branch before the shuffles.
-    static_assert(HS % 32 == 0, "a lane's quarter of a row: whole 16-byte vectors");
 #pragma unroll
     for (int mi = 0; mi < MI; mi++)
 #pragma unroll
@@ -220,20 +251,7 @@ __global__ void __launch_bounds__(FLASH_DQ_THREADS)
             const int row = warp * WR + mi * 16 + g + r * 8, q = q0 + row;
             const uint4* o4 = reinterpret_cast<const uint4*>(out + ((size_t)b * seq + min(q, seq - 1)) * C +
                                                              (size_t)h * HS + t * (HS / 4));
-            const uint4* d4 = reinterpret_cast<const uint4*>(&sV[1][row * G::LD + t * (HS / 4)]);
-            float acc = 0.0f;
-#pragma unroll
-            for (int c = 0; c < HS / 32; c++) {
-                const uint4 ov = o4[c], dv = d4[c];
-                T oe[8], de[8];  // the vectors' bytes as elements: memcpy is defined (T is a class type to g++)
-                memcpy((void*)oe, &ov, sizeof(ov));
-                memcpy((void*)de, &dv, sizeof(dv));
-#pragma unroll
-                for (int e = 0; e < 8; e++) acc += flashb_f(de[e]) * flashb_f(oe[e]);
-            }
-            acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-            acc += __shfl_xor_sync(0xffffffffu, acc, 2);
-            D[mi][r] = acc;
+            D[mi][r] = flash_row_dot<T, HS, 8>(o4, &sV[1][row * G::LD + t * (HS / 4)]);
         }
 #pragma unroll
     for (int mi = 0; mi < MI; mi++)
@@ -437,13 +455,8 @@ __global__ void __launch_bounds__(FLASH_KV_THREADS)
             flash_load_rows<T, HS, FLASH_KV_THREADS, FLASH_ROWS>(sdO[buf ^ 1], dout_bh + (size_t)q1 * C, C, seq - q1);
             mma_cp_async_commit();
         }
-        {  // lse (base 2) and D of the tile's queries, a thread each: +inf, 0 past T
-            static_assert(FLASH_ROWS == FLASH_KV_THREADS, "a thread a query row");
-            const int q = q0 + threadIdx.x;
-            const size_t x = ((size_t)b * NH + h) * seq + q;
-            sL[threadIdx.x] = q < seq ? lse[x] * FLASH_LOG2E : INFINITY;
-            sD[threadIdx.x] = q < seq ? Dsum[x] : 0.0f;
-        }
+        static_assert(FLASH_ROWS == FLASH_KV_THREADS, "a thread a query row");
+        flash_tile_stats(sL, sD, lse + ((size_t)b * NH + h) * seq, Dsum + ((size_t)b * NH + h) * seq, q0, seq);
         if (qt + 1 < n_tiles) mma_cp_async_wait<1>();  // tile qt's group done, qt+1's in flight
         else mma_cp_async_wait<0>();
         __syncthreads();

@@ -331,26 +331,13 @@ __global__ void __launch_bounds__(FLASH_WG_THREADS)
     // D of rows g and g+8: the 4 lanes of a row take a quarter of HS each (dO from shared memory, O
     // from global, 16-byte vectors of 8), summed by two shuffles; a row past T reads O's last row
     // against a zero dO row (the copy's fill), so D is 0 there, with no branch before the shuffles.
-    static_assert(HS % 32 == 0, "a lane's quarter of a row: whole 16-byte vectors");
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const int row = warp * 16 + g + r * 8, q = q0 + row;
         const uint4* o4 = reinterpret_cast<const uint4*>(out + ((size_t)b * seq + min(q, seq - 1)) * C +
                                                          (size_t)h * HS + t * (HS / 4));
-        float acc = 0.0f;
-#pragma unroll
-        for (int c = 0; c < HS / 32; c++) {
-            const uint4 ov = o4[c];
-            const uint4 dv = *reinterpret_cast<const uint4*>(&sV[1][wg_tile_offset<HS>(row, t * (HS / 4) + c * 8)]);
-            T oe[8], de[8];  // the vectors' bytes as elements: memcpy is defined (T is a class type to g++)
-            memcpy((void*)oe, &ov, sizeof(ov));
-            memcpy((void*)de, &dv, sizeof(dv));
-#pragma unroll
-            for (int e = 0; e < 8; e++) acc += flashb_f(de[e]) * flashb_f(oe[e]);
-        }
-        acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-        acc += __shfl_xor_sync(0xffffffffu, acc, 2);
-        D[r] = acc;
+        // dO's vectors: consecutive chunks of a row are 64 elements apart in the tile layout
+        D[r] = flash_row_dot<T, HS, 64>(o4, &sV[1][wg_tile_offset<HS>(row, t * (HS / 4))]);
     }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -533,12 +520,7 @@ __global__ void __launch_bounds__(FLASH_WG_THREADS)
             flash_wg_load_rows<T, HS, FLASH_WG_THREADS, FLASH_ROWS>(sdO[buf ^ 1], dout_bh + (size_t)q1 * C, C, seq - q1);
             mma_cp_async_commit();
         }
-        if (threadIdx.x < FLASH_ROWS) {  // lse (base 2) and D of the tile's queries, a thread each: +inf, 0 past T
-            const int q = q0 + threadIdx.x;
-            const size_t x = ((size_t)b * NH + h) * seq + q;
-            sL[threadIdx.x] = q < seq ? lse[x] * FLASH_LOG2E : INFINITY;
-            sD[threadIdx.x] = q < seq ? Dsum[x] : 0.0f;
-        }
+        flash_tile_stats(sL, sD, lse + ((size_t)b * NH + h) * seq, Dsum + ((size_t)b * NH + h) * seq, q0, seq);
         if (qt + 1 < n_tiles) mma_cp_async_wait<1>();  // tile qt's group done, qt+1's in flight
         else mma_cp_async_wait<0>();
         __syncthreads();

@@ -66,4 +66,18 @@ static inline ChildResult run_child_case(const char* name, const std::vector<std
     return r;
 }
 
+// A case that must abort (the runtime refusing a mistake): its stderr must name `kernel` and hold
+// `what`. ok; why it is not (for a FAIL line); the one-line message (for the log).
+struct Refusal {
+    bool ok;
+    std::string why, message;
+};
+static inline Refusal expect_refusal(const char* name, const char* kernel, const char* what) {
+    ChildResult r = run_child_case(name);
+    bool named = r.err.find(kernel) != std::string::npos && r.err.find(what) != std::string::npos;
+    std::string why = std::string(r.aborted() ? "" : "the child did not abort; ") +
+                      (named ? "" : std::string("the message lacks '") + kernel + "' or '" + what + "': ") + r.why();
+    return Refusal{r.aborted() && named, why, r.why()};
+}
+
 #endif

@@ -557,12 +557,13 @@ void cuda_cpu_cp_async_wait(int n) {
 }
 
 // ============================================================================================
-// wgmma (sm_90a; kernels/wgmma.cuh): wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}, its fence,
-// commit_group and wait_group, with shared-memory operands through no-swizzle matrix descriptors.
+// wgmma (sm_90a; kernels/wgmma.cuh): wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16} with A from
+// registers and B in shared memory through a no-swizzle matrix descriptor, its fence, commit_group
+// and wait_group.
 //
 // A warpgroup is 4 consecutive warps (threads 128 i .. 128 i + 127). Warp w % 4 of it owns rows
 // 16 (w % 4) .. +15 of the 64-row A and D, and every warp reads all of B, so each warp's share is
-// computed from its own A rows and the common B: every instruction here is warp-collective (all 32
+// computed from its own A registers and the common B: every instruction here is warp-collective (all 32
 // lanes meet, as at mma.sync), and what ties the 4 warps together on a GPU (B read once for them) is
 // only counted. The PTX ISA's layouts:
 //   descriptor (64 bits): start address >> 4 in bits 0-13, leading dimension byte offset (LBO) >> 4 in
@@ -576,11 +577,11 @@ void cuda_cpu_cp_async_wait(int n) {
 //     rows: a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..), g = lane / 4, t = lane % 4.
 //   D (f32): N/2 floats a lane, for each 8-column slice j: d[4j], d[4j+1] = (g, 8j+2t, +1),
 //     d[4j+2], d[4j+3] = (g+8, 8j+2t, +1), rows counted from the warp's first.
-// Asynchrony: an mma_async reads its shared-memory operands and A registers at issue (each lane reads
+// Asynchrony: an mma_async reads B and the A registers at issue (each lane reads
 // and checks its share of the 16-byte rows, as ldmatrix's lanes do), joins the warp's open ops,
 // commit_group closes them into a group, and wait_group N completes every group but the N newest, in
 // issue order: it reads C from the lanes' accumulators then, and writes D. A GPU may read the operands
-// at any time until then, so completion aborts if their shared-memory bytes changed since issue, or if
+// at any time until then, so completion aborts if B's shared-memory bytes changed since issue, or if
 // an accumulator the kernel was not allowed to touch changed (one no earlier op in flight writes). The
 // PTX ISA requires a wgmma.fence before an mma_async whose registers the warp accessed since the last
 // one; the runtime asks for one after every wait_group (and before the first mma_async), which code
