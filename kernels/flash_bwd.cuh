@@ -439,6 +439,7 @@ __global__ void __launch_bounds__(FLASH_KV_THREADS)
     flash_zero(dv);
 
     const T* dout_bh = dout + (size_t)b * seq * C + (size_t)h * HS;
+    const float *lse_bh = lse + ((size_t)b * NH + h) * seq, *D_bh = Dsum + ((size_t)b * NH + h) * seq;
     {  // the first query tile (the diagonal one) into buffer 0
         const int q0 = k_tile * FLASH_ROWS;
         flash_load_rows<T, HS, FLASH_KV_THREADS, FLASH_ROWS>(sQ[0], qkv_bh + (size_t)q0 * C3, C3, seq - q0);
@@ -456,7 +457,7 @@ __global__ void __launch_bounds__(FLASH_KV_THREADS)
             mma_cp_async_commit();
         }
         static_assert(FLASH_ROWS == FLASH_KV_THREADS, "a thread a query row");
-        flash_tile_stats(sL, sD, lse + ((size_t)b * NH + h) * seq, Dsum + ((size_t)b * NH + h) * seq, q0, seq);
+        flash_tile_stats(sL, sD, lse_bh, D_bh, q0, seq);
         if (qt + 1 < n_tiles) mma_cp_async_wait<1>();  // tile qt's group done, qt+1's in flight
         else mma_cp_async_wait<0>();
         __syncthreads();
