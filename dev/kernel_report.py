@@ -11,15 +11,17 @@ any B exactly (up to the rounding of a grid size). llm.c's train_gpt2.cu is coun
 THE MODEL, second version. Written here before it was applied; the first version (a roofline: tensor
 time at the dense peak, every cuBLASLt product at 80% of it, no special functions, no instruction
 issue) was a lower bound on time, and published measurements of the same instructions said so.
-Each term, with the published figure it comes from:
+Its wgmma terms (wgmma's rate, HGMMA in the issue term, the add rule's check against FlashAttention-3's
+ablation, the counts each GPU takes) came with the flash kernels' wgmma path, written here before they
+were applied. Each term, with the published figure it comes from:
   GPU (datasheets, NVIDIA's H100 SXM5, H200, A100 SXM4 80GB, RTX A6000, L40S; the CUDA programming
     guide's compute capability tables): SMs, DRAM bandwidth, shared memory, threads and blocks per SM,
     and the dense fp16/bf16 peak with fp32 accumulate, whose clock is the one every rate below uses:
     peak / (SMs x tensor FLOPs a clock an SM: 4096 on sm_90, 2048 on sm_80, 1024 on sm_86/89), 1.83 GHz
     on an H100 SXM (FlashAttention-3 paper, arXiv 2407.08608, section 3.1 and Table 1: 3.9 TFLOP/s of
     special functions = 16 x 132 x 1.83 GHz; 31 TB/s of shared memory = 128 B x 132 x 1.83 GHz).
-  Per kernel launch of G blocks of n threads, r registers a thread (ptxas, sm_90), s bytes of shared
-    memory a block:
+  Per kernel launch of G blocks of n threads, r registers a thread (ptxas, sm_90a: the code an H100
+    runs, a superset of sm_90's), s bytes of shared memory a block:
     blocks per SM  = min(the GPU's blocks per SM, floor(threads per SM / n),
                          floor(65536 / (warps * ceil(32 r / 256) * 256)),
                          floor(shared memory per SM / (s + 1024)))
@@ -28,11 +30,15 @@ Each term, with the published figure it comes from:
                (each 32-byte sector the launch touches moves once: re-reads hit L2; 0.90: streaming
                copies reach 85-96% of HBM, RRZE-HPC gpu-benches on A100 and H100)
     t_smem   = shared-memory bytes / (128 bytes a clock * clock * SMs)   (no bank conflicts)
-    t_tensor = tensor-core FLOPs / (r_mma * peak): r_mma, the rate of the instruction the kernel uses,
-               mma.sync m16n8k16 (and WMMA, which compiles to it): 494/757 = 0.653 on sm_90 (Luo et
-               al., arXiv 2402.13499 and 2501.12084: 494 of 757 TFLOP/s on an H800; wgmma reaches 96%),
-               0.95 on sm_80 (the same papers: above 95% on an A100); sm_86/89: no published figure,
-               the A100's taken
+    t_tensor = mma_flops / (r_mma * peak) + wgmma_flops / (r_wgmma * peak): each tensor instruction's
+               FLOPs (the runtime counts the two apart) at the rate of that instruction, of the dense
+               peak. mma.sync m16n8k16 (and WMMA, which compiles to it): r_mma = 494/757 = 0.653 on
+               sm_90 (Luo et al., arXiv 2402.13499 and 2501.12084: 494 of 757 TFLOP/s on an H800), 0.95
+               on sm_80 (the same papers: above 95% on an A100); sm_86/89: no published figure, the
+               A100's taken. wgmma (sm_90a's warpgroup instruction, the flash kernels' Hopper path):
+               r_wgmma = 0.96 on sm_90 (the same papers: dense FP16/BF16 wgmma with FP32 accumulate
+               reaches about 96% of that 757 TFLOP/s peak, where mma.sync reaches 494); the other GPUs
+               here have no wgmma, and run the mma.sync kernels (the counts each GPU takes, below)
     t_sfu    = 32 * special-function warp instructions / (16 a clock * clock * SMs): counted by the
                runtime (ex2, exp, tanh, rsqrt, reciprocal ...: test/cuda_cpu/README.md, "Counting"); 16
                lanes a clock an SM on sm_80 and sm_90 (the CUDA programming guide's throughput table)
@@ -40,23 +46,43 @@ Each term, with the published figure it comes from:
                clock each (sm_80, sm_90). The instructions: for a kernel whose hot loop is in the SASS
                (make sass-mix: the flash kernels), the code outside the loop once a warp (prologue,
                a peeled diagonal tile, epilogue: its static count, each branch counted as run) plus
-               the loop's instructions per HMMA times the HMMA the runtime counted less the outside
-               code's (the loop's trips; where a branch skips outside HMMA, as the diagonal's masked
-               chunks, the trips come out short by what the outside code's full count over-counts);
+               the loop's instructions per tensor instruction times the tensor instructions the
+               runtime counted less the outside code's (the loop's trips; where a branch skips outside
+               tensor instructions, as the diagonal's masked chunks, the trips come out short by what
+               the outside code's full count over-counts). Tensor instructions, a warp each: HMMA
+               (mma.sync m16n8k16, mma_flops / 4096 counted, WMMA's two a 16x16x16 product among
+               them) and HGMMA (wgmma, the runtime's wgmma count, one a warp per instruction as
+               nvdisasm lists it, whatever its N);
                for every other kernel, what the runtime counted:
                special functions, shuffles and votes, barriers, atomics, mma.sync, ldmatrix, cp.async,
-               WMMA calls, global and shared loads and stores (as g++ makes them) - without their
+               WMMA calls, wgmma, global and shared loads and stores (as g++ makes them) - without their
                FP32 and integer arithmetic, which it cannot see, so a lower bound
     Which overlap and which add, by kind:
-      a kernel using tensor cores (mma_flops > 0: the flash kernels, the tiled WMMA ones)
+      a kernel using tensor cores (mma_flops > 0 or wgmma_flops > 0: the flash kernels on either
+      instruction, the tiled WMMA ones)
         t = max(t_dram, t_smem, t_tensor + t_sfu + t_other) / filled + 3 us,
-        t_other = (instructions - HMMA - special functions) / (4 * clock * SMs):
+        t_other = (instructions - HMMA - HGMMA - special functions) / (4 * clock * SMs):
         the products, the exponentials and the softmax arithmetic ADD: in one warp each waits for the
         one before (S before exp, P before P V), and FlashAttention-2's measured 229 TFLOP/s forward at
         head size 64 is far below what its slowest pipe alone allows (its products at mma.sync's 0.653
         of 989 would run above 550) and near what their sum does; overlapping them is what
         FlashAttention-3 added (its section 3.1). Memory
         traffic overlaps (cp.async double-buffering).
+        The same rule for the wgmma kernels, and why, held to a published measurement: ours wait for
+        each product before the softmax that needs it (kernels/flash_wgmma.cuh's header: neither
+        FlashAttention-3's intra-warpgroup pipelining nor its warp specialisation). FlashAttention-3's
+        ablation table (arXiv 2407.08608: forward, head dim 128, seqlen 8k, BF16, H100 SXM)
+        measures 661 TFLOP/s with both overlaps, 582 with the intra-warpgroup pipelining removed and
+        570 with the warp specialisation removed: one overlap kept. The add rule there, a score at a
+        time: 4 x 128 FLOPs at 0.96 x 989.4 TFLOP/s, 0.539 ps; one exponential at 16 a clock an SM
+        (132 SMs at 1.83 GHz), 0.259 ps; 4.5 other instructions a score (the row maximum, the
+        exponent's fma, the row sum, half a two-score 16-bit pack, the output's rescale of 128
+        columns over a 128-key tile: 1) at 4 warp instructions of 32 lanes a clock an SM, 0.146 ps;
+        0.943 ps a score, 543 TFLOP/s: below both ablations (no overlap at all is slower than one
+        overlap kept), as the rule needs. It stays below 570 for any count above 3.1 other
+        instructions a score, and no count reaches 661 (products and exponentials alone: 642):
+        FlashAttention-3's full kernel overlaps its exponentials with its products, which ours do
+        not.
       every other kernel: t = max(t_dram, t_smem, t_sfu, t_issue) / filled + 3 us: many independent
         warps keep each pipe busy while others wait, so the slowest pipe bounds.
       3 us a launch: the gap between dependent kernels on one stream (stated, not fitted).
@@ -72,8 +98,16 @@ Each term, with the published figure it comes from:
   A memset: bytes / (0.90 * bandwidth) + 2 us.
   A step is the sum over its launches (one stream). MFU = (6 P + 6 L C T) * B T / t / peak (llm.c's
   formula; P the parameters).
+  The counts each GPU takes: the runtime's default device is an sm_90, on which the trainer launches
+    the flash kernels' wgmma path (kernels/flash_wgmma.cuh): the H100 and H200 take those runs. The
+    A100, RTX A6000 and L40S run the mma.sync kernels, which the trainer launches on an emulated
+    sm_80 (CUDA_CPU_SM=80): dev/kernel_report.sh counts those runs as well (files named _sm80), and
+    these GPUs take them. A counts folder without them (made before the wgmma kernels, which then
+    must hold no wgmma) gives every GPU its one set.
   Not modelled: latency at low occupancy beyond the filled fraction, bank conflicts, L2 misses of
-  re-read data, clocks below the peak's.
+  re-read data, clocks below the peak's, wgmma's rate by shape (ours are m64n64k16, m64n32k16 and
+  m64nHSk16, B from shared memory; 0.96 is the papers' one figure for the instruction, and a narrow N
+  may run below it).
   llm.c on 8 GPUs (its published steps) from its one-GPU counts: ZeRO-1's update (adamw_kernel3 and
   the gradient norm's kernels) on an eighth of the parameters; its first update's initialisation
   (the m and v memsets, copy_and_cast_kernel to the master weights) left out, as a step past the
@@ -133,17 +167,19 @@ GPUS = OrderedDict([
 ])
 TENSOR_FLOPS_PER_CLOCK = {90: 4096, 80: 2048, 86: 1024, 89: 1024}  # dense fp16, an SM
 MMA_SYNC_RATE = {90: 494.0 / 757.0, 80: 0.95, 86: 0.95, 89: 0.95}  # of the dense peak (the model above)
+WGMMA_RATE = {90: 0.96}  # of the dense peak; wgmma is sm_90a's alone (the model above)
 SFU_LANES, ISSUE_RATE, SMEM_BYTES, DRAM_SHARE = 16, 4, 128, 0.90     # a clock an SM; of the datasheet
 LAUNCH_S, MEMSET_S = 3e-6, 2e-6
 for _g in GPUS.values():
     _g["clock"] = _g["peak"] * 1e12 / (_g["sms"] * TENSOR_FLOPS_PER_CLOCK[_g["arch"]]) / 1e9  # GHz
     _g["mma"] = MMA_SYNC_RATE[_g["arch"]]
+    _g["wgmma"] = WGMMA_RATE.get(_g["arch"])
 MODELS = {"d12": dict(L=12, C=768, NH=12), "d48": dict(L=48, C=1600, NH=25)}
 V, VP, T, B_TARGET = 50257, 50304, 1024, 8
 # The runtime's instruction classes (warp instructions), then what the report derives from them.
-INSTRUCTIONS = ["sfu", "shfl", "bar", "atom", "mma", "ldsm", "cp_async", "wmma", "ldst_global", "ldst_shared"]
+INSTRUCTIONS = ["sfu", "shfl", "bar", "atom", "mma", "ldsm", "cp_async", "wmma", "ldst_global", "ldst_shared", "wgmma"]
 METRICS = ["launches", "blocks", "read", "write", "read_sectors", "write_sectors", "smem_read", "smem_write",
-           "mma_flops", "flops", "gemm_bytes", "bytes", "tiles"] + INSTRUCTIONS
+           "mma_flops", "wgmma_flops", "flops", "gemm_bytes", "bytes", "tiles"] + INSTRUCTIONS
 
 # cuBLAS's published FP16 squares on an H100 SXM (TFLOP/s, the middle of each range; the model above).
 CUBLAS_SQUARES = [(2048, 548.0, "541-555"), (4096, 729.5, "726-733"), (8192, 756.0, "750-762")]
@@ -218,7 +254,7 @@ def totals(ops, bt):
             s["blocks"] += g[0] * g[1] * g[2]
             for m in ("read", "write", "read_sectors", "write_sectors", "smem_read", "smem_write", "mma_flops"):
                 s[m] += int(kv[m])
-            for m in INSTRUCTIONS:  # counts made before the runtime counted instructions have none
+            for m in INSTRUCTIONS + ["wgmma_flops"]:  # counts made before the runtime counted these have none
                 s[m] += int(kv.get(m, 0))
             b = [int(x) for x in kv["block"].split(",")]
             regs, ptx_smem = int(kv["regs"]), int(kv["ptxas_smem"])
@@ -250,19 +286,26 @@ def params(m):
     return VP * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
 
 
+def tensor_instructions(launch):
+    """A launch's tensor-core warp instructions as the runtime counted them: HMMA (mma.sync m16n8k16,
+    4096 FLOPs a warp; WMMA's products compile to them) and HGMMA (its wgmma count, one a warp per
+    instruction, as nvdisasm lists them)."""
+    return launch["mma_flops"] / 4096 + launch.get("wgmma", 0)
+
+
 def issue_instructions(a, launch):
     """A launch's warp instructions (the model above): where the SASS hot loop is known, the code
-    outside the loop once a warp (its static count) and the loop's instructions per HMMA times the
-    counted HMMA less the outside code's; else the runtime's counted classes (a lower bound); and
-    which it was."""
+    outside the loop once a warp (its static count) and the loop's instructions per tensor instruction
+    (HMMA + HGMMA) times the counted tensor instructions less the outside code's; else the runtime's
+    counted classes (a lower bound); and which it was."""
     counted = sum(launch.get(m, 0) for m in INSTRUCTIONS)
-    hmma = launch["mma_flops"] / 4096
+    tensor = tensor_instructions(launch)
     loop = SASS.get(a.get("symbol"))
-    if loop and hmma > 0:
+    if loop and tensor > 0 and loop["HMMA"] + loop["HGMMA"] > 0:
         warps = launch["blocks"] * ((a["threads"] + 31) // 32)
         out_instrs = loop["kernel_instrs"] - loop["instrs"]
-        out_hmma = loop["kernel_HMMA"] - loop["HMMA"]
-        in_loop = max(0.0, hmma - out_hmma * warps) / loop["HMMA"] * loop["instrs"]
+        out_tensor = loop["kernel_HMMA"] + loop["kernel_HGMMA"] - loop["HMMA"] - loop["HGMMA"]
+        in_loop = max(0.0, tensor - out_tensor * warps) / (loop["HMMA"] + loop["HGMMA"]) * loop["instrs"]
         return max(counted, in_loop + out_instrs * warps), "sass"
     return counted, "counted"
 
@@ -283,14 +326,18 @@ def kernel_time(gpu, a, launch):
     filled = grid / (waves * slots)
     clk = gpu["clock"] * 1e9 * gpu["sms"]  # SM clocks a second, all SMs
     instrs, _ = issue_instructions(a, launch)
-    hmma = launch["mma_flops"] / 4096
+    wgmma_flops = launch.get("wgmma_flops", 0)
+    if wgmma_flops > 0 and not gpu["wgmma"]:
+        sys.exit(f"kernel_report: {a.get('symbol')} counted wgmma FLOPs, which a GPU of sm_{gpu['arch']} has no "
+                 "instruction for: count its runs with CUDA_CPU_SM=80 (dev/kernel_report.sh's _sm80 files)")
     t = {"dram": 32 * (launch["read_sectors"] + launch["write_sectors"]) / (DRAM_SHARE * gpu["bw"] * 1e9),
          "smem": (launch["smem_read"] + launch["smem_write"]) / (SMEM_BYTES * clk),
-         "tensor": launch["mma_flops"] / (gpu["mma"] * gpu["peak"] * 1e12),
+         "tensor": launch["mma_flops"] / (gpu["mma"] * gpu["peak"] * 1e12)
+                   + (wgmma_flops / (gpu["wgmma"] * gpu["peak"] * 1e12) if wgmma_flops > 0 else 0.0),
          "sfu": 32 * launch.get("sfu", 0) / (SFU_LANES * clk),
          "issue": instrs / (ISSUE_RATE * clk)}
-    if launch["mma_flops"] > 0:  # products, exponentials and the rest of the loop add (the model above)
-        other = max(0.0, instrs - hmma - launch.get("sfu", 0)) / (ISSUE_RATE * clk)
+    if launch["mma_flops"] > 0 or wgmma_flops > 0:  # products, exponentials, the rest add (the model above)
+        other = max(0.0, instrs - tensor_instructions(launch) - launch.get("sfu", 0)) / (ISSUE_RATE * clk)
         core = {"tensor+sfu+issue": t["tensor"] + t["sfu"] + other, "dram": t["dram"], "smem": t["smem"]}
     else:
         core = t
@@ -326,13 +373,14 @@ def family(name):
 
 def parse_ptxas(path):
     """ptxas -v output (nvcc -Xptxas -v): {(mangled name, "sm_XX"): (registers, spill stores, spill loads,
-    static shared memory bytes)}; empty without the file."""
+    static shared memory bytes)}; empty without the file. sm_90a's lines are the "sm_90" entries: the
+    code an H100 runs (the wgmma kernels' real registers; compiled for plain sm_90 they hold a trap)."""
     res, fn, arch, spill = {}, None, None, (0, 0)
     if not path or not os.path.exists(path):
         return res
     with open(path) as f:
         for line in f:
-            m = re.search(r"Compiling entry function '([^']+)' for '(sm_\d+)'", line)
+            m = re.search(r"Compiling entry function '([^']+)' for '(sm_\d+)a?'", line)
             if m:
                 fn, arch, spill = m.group(1), m.group(2), (0, 0)
                 continue
@@ -348,14 +396,54 @@ def parse_ptxas(path):
     return res
 
 
-PTXAS = {}  # set by main from --ptxas: the trainer's kernels compiled for sm_80 and sm_90
+PTXAS = {}  # set by main from --ptxas: the trainer's kernels compiled for sm_80 and sm_90a (keyed "sm_90")
 SASS = {}   # set by main from --sass: mangled kernel name -> its hot loop (dev/sass_mix.py)
 COUNTS_DIR = []  # set by main: the counts' folder
 
 
+# The counted runs on an emulated sm_80 (CUDA_CPU_SM=80, dev/kernel_report.sh): their files carry this
+# after the precision (d12_fp16_sm80_L1_B1.count, attention_sm80_T1024_NH1.count).
+SM80 = "_sm80"
+
+
+def counted_as(counts_dir, gpu):
+    """Which counted runs gpu takes (the model above): "" (the runtime's default sm_90 device, on which
+    the trainer runs the flash kernels' wgmma path) for an sm_90 GPU, SM80 (the mma.sync kernels) for
+    the others; "" for every GPU where the folder holds no sm_80 run (counts made before there were
+    two paths)."""
+    if gpu["arch"] == 90:
+        return ""
+    return SM80 if any(SM80 + "_" in f for f in os.listdir(counts_dir)) else ""
+
+
+def counts_note(counts_dir):
+    """{GPU: which counted runs it takes, in words} (the report and its JSON say it)."""
+    out = OrderedDict()
+    for gname, gpu in GPUS.items():
+        if gpu["arch"] == 90:
+            out[gname] = "the runs on the runtime's default device, an sm_90 (where the trainer takes the wgmma path)"
+        elif counted_as(counts_dir, gpu):
+            out[gname] = "the runs on an emulated sm_80 (CUDA_CPU_SM=80: the mma.sync path)"
+        else:
+            out[gname] = "the sm_90 runs (the counts folder has no sm_80 runs: counted before there were two paths)"
+    return out
+
+
+def have_runs(counts_dir, prefix):
+    """Whether the four counted runs prefix_L{1,2}_B{1,2} are there."""
+    return all(os.path.exists(os.path.join(counts_dir, f"{prefix}_L{l}_B{b}.count")) for l in (1, 2) for b in (1, 2))
+
+
+_EXTRAPOLATED = {}
+
+
 def extrapolate(counts_dir, prefix, L, B, T, skip=None):
     """Every group's step totals at (L, B) from the four counted runs (bilinear in layers and batch);
-    skip(l, b): the ops to leave out of the counted run of l layers at batch b."""
+    skip(l, b): the ops to leave out of the counted run of l layers at batch b. Without skip, kept
+    for the next call with the same arguments (each GPU asks for its runs)."""
+    memo = (counts_dir, prefix, L, B, T) if skip is None else None
+    if memo in _EXTRAPOLATED:
+        return _EXTRAPOLATED[memo]
     runs = {}
     for l in (1, 2):
         for b in (1, 2):
@@ -367,6 +455,8 @@ def extrapolate(counts_dir, prefix, L, B, T, skip=None):
         attrs.update(a)
     at = {k: {mt: bilinear(*(runs[lb][0][k][mt] for lb in ((1, 1), (1, 2), (2, 1), (2, 2))), L, B) for mt in METRICS}
           for k in keys}
+    if memo:
+        _EXTRAPOLATED[memo] = (keys, attrs, at)
     return keys, attrs, at
 
 
@@ -453,13 +543,17 @@ def op_time(gpu, k, attr, per, bt):
 
 
 def step_times(precision, counts_dir, model_name, B, variant=""):
-    """Predicted step time per GPU at micro-batch B (the model, without the tables); variant "_ge2":
-    the counts of -ge 2."""
+    """Predicted step time per GPU at micro-batch B (the model, without the tables), each GPU from the
+    runs it takes (counted_as); variant "_ge2": the counts of -ge 2. A GPU whose runs of the variant
+    were not counted is left out."""
     m = MODELS[model_name]
-    keys, attrs, at = extrapolate(counts_dir, f"{model_name}_{precision}{variant}", m["L"], B, T)
     bt = B * T
     out = {}
     for gname, gpu in GPUS.items():
+        prefix = f"{model_name}_{precision}{counted_as(counts_dir, gpu)}{variant}"
+        if not have_runs(counts_dir, prefix):
+            continue
+        keys, attrs, at = extrapolate(counts_dir, prefix, m["L"], B, T)
         total = step_total(gpu, keys, attrs, at, bt)
         mfu = (6 * params(m) + 6 * m["L"] * m["C"] * T) * bt / total / (gpu["peak"] * 1e12)
         out[gname] = dict(step_ms=round(total * 1e3, 2), tokens_per_s=round(bt / total), mfu=round(mfu, 4))
@@ -603,10 +697,14 @@ def llmc_step(counts_dir, gname, model_name, B, micro=1, ranks=1, cudnn=True, va
 
 
 def ours_step(counts_dir, precision, gname, model_name, B):
-    """Our step on gname at -ge's default for it (2 on sm_90 and newer, 0 before): seconds, per family."""
+    """Our step on gname at -ge's default for it (2 on sm_90 and newer, 0 before), from the runs it
+    takes (counted_as): seconds, per family; None where those runs were not counted."""
     m = MODELS[model_name]
     variant = "_ge2" if GPUS[gname]["arch"] >= 90 else ""
-    keys, attrs, at = extrapolate(counts_dir, f"{model_name}_{precision}{variant}", m["L"], B, T)
+    prefix = f"{model_name}_{precision}{counted_as(counts_dir, GPUS[gname])}{variant}"
+    if not have_runs(counts_dir, prefix):
+        return None
+    keys, attrs, at = extrapolate(counts_dir, prefix, m["L"], B, T)
     fam = family_times(GPUS[gname], keys, attrs, at, B * T)
     return sum(fam.values()), dict(fam)
 
@@ -619,8 +717,10 @@ def model_flops(model_name, tokens):
 def flash_at(counts_dir, gname, Tq, B=16, NH=32, HS=64):
     """Our attention at FlashAttention-2's benchmark configuration on gname: (forward, forward+backward)
     TFLOP/s with its FLOPs (4 B T^2 NH HS, halved for causal; the backward 2.5x), from the counts of 1
-    and 2 heads (every count linear in the (batch, head) pairs). None without the counts."""
-    paths = [os.path.join(counts_dir, f"attention_T{Tq}_NH{h}.count") for h in (1, 2)]
+    and 2 heads (every count linear in the (batch, head) pairs), those the GPU takes (counted_as); and
+    the tensor instruction they ran ("wgmma" or "mma.sync"). None without the counts."""
+    paths = [os.path.join(counts_dir, f"attention{counted_as(counts_dir, GPUS[gname])}_T{Tq}_NH{h}.count")
+             for h in (1, 2)]
     if not all(os.path.exists(x) for x in paths):
         return None
     (s1, a1), (s2, a2) = (totals(parse(x, start=None), Tq) for x in paths)
@@ -634,7 +734,8 @@ def flash_at(counts_dir, gname, Tq, B=16, NH=32, HS=64):
         elif k[0] == "kernel":
             bwd_t += t * cnt
     flops = 4.0 * B * Tq * Tq * NH * HS / 2
-    return flops / fwd_t / 1e12, 3.5 * flops / (fwd_t + bwd_t) / 1e12
+    path = "wgmma" if any(x["wgmma_flops"] > 0 for x in at.values()) else "mma.sync"
+    return flops / fwd_t / 1e12, 3.5 * flops / (fwd_t + bwd_t) / 1e12, path
 
 
 FA2_SOURCE = "flash-attention repo, assets/flash2_h100_fwd_bwd_benchmark.png; FlashAttention-3 paper Fig. 5(b)"
@@ -682,8 +783,8 @@ def calibration(counts_dir, precision):
         if ours is None:
             continue
         for which, anchor, measured, source in rows_here:
-            row("comparison", f"ours beside {anchor}", f"{gname}, B=16, 32 heads, head dim 64, causal, T={Tq}",
-                measured, ours[which], "TFLOP/s", source)
+            row("comparison", f"ours beside {anchor}", f"{gname}, B=16, 32 heads, head dim 64, causal, T={Tq} "
+                f"(ours on {ours[2]})", measured, ours[which], "TFLOP/s", source)
     return rows
 
 
@@ -693,10 +794,11 @@ def side_by_side(counts_dir, precision):
     for gname in GPUS:
         out[gname] = OrderedDict()
         for model_name in ("d12", "d48"):
-            ours_t, ours_f = ours_step(counts_dir, precision, gname, model_name, B_TARGET)
+            ours = ours_step(counts_dir, precision, gname, model_name, B_TARGET)
             r = llmc_step(counts_dir, gname, model_name, B_TARGET)
-            if r is None:
+            if r is None or ours is None:
                 continue
+            ours_t, ours_f = ours
             llmc_t, llmc_f, how = r
             plain = llmc_step(counts_dir, gname, model_name, B_TARGET, cudnn=False)[0]
             flops = model_flops(model_name, B_TARGET * T)
@@ -744,9 +846,20 @@ def ideal_bytes(fam, name, launches, m, B, s):
     return None
 
 
+def family_symbol(keys, attrs, at, f):
+    """The mangled name of the kernel of family f that launches in a step (keys, attrs, at), or None."""
+    return next((attrs[k].get("symbol") for k in keys if k[0] == "kernel" and family(k[1]) == f and
+                 round(at[k]["launches"]) > 0), None)
+
+
 def report(precision, counts_dir, model_name):
+    """The model's tables for d12 or d48 at B_TARGET: every GPU's step from the runs it takes
+    (counted_as), the H100's kernel families, attention kernels and bandwidth-bound kernels."""
     m = MODELS[model_name]
-    keys, attrs, at = extrapolate(counts_dir, f"{model_name}_{precision}", m["L"], B_TARGET, T)
+    base = f"{model_name}_{precision}"
+    # the kernels an sm_80 GPU runs, for the attention table's sm_80 column
+    sm80 = base + counted_as(counts_dir, GPUS["A100 SXM 80GB"])
+    runs80 = extrapolate(counts_dir, sm80, m["L"], B_TARGET, T) if have_runs(counts_dir, sm80) else None
     bt = B_TARGET * T
     lines = []
     P = params(m)
@@ -754,6 +867,10 @@ def report(precision, counts_dir, model_name):
     attn_fwd_flops = 4 * B_TARGET * T * T * m["NH"] * (m["C"] // m["NH"]) / 2 * m["L"]
     summary = []
     for gname, gpu in GPUS.items():
+        prefix = base + counted_as(counts_dir, gpu)
+        if not have_runs(counts_dir, prefix):
+            continue
+        keys, attrs, at = extrapolate(counts_dir, prefix, m["L"], B_TARGET, T)
         fam = defaultdict(lambda: dict(t=0.0, launches=0.0, read=0.0, sectors=0.0, smem=0.0, flops=0.0, instrs=0.0,
                                        bound=defaultdict(float), detail=None, pipes=defaultdict(float)))
         total = 0.0
@@ -765,7 +882,7 @@ def report(precision, counts_dir, model_name):
             F["read"] += x["read"] + x["write"] + x["gemm_bytes"] + x["bytes"]
             F["sectors"] += 32 * (x["read_sectors"] + x["write_sectors"]) + x["gemm_bytes"] + x["bytes"]
             F["smem"] += x["smem_read"] + x["smem_write"]
-            F["flops"] += x["mma_flops"] + x["flops"]
+            F["flops"] += x["mma_flops"] + x["wgmma_flops"] + x["flops"]
             if k[0] == "kernel":
                 per = {mt: x[mt] / x["launches"] for mt in METRICS}
                 F["instrs"] += issue_instructions(attrs[k], per)[0] * n
@@ -794,36 +911,44 @@ def report(precision, counts_dir, model_name):
         att = fam["attention_forward"]["t"] + fam["attention_forward_flash"]["t"]
         attb = sum(fam[f]["t"] for f in ATTENTION_BACKWARD)
         lines.append("")
-        # The attention kernels with ptxas's resources for both architectures (sm_90 is what the model
-        # uses), what they move and compute, and their TFLOP/s: counted tensor-core FLOPs (masked
-        # products included) and, for the forward, the causal FLOPs (4 B T^2 NH HS / 2 a layer).
-        lines.append("| attention kernel | ptxas sm_90: regs, spill B, smem KiB | sm_80 | requested MB | unique MB | "
-                     "smem MB | tensor TFLOP | pipes ms: tensor, sfu, issue, smem, dram | ms | tensor TFLOP/s | causal TFLOP/s |")
+        # The attention kernels: the H100's (each family's kernel in these runs: the wgmma path where
+        # the counts have it) with ptxas's sm_90a resources (what the model uses) and, beside them, those
+        # of the kernel of the same family an sm_80 GPU runs (from the runs it takes); what they move and
+        # compute, and their TFLOP/s: counted tensor-core FLOPs (masked products included) and, for the
+        # forward, the causal FLOPs (4 B T^2 NH HS / 2 a layer).
+        lines.append("| attention kernel (the H100's) | ptxas sm_90a: regs, spill B, smem KiB | sm_80: its family's kernel there, "
+                     "regs, spill B, smem KiB | requested MB | unique MB | smem MB | tensor TFLOP | pipes ms: tensor, sfu, "
+                     "issue, smem, dram | ms | tensor TFLOP/s | causal TFLOP/s |")
         lines.append("|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|")
         for f in ("attention_forward_flash", "attention_forward") + ATTENTION_BACKWARD:
             F = fam.get(f)
             if not F or F["launches"] == 0:
                 continue
-            sym = next((attrs[k].get("symbol") for k in keys if k[0] == "kernel" and family(k[1]) == f and
-                        round(at[k]["launches"]) > 0), None)
-            res = []
-            for arch in ("sm_90", "sm_80"):
-                r = PTXAS.get((sym, arch))
-                res.append(f"{r[0]}, {r[1] + r[2]}, {r[3] / 1024:.1f}" if r else "-")
+            sym = family_symbol(keys, attrs, at, f)
+            name = next((k[1].split("<")[0] for k in keys if k[0] == "kernel" and attrs[k].get("symbol") == sym), f)
+            sym80 = family_symbol(*runs80, f) if runs80 else None
+            name80 = next((k[1].split("<")[0] for k in runs80[0] if k[0] == "kernel" and runs80[1][k].get("symbol") == sym80),
+                          None) if sym80 else None
+
+            def res(symbol, arch):
+                r = PTXAS.get((symbol, arch))
+                return f"{r[0]}, {r[1] + r[2]}, {r[3] / 1024:.1f}" if r else "-"
+            at80 = f"`{name80}`: {res(sym80, 'sm_80')}" if name80 else "-"
             causal = f"{attn_fwd_flops / F['t'] / 1e12:.0f}" if f.startswith("attention_forward") else "-"
             pipes = ", ".join(f"{F['pipes'][x] * 1e3:.2f}" for x in ("tensor", "sfu", "issue", "smem", "dram"))
-            lines.append(f"| {f} | {res[0]} | {res[1]} | {F['read'] / 1e6:,.0f} | {F['sectors'] / 1e6:,.0f} | "
+            lines.append(f"| {f}: `{name}` | {res(sym, 'sm_90')} | {at80} | {F['read'] / 1e6:,.0f} | {F['sectors'] / 1e6:,.0f} | "
                          f"{F['smem'] / 1e6:,.0f} | {F['flops'] / 1e12:.2f} | {pipes} | {F['t'] * 1e3:.2f} | "
                          f"{F['flops'] / F['t'] / 1e12:.0f} | {causal} |")
         lines.append("")
         lines.append("Bytes include the warp primitives' traffic, counted by the CPU runtime once a warp: "
                      "cp.async's global reads and shared writes, ldmatrix's shared reads, WMMA's tile loads and "
-                     "stores (global or shared by the pointer); test/cuda_cpu/README.md, \"Counting\". The pipes "
-                     "are each term alone (a tensor-core kernel is charged max(dram, smem, tensor + sfu + the rest "
-                     "of its issue)); \"issue\" there is every warp instruction, the HMMA and MUFU included.")
+                     "stores (global or shared by the pointer), wgmma's shared-memory operand (once a warpgroup); "
+                     "test/cuda_cpu/README.md, \"Counting\". The pipes are each term alone (a tensor-core kernel is "
+                     "charged max(dram, smem, tensor + sfu + the rest of its issue)); \"issue\" there is every warp "
+                     "instruction, the HMMA, HGMMA and MUFU included.")
         if not PTXAS:
             lines.append("")
-            lines.append("(no ptxas output given (--ptxas): registers from the runtime's table, sm_90 only)")
+            lines.append("(no ptxas output given (--ptxas): registers from the runtime's table, sm_90a only)")
         lines.append("")
         # The per-layer bandwidth-bound kernels against the least their jobs move: the DRAM bytes the
         # model charges (unique sectors) over that minimum, and the minimum over the predicted time as
@@ -956,14 +1081,17 @@ def front(precision, cal, sbs):
          "training step counted by the CPU runtime (`CUDA_CPU_COUNT`: global bytes asked for and 32-byte sectors "
          "touched once, shared-memory bytes, tensor-core FLOPs, warp instructions by class; cuBLASLt shapes), at "
          "1 and 2 layers and micro-batch 1 and 2 (T = 1024), extrapolated bilinearly to d12 and d48 (checked by "
-         "test/test_kernel_report.sh), with ptxas's registers (sm_90) and the flash kernels' SASS inner loops, "
+         "test/test_kernel_report.sh), with ptxas's registers (sm_90a) and the flash kernels' SASS inner loops, "
          "through the model written at the top of dev/kernel_report.py (its second version: tensor time at the "
          "rate of the instruction used, cuBLASLt fitted to published products, special functions, instruction "
          "issue). llm.c's train_gpt2.cu (commit " + LLMC_COMMIT[:7] + ", BF16, no cuDNN) is counted the same way "
          "through the same runtime. Every figure is the model's; test/gpu/check.sh prints them beside what it "
-         "measures when a GPU is lent.", "",
-         "## Calibration: the model against published measurements", "",
-         "| kind | anchor | configuration | measured | predicted | error | source |", "|---|---|---|---:|---:|---:|---|"]
+         "measures when a GPU is lent.", ""]
+    if COUNTS_DIR:
+        L += ["Which counted runs each GPU takes (the model's header, \"The counts each GPU takes\"): " +
+              "; ".join(f"{g}, {w}" for g, w in counts_note(COUNTS_DIR[0]).items()) + ".", ""]
+    L += ["## Calibration: the model against published measurements", "",
+          "| kind | anchor | configuration | measured | predicted | error | source |", "|---|---|---|---:|---:|---:|---|"]
     for r in cal:
         L.append(f"| {r['kind']} | {r['anchor']} | {r['config']} | {fmt(r['measured'], r['unit'])} | "
                  f"{fmt(r['predicted'], r['unit'])} | {100 * r['error']:+.1f}% | {r['source']} |")
@@ -1017,7 +1145,7 @@ def main():
     ap.add_argument("--counts", required=True)
     ap.add_argument("--registers", default="")
     ap.add_argument("--ptxas", nargs="*", default=[],
-                    help="nvcc -Xptxas -v output of the trainer (sm_80 and sm_90), and of llm.c (sm_90)")
+                    help="nvcc -Xptxas -v output of the trainer (sm_80 and sm_90a), and of llm.c (sm_90)")
     ap.add_argument("--sass", default="", help="dev/sass_mix.py's JSON (the flash kernels' hot loops)")
     ap.add_argument("--out", default="")
     ap.add_argument("--check", nargs=5, metavar=("PREFIX", "L", "B", "T", "COUNT"),
@@ -1027,7 +1155,9 @@ def main():
         PTXAS.update(parse_ptxas(path))
     if args.sass and os.path.exists(args.sass):
         with open(args.sass) as f:
-            SASS.update({v["mangled"]: dict(v["hot_loop"], kernel_instrs=v["instrs"], kernel_HMMA=v["HMMA"])
+            # a mix made before HGMMA had its column has none
+            SASS.update({v["mangled"]: dict({"HGMMA": 0, **v["hot_loop"]}, kernel_instrs=v["instrs"], kernel_HMMA=v["HMMA"],
+                                            kernel_HGMMA=v.get("HGMMA", 0))
                          for v in json.load(f).values() if v.get("hot_loop")})
     if args.check:
         prefix, L, B, T_, path = args.check
@@ -1052,7 +1182,7 @@ def main():
     pred = {name: {str(B): step_times(args.precision, args.counts, name, B) for B in batches} for name in ("d12", "d48")}
     doc = {"model": "dev/kernel_report.py, second version", "precision": args.precision, "T": T, "flags": "-r 0 -ge 0",
            "gemm_fit": {"e": round(GEMM_E, 6), "t0_us": round(GEMM_T0 * 1e6, 4)},
-           "tolerance": TOLERANCE, "calibration": cal, "side_by_side": sbs,
+           "tolerance": TOLERANCE, "counts": counts_note(args.counts), "calibration": cal, "side_by_side": sbs,
            "targets": [dict(target=w, ours=round(o, 3), bar=round(b, 3), met=m) for w, o, b, m in targets(args.counts, args.precision, cal, sbs)],
            "predicted": pred}
     # The same with -ge 2 (GELU in the matmul epilogues), for check.sh's measurement of both.
@@ -1068,7 +1198,10 @@ def main():
             for B in batches:
                 row = {}
                 for gname, gpu in GPUS.items():
-                    t = llmc_step(args.counts, gname, name, B, cudnn=False)[0]
+                    r = llmc_step(args.counts, gname, name, B, cudnn=False)
+                    if r is None:  # its runs of this model were not counted
+                        continue
+                    t = r[0]
                     row[gname] = dict(step_ms=round(t * 1e3, 2), tokens_per_s=round(B * T / t),
                                       mfu=round(model_flops(name, B * T) / t / (gpu["peak"] * 1e12), 4))
                 doc["predicted_llmc"][name][str(B)] = row

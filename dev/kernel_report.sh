@@ -19,9 +19,15 @@
 # causal, T = 1024 and 2048, for 1 and 2 heads, linear in heads); and llm.c's train_gpt2.cu (BF16, no
 # cuDNN) built through the same runtime (make builds build/dev/llmc/train_gpt2cu_count when a checkout
 # is at LLMC_DIR, ./llm.c by default), counted the same way, for the calibration and the side-by-side.
+# The runtime's device is an sm_90, where the trainer runs the flash kernels' wgmma path: those runs are
+# the H100's and H200's. The A100, RTX A6000 and L40S run the mma.sync path, so the trainer is counted
+# again on an emulated sm_80 (CUDA_CPU_SM=80; files named _sm80): `-ge 0` (their default) with 1 and
+# 2 micro-steps, `-ge 2` (the predictions' -ge 2 table), and the attention alone at T = 1024 (the
+# A100's FlashAttention-2 comparison). llm.c is counted once (its kernels are the same on both).
 # A count file newer than the binary that made it is kept (the model alone changes in seconds);
-# `rm -r build/dev/kernel_report` counts everything again (about 25 minutes for the trainer and 20
-# for llm.c on 2 quiet cores, several times that on a loaded machine).
+# `rm -r build/dev/kernel_report` counts everything again (about 25 minutes for the trainer's sm_90
+# runs, 17 more for its sm_80 ones and 20 for llm.c on 2 quiet cores, several times that on a loaded
+# machine).
 # Output: the tables on stdout, build/dev/kernel_report/report_PREC.md and predicted_PREC.json, which
 # for FP16 are committed as docs/kernel_report_fp16.md and .json (test/test_kernel_report.sh checks
 # their calibration table; README's side-by-side is its table's H100 to L40S rows).
@@ -75,11 +81,13 @@ run_counted() {  # file binary description command...: one counted run into file
     echo "counted $what: $(( $(date +%s) - start )) s" >&2
 }
 count() {  # model L B suffix flags...: one counted step into $out/<model>_<precision>[suffix]_L<L>_B<B>.count,
-           # the suffix naming the variant its flags make (_ge2: -ge 2; _A2: 2 micro-steps)
-    local name=$1 L=$2 B=$3 sfx=$4
+           # the suffix naming the variant its flags make (_ge2: -ge 2; _A2: 2 micro-steps) after the
+           # device when it is not the runtime's sm_90 (_sm80: CUDA_CPU_SM=80)
+    local name=$1 L=$2 B=$3 sfx=$4 dev=()
     shift 4
-    run_counted "$out/${name}_${p}${sfx}_L${L}_B${B}.count" $bin "$name with $L layer(s) at B=$B, T=1024, $*" \
-        $bin -e "$work/$name.L$L.bin" -i "$work/train.bin" -b $B -t 1024 -x 1 -v 0 -s 0 -o "" "$@"
+    case $sfx in _sm80*) dev=(env CUDA_CPU_SM=80) ;; esac
+    run_counted "$out/${name}_${p}${sfx}_L${L}_B${B}.count" $bin "$name with $L layer(s) at B=$B, T=1024, $*${dev[*]:+ on sm_80}" \
+        ${dev[@]+"${dev[@]}"} $bin -e "$work/$name.L$L.bin" -i "$work/train.bin" -b $B -t 1024 -x 1 -v 0 -s 0 -o "" "$@"
 }
 count_llmc() {  # model L B suffix flags...: llm.c's step, into $out/llmc_<model>[suffix]_L<L>_B<B>.count. Its
                 # BF16 build reads version 5 model files (bf16 weights); -v and -m 0: no validation batch
@@ -119,6 +127,10 @@ EOF
             # adds (the first writes the gradients, the others add to them), for 4 micro-steps.
             count "$name" $L $B _A2 -r 0 -ge 0 -d $((2 * B * 1024))
             count "$name" $L $B _ge2_A2 -r 0 -ge 2 -d $((2 * B * 1024))
+            # on an sm_80 (the mma.sync flash kernels): what the A100, RTX A6000 and L40S run
+            count "$name" $L $B _sm80 -r 0 -ge 0
+            count "$name" $L $B _sm80_A2 -r 0 -ge 0 -d $((2 * B * 1024))
+            count "$name" $L $B _sm80_ge2 -r 0 -ge 2
             if [ -n "$llmc" ]; then
                 # llm.c at -r 0 and its -ge default (0 at this commit), one GPU (-z 0); at d12, 1 layer,
                 # B=1 also 2 micro-steps, against which the report checks what it takes a micro-step past
@@ -137,26 +149,31 @@ done
 for T in 1024 2048; do
     for NH in 1 2; do
         run_counted "$out/attention_T${T}_NH${NH}.count" $att "the attention at B=1, T=$T, $NH head(s) of 64" $att 1 $T $NH 64
+        # on an sm_80 (the mma.sync kernels), at T = 1024: the A100's comparison
+        [ $T = 1024 ] && run_counted "$out/attention_sm80_T${T}_NH${NH}.count" $att \
+            "the attention at B=1, T=$T, $NH head(s) of 64 on sm_80" env CUDA_CPU_SM=80 $att 1 $T $NH 64
     done
 done
-# ptxas's resources of the trainer's kernels in this precision for sm_80 and sm_90 (one nvcc compile,
-# a few minutes): the report shows both, and the model takes sm_90's registers from it, so they are this
-# commit's even when the runtime's table (registers.db) is older.
+# ptxas's resources of the trainer's kernels in this precision for sm_80 and sm_90a (one nvcc compile,
+# a few minutes): the report shows both, and the model takes sm_90a's registers from it (as its sm_90
+# entries: the code an H100 runs; compiled for plain sm_90 the wgmma kernels hold a trap and report a
+# few registers), so they are this commit's even when the runtime's table (registers.db) is older.
 ptx="$out/ptxas_$p.log"
 nvcc=$(command -v nvcc || echo "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc")
 if [ -x "$nvcc" ]; then
-    if ! fresh "$ptx" train_gpt2.cu || [ -n "$(find kernels -newer "$ptx" -name '*.cuh' | head -n 1)" ]; then
+    if ! fresh "$ptx" train_gpt2.cu || [ -n "$(find kernels -newer "$ptx" -name '*.cuh' | head -n 1)" ] ||
+            ! grep -q "for 'sm_90a'" "$ptx"; then  # a log of before sm_90a holds the wgmma kernels' traps
         P=$(echo "$p" | tr a-z A-Z)
-        if ! "$nvcc" -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -Xptxas -v -std=c++17 \
+        if ! "$nvcc" -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a -Xptxas -v -std=c++17 \
                 -DENABLE_$P -I. -Icommon -Ireference -Ikernels -c train_gpt2.cu -o "$work/train_gpt2.o" > "$ptx.tmp" 2>&1; then
-            echo "kernel_report: nvcc could not compile train_gpt2.cu for sm_80 and sm_90 (see $ptx.tmp)"
+            echo "kernel_report: nvcc could not compile train_gpt2.cu for sm_80 and sm_90a (see $ptx.tmp)"
             exit 1
         fi
         mv "$ptx.tmp" "$ptx"
     fi
-    echo "ptxas: train_gpt2.cu for sm_80 and sm_90: $(grep -c 'Used [0-9]* registers' "$ptx") kernel builds, $(grep -c '[1-9][0-9]* bytes spill' "$ptx") with spills" >&2
+    echo "ptxas: train_gpt2.cu for sm_80 and sm_90a: $(grep -c 'Used [0-9]* registers' "$ptx") kernel builds, $(grep -c '[1-9][0-9]* bytes spill' "$ptx") with spills" >&2
 else
-    echo "kernel_report: no nvcc: registers from the runtime's table (sm_90) only" >&2
+    echo "kernel_report: no nvcc: registers from the runtime's table (sm_90a) only" >&2
     : > "$ptx"
 fi
 # llm.c's registers the same way (sm_90; its Makefile's -O3 --use_fast_math), for its kernels' occupancy.

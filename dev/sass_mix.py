@@ -5,20 +5,22 @@ instructions in the code, each counted once, not how often they run), and each k
     python3 dev/sass_mix.py SASS.txt [--json OUT.json] [--kernels REGEX]
 
 SASS.txt is `nvdisasm -c` of a cubin (dev/sass_mix.sh makes it). Per kernel it counts the
-classes that decide a kernel's speed: tensor-core MMAs (HMMA), ldmatrix (LDSM), shared-memory
-loads and stores by width (LDS/STS), global loads and stores by width (LDG/STG; 128-bit is what a
-bandwidth-bound kernel wants), cp.async (LDGSTS), generic loads and stores (LD/ST: an address the
-compiler could not place in a space), barriers (BAR), special-function ops (MUFU: ex2, rcp, ...),
+classes that decide a kernel's speed: tensor-core MMAs (HMMA: mma.sync and WMMA; HGMMA: sm_90a's
+warpgroup wgmma, one a warp per instruction), ldmatrix (LDSM), shared-memory loads and stores by
+width (LDS/STS), global loads and stores by width (LDG/STG; 128-bit is what a bandwidth-bound
+kernel wants), cp.async (LDGSTS), generic loads and stores (LD/ST: an address the compiler could
+not place in a space), barriers (BAR), special-function ops (MUFU: ex2, rcp, ...),
 shuffles (SHFL), global atomics and reductions (ATOMG/RED), local memory (LDL/STL: spills or
 indexed arrays) and everything else. NOPs (padding) are not counted.
 
 The hot loop: of the address ranges a backward branch closes (from its target label to the branch),
-the one with the most HMMA, with its instructions, HMMA and MUFU. The kernel report (dev/
-kernel_report.py) charges a tensor-core kernel the code outside the loop once a warp (the kernel's
-counts less the loop's) and the loop's instructions per HMMA for the rest of the HMMA the CPU
-runtime counted it run: the loop's trip count without a GPU. A range may hold code only some trips
-run (a branch inside the loop), so the ratio is an upper bound there; the flash kernels peel their
-diagonal tiles out of the loop, so theirs hold none.
+the one with the most tensor instructions (HMMA + HGMMA), with its instructions, HMMA, HGMMA and MUFU.
+The kernel report (dev/kernel_report.py) charges a tensor-core kernel the code outside the loop once
+a warp (the kernel's counts less the loop's) and the loop's instructions per tensor instruction for
+the rest of the tensor instructions the CPU runtime counted it run (mma_flops / 4096 HMMA, its
+`wgmma` count of HGMMA, both a warp): the loop's trip count without a GPU. A range may hold code
+only some trips run (a branch inside the loop), so the ratio is an upper bound there; the flash
+kernels peel their diagonal tiles out of the loop, so theirs hold none.
 A markdown table goes to stdout; --json writes the counts (and "hot_loop") for other tools.
 """
 import json
@@ -35,7 +37,7 @@ TARGET = re.compile(r"`\((\.L_x_\d+)\)")
 # Width of a memory op from its suffixes: .U8/.S8 1 byte, .U16/.S16 2, .64 8, .128 16, none 4.
 WIDTH_SUFFIX = {"U8": 1, "S8": 1, "U16": 2, "S16": 2, "64": 8, "128": 16}
 
-COLUMNS = ["instrs", "HMMA", "LDSM", "LDS", "LDS.128", "STS", "STS.128", "LDG", "LDG.128", "STG", "STG.128",
+COLUMNS = ["instrs", "HMMA", "HGMMA", "LDSM", "LDS", "LDS.128", "STS", "STS.128", "LDG", "LDG.128", "STG", "STG.128",
            "LDGSTS", "LD/ST", "BAR", "MUFU", "SHFL", "ATOM/RED", "LDL/STL"]
 
 
@@ -50,8 +52,8 @@ def width(suffixes):
 def classify(op, suffixes, counts):
     """Adds one instruction to counts (a dict of COLUMNS)."""
     counts["instrs"] += 1
-    if op == "HMMA":
-        counts["HMMA"] += 1
+    if op in ("HMMA", "HGMMA"):
+        counts[op] += 1
     elif op == "LDSM":
         counts["LDSM"] += 1
     elif op in ("LDS", "STS", "LDG", "STG"):
@@ -75,9 +77,10 @@ def classify(op, suffixes, counts):
 
 
 def hot_loop(instrs, labels):
-    """The backward-branch range with the most HMMA: {"instrs", "HMMA", "MUFU", "start", "end"} (byte
-    addresses), or None when no loop holds an HMMA. instrs: (address, op, branch target label or None,
-    predicated) in order; labels: name -> the address of the instruction after it."""
+    """The backward-branch range with the most tensor instructions (HMMA + HGMMA): {"instrs", "HMMA",
+    "HGMMA", "MUFU", "start", "end"} (byte addresses), or None when no loop holds one. instrs:
+    (address, op, branch target label or None, predicated) in order; labels: name -> the address of
+    the instruction after it."""
     best = None
     for addr, op, target, pred in instrs:
         if op != "BRA" or target is None:
@@ -95,8 +98,10 @@ def hot_loop(instrs, labels):
                 continue
             lo = jumps[-1] + 1
         body = [o for a, o, _, _ in instrs if lo <= a <= addr]
-        loop = {"instrs": len(body), "HMMA": body.count("HMMA"), "MUFU": body.count("MUFU"), "start": lo, "end": addr}
-        if loop["HMMA"] and (best is None or (loop["HMMA"], -loop["instrs"]) > (best["HMMA"], -best["instrs"])):
+        loop = {"instrs": len(body), "HMMA": body.count("HMMA"), "HGMMA": body.count("HGMMA"),
+                "MUFU": body.count("MUFU"), "start": lo, "end": addr}
+        tensor = loop["HMMA"] + loop["HGMMA"]
+        if tensor and (best is None or (tensor, -loop["instrs"]) > (best["HMMA"] + best["HGMMA"], -best["instrs"])):
             best = loop
     return best
 
@@ -168,11 +173,11 @@ def main():
     short = dict(zip(names, demangle(names)))
     rows = [(short[n], n, kernels[n]) for n in names if pattern is None or pattern.search(short[n])]
     rows.sort(key=lambda r: r[0])
-    print("| kernel | " + " | ".join(COLUMNS) + " | hot loop: instrs, HMMA, MUFU |")
+    print("| kernel | " + " | ".join(COLUMNS) + " | hot loop: instrs, HMMA, HGMMA, MUFU |")
     print("| --- | " + " | ".join("---:" for _ in COLUMNS) + " | ---: |")
     for s, _, c in rows:
         loop = c["hot_loop"]
-        hot = f"{loop['instrs']}, {loop['HMMA']}, {loop['MUFU']}" if loop else "-"
+        hot = f"{loop['instrs']}, {loop['HMMA']}, {loop['HGMMA']}, {loop['MUFU']}" if loop else "-"
         print(f"| `{s}` | " + " | ".join(str(c[k]) for k in COLUMNS) + f" | {hot} |")
     if json_out:
         with open(json_out, "w") as f:

@@ -7,10 +7,13 @@
 # launch, warp instructions within 1%; the batches hold no repeated token, which the embedding
 # kernels' counts would follow). And the counts themselves: GELU forward reads and writes its
 # n elements once each, in bytes asked for and in 32-byte sectors touched; the flash forward, which
-# reads through cp.async and ldmatrix (the warp primitives' traffic, test/cuda_cpu/test_count.cu checks
-# it exactly), reads qkv exactly once at T = 64 (one query tile) and has shared-memory traffic; GELU's
-# special functions. The attention counted alone, linear in heads. And the committed report's
-# calibration table and side-by-side: present, their arithmetic, and README's columns.
+# reads through cp.async and ldmatrix or wgmma (the warp primitives' traffic, test/cuda_cpu/test_count.cu
+# checks it exactly), reads qkv exactly once at T = 64 (one query tile) and has shared-memory traffic;
+# GELU's special functions. The flash kernels on the runtime's default sm_90 (the wgmma path: wgmma
+# FLOPs) and on an emulated sm_80 (CUDA_CPU_SM=80: the mma.sync path), each GPU taking its runs, wgmma
+# FLOPs charged at wgmma's rate and HGMMA in the issue term. The attention counted alone, linear in
+# heads. And the committed report's calibration table and side-by-side: present, their arithmetic, and
+# README's columns.
 set -u
 cd "$(dirname "$0")/.."
 bin=build/dev/train_gpt2_count_fp16
@@ -23,18 +26,22 @@ status=0
 $gen ramp "$dir/train.bin" 20000 512 > /dev/null || { echo "FAIL kernel_report: gen_data"; exit 1; }
 count() {  # L B [suffix flags...]: one counted step of a 96-channel, 3-head model (head size 32: the flash
            # forward; T = 64; no model dimension equals B*T) into $dir/tiny$3_L$1_B$2.count, with the
-           # report's flags (dev/kernel_report.sh: -r 0 -ge 0) and any given
-    local L=$1 B=$2 sfx=${3:-}
+           # report's flags (dev/kernel_report.sh: -r 0 -ge 0) and any given; a suffix starting _sm80
+           # counts on an emulated sm_80 (CUDA_CPU_SM=80), as dev/kernel_report.sh's
+    local L=$1 B=$2 sfx=${3:-} sm=90
     shift 2; [ $# -gt 0 ] && shift
+    case $sfx in _sm80*) sm=80 ;; esac
     $gen model "$dir/m$L.bin" "$L" 96 3 512 64 1 > /dev/null &&
-    CUDA_CPU_CHECK=0 CUDA_CPU_SCHEDULES=forward CUDA_CPU_STREAM_ORDERS=forward CUDA_CPU_BLAS=skip \
+    CUDA_CPU_SM=$sm CUDA_CPU_CHECK=0 CUDA_CPU_SCHEDULES=forward CUDA_CPU_STREAM_ORDERS=forward CUDA_CPU_BLAS=skip \
         CUDA_CPU_COUNT="$dir/tiny${sfx}_L${L}_B${B}.count" $bin -e "$dir/m$L.bin" -i "$dir/train.bin" -b "$B" -t 64 -x 1 -v 0 -s 0 \
-        -o "" -r 0 -ge 0 -sf 0 "$@" > "$dir/run.out" 2>&1 || { echo "FAIL kernel_report: counting run L=$L B=$B $*: $(tail -n 2 "$dir/run.out")"; exit 1; }
+        -o "" -r 0 -ge 0 -sf 0 "$@" > "$dir/run.out" 2>&1 || { echo "FAIL kernel_report: counting run L=$L B=$B $sfx $*: $(tail -n 2 "$dir/run.out")"; exit 1; }
 }
 for L in 1 2 3; do for B in 1 2 3; do
     case "$L$B" in 11|12|21|22|33) count $L $B ;; esac
     # 2 micro-steps (-d: tokens a step): what the report adds for each micro-step past the first
     case "$L$B" in 11|12|21|22) count $L $B _A2 -d $((2 * B * 64)) ;; esac
+    # on an sm_80: the runs the A100, RTX A6000 and L40S take
+    case "$L$B" in 11|12|21|22) count $L $B _sm80 ;; esac
 done; done
 out=$(python3 dev/kernel_report.py --counts "$dir" --check tiny 3 3 64 "$dir/tiny_L3_B3.count" 2>&1)
 if [ $? -eq 0 ]; then
@@ -94,27 +101,93 @@ else
 fi
 [ "$(v sfu)" = $((n / 2 * 2 / 32)) ] && echo "PASS kernel_report: GELU forward's special functions: $(v sfu) warp instructions (2 a tanhf, 32 lanes)" \
     || { echo "FAIL kernel_report: GELU forward's sfu=$(v sfu), expected $((n / 2 * 2 / 32)): $line"; status=1; }
-# The flash forward at B=3, T=64: q, k and v (3 * B * T * C fp16) read once, asked for and in sectors.
-line=$(grep -m1 '^kernel name=attention_forward_flash_kernel' "$dir/tiny_L3_B3.count")
-n=$((3 * 3 * 64 * 96 * 2))
-if [ "$(v read)" = $n ] && [ $(( $(v read_sectors) * 32 )) = $n ] && [ "${line/ smem_read=0 /}" = "$line" ] \
-        && [ "${line/ smem_write=0 /}" = "$line" ]; then
-    echo "PASS kernel_report: the flash forward reads its $n bytes of qkv once (cp.async counted) and moves shared memory (ldmatrix counted)"
-else
-    echo "FAIL kernel_report: the flash forward's counts (cp.async and ldmatrix traffic counted?): $line"
-    status=1
-fi
-# Attention at head size 32 in FP16: the flash forward and the flash backward (mma.sync through
-# kernels/mma.cuh), each with its tensor-core FLOPs and its mangled symbol (how the report finds ptxas's
-# lines), the backward's two kernels (dQ, then dK/dV) both; the tiled (WMMA) kernels must not run.
-pass_flops=1
-for k in 'attention_forward_flash_kernel<T,HS>' 'flash_backward_dq_kernel<T,HS>' 'flash_backward_kv_kernel<T,HS>'; do
-    grep -qF "kernel name=$k symbol=_Z" "$dir/tiny_L3_B3.count" &&
-        grep -F "kernel name=$k symbol=_Z" "$dir/tiny_L3_B3.count" | grep -q ' mma_flops=[1-9]' || pass_flops=0
+# The flash forward at B=3, T=64 (B=2 on sm_80): q, k and v (3 * B * T * C fp16) read once, asked for
+# and in sectors, on either path (wgmma's B operand and ldmatrix are its shared-memory reads).
+for run in tiny_L3_B3:3:attention_forward_flash_wgmma_kernel tiny_sm80_L2_B2:2:attention_forward_flash_kernel; do
+    IFS=: read -r f b k <<< "$run"
+    line=$(grep -m1 "^kernel name=$k<" "$dir/$f.count")
+    n=$((3 * b * 64 * 96 * 2))
+    if [ -n "$line" ] && [ "$(v read)" = $n ] && [ $(( $(v read_sectors) * 32 )) = $n ] && [ "${line/ smem_read=0 /}" = "$line" ] \
+            && [ "${line/ smem_write=0 /}" = "$line" ]; then
+        echo "PASS kernel_report: $k reads its $n bytes of qkv once (cp.async counted) and moves shared memory"
+    else
+        echo "FAIL kernel_report: $k's counts in $f (cp.async, ldmatrix and wgmma traffic counted?): $line"
+        status=1
+    fi
 done
-grep -qE '^kernel name=attention_(forward|backward_dkdv|backward_dq|backward_rowdot)_kernel' "$dir/tiny_L3_B3.count" && pass_flops=0
-[ $pass_flops = 1 ] && echo "PASS kernel_report: attention's tensor-core FLOPs counted (the flash forward, the flash backward), symbols named for ptxas's registers" \
-    || { echo "FAIL kernel_report: no flash forward and backward lines with symbols and FLOPs (or a tiled kernel ran): $(grep -oE 'name=(attention|flash)[^ ]*' "$dir/tiny_L3_B3.count" | sort -u | tr '\n' ' ')"; status=1; }
+# Attention at head size 32 in FP16: the flash forward and the flash backward, each with its tensor-core
+# FLOPs and its mangled symbol (how the report finds ptxas's lines), the backward's two kernels (dQ,
+# then dK/dV) both; on the runtime's default sm_90 the wgmma kernels (kernels/flash_wgmma.cuh: wgmma
+# FLOPs, no mma.sync), on an emulated sm_80 the mma.sync ones (kernels/mma.cuh: mma FLOPs, no wgmma);
+# the tiled (WMMA) kernels must not run, nor the other path's.
+flash_ok() {  # count file, kernel suffix, FLOPs field counted, FLOPs field zero, the other path's suffix
+    local f=$1 sfx=$2 yes=$3 no=$4 other=$5 k ok=1
+    for k in attention_forward_flash flash_backward_dq flash_backward_kv; do
+        grep -qF "kernel name=${k}${sfx}<T,HS> symbol=_Z" "$f" &&
+            ! grep -F "kernel name=${k}${sfx}<T,HS> symbol=_Z" "$f" | grep -vq " $yes=[1-9]" &&
+            ! grep -F "kernel name=${k}${sfx}<T,HS> symbol=_Z" "$f" | grep -vq " $no=0\( \|$\)" || ok=0
+        grep -qF "kernel name=${k}${other}<T,HS>" "$f" && ok=0
+    done
+    grep -qE '^kernel name=attention_(forward|backward_dkdv|backward_dq|backward_rowdot)_kernel' "$f" && ok=0
+    [ $ok = 1 ]
+}
+flash_ok "$dir/tiny_L3_B3.count" _wgmma_kernel wgmma_flops mma_flops _kernel &&
+    flash_ok "$dir/tiny_sm80_L2_B2.count" _kernel mma_flops wgmma_flops _wgmma_kernel &&
+    echo "PASS kernel_report: attention's tensor-core FLOPs counted, symbols named for ptxas's registers: the wgmma flash kernels' wgmma_flops on sm_90, the mma.sync ones' mma_flops on sm_80" \
+    || { echo "FAIL kernel_report: the flash kernels' lines (symbols, FLOPs by instruction, path by device): sm_90 $(grep -oE 'name=(attention|flash)[^ ]*' "$dir/tiny_L3_B3.count" | sort -u | tr '\n' ' ')| sm_80 $(grep -oE 'name=(attention|flash)[^ ]*' "$dir/tiny_sm80_L2_B2.count" | sort -u | tr '\n' ' ')"; status=1; }
+# The model: wgmma FLOPs at wgmma's rate (0.96 of the H100's 989.4 TFLOP/s dense peak), mma.sync's at
+# 494/757 of it, on the step's own flash launches; the A100 takes the sm_80 runs (mma.sync, 0.95 of its
+# 312) and refuses wgmma FLOPs; the issue term's tensor instructions are HMMA + HGMMA, the loop's
+# instructions per tensor instruction charged for the runtime's wgmma count.
+out=$(python3 - "$dir" <<'PY'
+import sys
+sys.path.insert(0, "dev")
+import kernel_report as k
+k.T = 64
+d, bad = sys.argv[1], []
+h100, a100 = k.GPUS["H100 SXM"], k.GPUS["A100 SXM 80GB"]
+if (k.counted_as(d, h100), k.counted_as(d, a100)) != ("", "_sm80"):
+    bad.append(f"runs taken: H100 {k.counted_as(d, h100)!r}, A100 {k.counted_as(d, a100)!r}")
+seen = 0
+for gpu, prefix, fl, rate, none in ((h100, "tiny", "wgmma_flops", 0.96 * 989.4e12, "mma_flops"),
+                                    (a100, "tiny_sm80", "mma_flops", 0.95 * 312.0e12, "wgmma_flops")):
+    keys, attrs, at = k.extrapolate(d, prefix, 2, 2, 64)
+    for key in keys:
+        if key[0] != "kernel" or not k.family(key[1]).startswith(("attention_forward_flash", "flash_backward")):
+            continue
+        per = {mt: at[key][mt] / at[key]["launches"] for mt in k.METRICS}
+        tensor = k.kernel_time(gpu, attrs[key], per)[4]["tensor"]
+        if per[fl] <= 0 or per[none] != 0 or abs(tensor - per[fl] / rate) > 1e-9 * tensor:
+            bad.append(f"{key[1]} {prefix}: {fl}={per[fl]:.0f} {none}={per[none]:.0f}, tensor {tensor:.4g} s, "
+                       f"want {per[fl] / rate:.4g}")
+        seen += 1
+if seen != 6:
+    bad.append(f"{seen} flash kernels seen (want 3 a path)")
+launch = dict({mt: 0.0 for mt in k.METRICS}, blocks=2, read_sectors=1, wgmma_flops=2 * 64 * 64 * 16 * 80, wgmma=4 * 80)
+a = dict(threads=128, regs=128, smem=40960, symbol="wgmma_test")
+t = k.kernel_time(h100, a, launch)[4]["tensor"]
+if abs(t - launch["wgmma_flops"] / (0.96 * 989.4e12)) > 1e-9 * t:
+    bad.append(f"a launch of wgmma FLOPs alone: tensor {t:.4g} s")
+mixed = dict(launch, mma_flops=4096 * 100)
+t2 = k.kernel_time(h100, a, mixed)[4]["tensor"]
+if abs(t2 - t - 4096 * 100 / (494 / 757 * 989.4e12)) > 1e-9 * t2:
+    bad.append(f"mma.sync's FLOPs beside wgmma's: {t2 - t:.4g} s")
+try:
+    k.kernel_time(a100, a, launch)
+    bad.append("an A100 charged wgmma FLOPs")
+except SystemExit:
+    pass
+# HGMMA in the issue term: 8 warps run 320 HGMMA each (the runtime's count, a warp per instruction);
+# the kernel has 500 instructions and 12 HGMMA, its loop 100 and 4: 8 x (400 outside + (320 - 8) / 4 x 100)
+k.SASS["wgmma_test"] = dict(instrs=100, HMMA=0, HGMMA=4, MUFU=10, kernel_instrs=500, kernel_HMMA=0, kernel_HGMMA=12)
+got, how = k.issue_instructions(a, dict(launch, wgmma=8 * 320))
+if how != "sass" or abs(got - 8 * (400 + (320 - 8) / 4 * 100)) > 1e-6:
+    bad.append(f"issue with HGMMA: {got} ({how}), want {8 * (400 + (320 - 8) / 4 * 100)}")
+print(seen, " | ".join(bad))
+PY
+)
+[ -n "$out" ] && [ "${out#* }" = "" ] && echo "PASS kernel_report: wgmma FLOPs at wgmma's rate (0.96 of the peak) on the H100, mma.sync's at 494/757, the A100 from the sm_80 runs; HGMMA in the issue term ($(echo $out) flash kernels)" \
+    || { echo "FAIL kernel_report: the model's rates by instruction: $out"; status=1; }
 # The attention alone (build/dev/count_attention_fp16, the calibration's FlashAttention-2 configuration
 # made small): every count is linear in the (batch, head) pairs, so 1 and 2 heads give 3 exactly, as
 # the report's flash_at takes them to FlashAttention-2's 16 x 32.
@@ -213,10 +286,14 @@ PY
 )
 [ -z "$out" ] && echo "PASS kernel_report: the side-by-side (ours_ms, llmc_ms by GPU and model) and README's predicted columns agree" \
     || { echo "FAIL kernel_report: the side-by-side: $out"; status=1; }
-# The report names the flash backward's two families (its attention table and step sum read them).
-fams=$(python3 -c 'import sys; sys.path.insert(0, "dev"); import kernel_report as k; print(k.family("flash_backward_kv_kernel<T,HS>"), k.family("flash_backward_dq_kernel<T,HS>"), " ".join(k.ATTENTION_BACKWARD))')
+# The report names the flash backward's two families (its attention table and step sum read them), and
+# each wgmma kernel is its mma.sync twin's family.
+fams=$(python3 -c 'import sys; sys.path.insert(0, "dev"); import kernel_report as k
+print(*(k.family(n + "<T,HS>") for n in ("flash_backward_kv_kernel", "flash_backward_dq_kernel", "attention_forward_flash_kernel",
+      "flash_backward_kv_wgmma_kernel", "flash_backward_dq_wgmma_kernel", "attention_forward_flash_wgmma_kernel")), *k.ATTENTION_BACKWARD)')
 case "$fams" in
-    "flash_backward_kv flash_backward_dq flash_backward_kv flash_backward_dq "*) echo "PASS kernel_report: the flash backward's kernels are their own families (flash_backward_kv, flash_backward_dq) in attention's backward" ;;
-    *) echo "FAIL kernel_report: the flash backward's families: $fams"; status=1 ;;
+    "flash_backward_kv flash_backward_dq attention_forward_flash flash_backward_kv flash_backward_dq attention_forward_flash flash_backward_kv flash_backward_dq "*)
+        echo "PASS kernel_report: the flash backward's kernels are their own families (flash_backward_kv, flash_backward_dq) in attention's backward; the wgmma kernels their mma.sync twins' families" ;;
+    *) echo "FAIL kernel_report: the flash kernels' families: $fams"; status=1 ;;
 esac
 exit $status

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_sass_mix.sh: dev/sass_mix.py's counts on a sample of real nvdisasm output (test/data/
 # sass_sm90_sample.txt: four kernels of train_gpt2.cu, FP16, sm_90, disassembled by CUDA 11.8's
-# nvdisasm). No nvdisasm is needed: the sample stands in for it. Checked two ways:
+# nvdisasm; sass_sm90a_sample.txt: the wgmma flash forward at head size 32, sm_90a, the same way). No
+# nvdisasm is needed: the samples stand in for it. Checked two ways:
 #   - gelu_backward_kernel against counts read off its listing by hand (60 instructions to EXIT and
 #     the BRA after it; two LDG.E.U16, one STG.E.U16, MUFU.EX2 and MUFU.RCP);
 #   - every kernel and column against an independent count: awk over each kernel's lines, matching
@@ -34,7 +35,7 @@ count() {  # count MANGLED AWK_REGEX
         END { print n + 0 }' "$sample"
 }
 declare -A re=(
-    [instrs]='^[A-Z]' [HMMA]='^HMMA(\.|$)' [LDSM]='^LDSM(\.|$)' [LDS]='^LDS(\.|$)' [LDS.128]='^LDS\..*128'
+    [instrs]='^[A-Z]' [HMMA]='^HMMA(\.|$)' [HGMMA]='^HGMMA(\.|$)' [LDSM]='^LDSM(\.|$)' [LDS]='^LDS(\.|$)' [LDS.128]='^LDS\..*128'
     [STS]='^STS(\.|$)' [STS.128]='^STS\..*128' [LDG]='^LDG(\.|$)' [LDG.128]='^LDG\..*128' [STG]='^STG(\.|$)'
     [STG.128]='^STG\..*128' [LDGSTS]='^LDGSTS' [BAR]='^BAR(\.|$)' [MUFU]='^MUFU' [SHFL]='^SHFL' [LDL/STL]='^(LDL|STL)(\.|$)'
 )
@@ -72,6 +73,30 @@ print(l["start"], l["end"], l["instrs"], l["HMMA"])' "$dir/mix.json")
 want="2848 10768 $(range_count '^[A-Z]') $(range_count '^HMMA(\.|$)')"
 [ "$loop" = "$want" ] && pass "sass_mix: attention_backward_dq_kernel<16>'s hot loop (0x0b20-0x2a10: $loop)" ||
     fail "sass_mix_hot_loop" "got '$loop', want '$want'"
+
+# wgmma's SASS (sm_90a): HGMMA counted in its own column and in the hot loop, which is the range with
+# the most tensor instructions. attention_forward_flash_wgmma_kernel<__half, 32>'s loop over key tiles
+# runs from .L_x_1275 (0x0e70) to the branch back to it (0x20d0): 6 HGMMA (2 for S = Q K^T, 4 for
+# O += P V) and 32 + 2 MUFU (a lane's 32 exponentials of a 16 x 64 tile and the rescales).
+sample90a=test/data/sass_sm90a_sample.txt
+python3 dev/sass_mix.py "$sample90a" --json "$dir/mix90a.json" > "$dir/mix90a.md" || fail "sass_mix_sm90a" "exit $?"
+hgmma_count() {  # hgmma_count AWK_REGEX LO HI: the sample's instructions in [LO, HI] matching it
+    awk -v re="$1" -v lo="$2" -v hi="$3" 'function hex(s,  v, i) { v = 0; for (i = 1; i <= length(s); i++) v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1; return v }
+        /^ +\/\*[0-9a-f]+\*\// {
+            a = $0; sub(/^ +\/\*/, "", a); sub(/\*\/.*/, "", a); a = hex(a)
+            line = $0; sub(/^ +\/\*[0-9a-f]+\*\/ +/, "", line); sub(/^@!?U?P[T0-9]+ +/, "", line)
+            split(line, w, /[ ;]/); if (a >= lo && a <= hi && w[1] ~ re && w[1] != "NOP") n++ }
+        END { print n + 0 }' "$sample90a"
+}
+got=$(python3 -c 'import json, sys; k = json.load(open(sys.argv[1]))["attention_forward_flash_wgmma_kernel<__half, 32>"]; l = k["hot_loop"]
+print(k["instrs"], k["HMMA"], k["HGMMA"], l["start"], l["end"], l["instrs"], l["HMMA"], l["HGMMA"], l["MUFU"])' "$dir/mix90a.json")
+want="$(hgmma_count '^[A-Z]' 0 1000000) 0 $(hgmma_count '^HGMMA(\.|$)' 0 1000000) 3696 8400 $(hgmma_count '^[A-Z]' 3696 8400) 0 $(hgmma_count '^HGMMA(\.|$)' 3696 8400) $(hgmma_count '^MUFU' 3696 8400)"
+[ "$got" = "$want" ] && [ "$(echo "$got" | cut -d' ' -f8,9)" = "6 34" ] &&
+    pass "sass_mix: wgmma's HGMMA (sm_90a): the kernel's and its hot loop's (0x0e70-0x20d0) instructions, HMMA, HGMMA, MUFU: $got" ||
+    fail "sass_mix_hgmma" "got '$got', want '$want' (the loop's HGMMA and MUFU 6 34)"
+grep -q '^| `attention_forward_flash_wgmma_kernel<__half, 32>` | [0-9]* | 0 | 12 |.* | 295, 0, 6, 34 |$' "$dir/mix90a.md" &&
+    pass "sass_mix: the markdown table's HGMMA column and hot loop (instructions, HMMA, HGMMA, MUFU)" ||
+    fail "sass_mix_hgmma_table" "$(grep wgmma "$dir/mix90a.md")"
 
 # 3. Errors.
 echo "not a listing" > "$dir/empty.txt"

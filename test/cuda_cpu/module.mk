@@ -38,7 +38,8 @@ CUDA_CPU_LIB_OBJ := $(patsubst test/cuda_cpu/%.cpp,$(CUDA_CPU_OUT)/obj/%.o,$(CUD
 CUDA_CPU_HEADERS := test/cuda_cpu/cuda_cpu.h $(wildcard test/cuda_cpu/include/*.h test/cuda_cpu/include/*/*.h)
 CUDA_CPU_DEPS := $(CUDA_CPU_HEADERS) test/cuda_cpu/cu2cpu.pl test/cuda_cpu/module.mk $(CUDA_CPU_LIB)
 
-# The kernels' registers (ptxas, sm_90), which the runtime checks each launch against: written at build
+# The kernels' registers (ptxas, sm_90a: an H100's code, the wgmma kernels' real registers), which the
+# runtime checks each launch against: written at build
 # time by the nvcc compile check (test_nvcc_compile.sh --build, cached per file), read by the runtime
 # from this path (CUDA_CPU_REGISTERS overrides it).
 CUDA_CPU_REGISTERS_DB := $(CUDA_CPU_OUT)/nvcc/registers.db
@@ -49,11 +50,11 @@ CUDA_CPU_NVCC_INPUTS := $(wildcard train_gpt2.cu train_gpt2_zero.cuh train_gpt2_
 # FP32 and BF16 to the same table (the FP16 compiles are cached) before its tests run.
 $(CUDA_CPU_REGISTERS_DB): $(CUDA_CPU_NVCC_INPUTS) test/cuda_cpu/test_nvcc_compile.sh
 	@mkdir -p $(dir $@)
-	@echo "nvcc: compiling the .cu files the CPU runtime runs, for sm_90 in FP16 (cached per file), for the kernels' registers"
+	@echo "nvcc: compiling the .cu files the CPU runtime runs, for sm_90a in FP16 (cached per file), for the kernels' registers"
 	@CUDA_CPU_OUT=$(CUDA_CPU_OUT) bash test/cuda_cpu/test_nvcc_compile.sh --build FP16
 CUDA_CPU_REGISTERS_ALL := $(CUDA_CPU_OUT)/nvcc/registers-all.stamp
 $(CUDA_CPU_REGISTERS_ALL): $(CUDA_CPU_REGISTERS_DB)
-	@echo "nvcc: compiling the .cu files the CPU runtime runs, for sm_90 in FP32, FP16 and BF16, for the kernels' registers"
+	@echo "nvcc: compiling the .cu files the CPU runtime runs, for sm_90a in FP32, FP16 and BF16, for the kernels' registers"
 	@CUDA_CPU_OUT=$(CUDA_CPU_OUT) bash test/cuda_cpu/test_nvcc_compile.sh --build FP32 FP16 BF16
 	@touch $@
 TEST_DEPS += $(CUDA_CPU_REGISTERS_DB)

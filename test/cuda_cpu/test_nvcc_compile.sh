@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_nvcc_compile.sh: every .cu and .cuh of the project stays plain CUDA that nvcc compiles, for
-# sm_80 (A100) and sm_90 (H100), both in one nvcc run per file (compile only; nothing runs without a
+# sm_80 (A100) and sm_90a (H100: sm_90 and its wgmma, which the flash kernels' Hopper path needs; a
+# superset of sm_90), both in one nvcc run per file (compile only; nothing runs without a
 # GPU): the runtime's own tests, every kernel test and the GPU engine's contract test in each
 # precision, train_gpt2.cu itself, everything in dev/cuda, and each header of kernels/ and dev/cuda
 # alone (a file that includes only it, so a header that forgets an include fails here). A compile is
@@ -11,11 +12,12 @@
 # goes to $out/registers.txt (registers, spill stores and loads in bytes, stack frame), and the FP16
 # lines are printed.
 #
-# --build [PRECISION...] (make runs it so before the tests): compile what changed, for sm_90 alone and
+# --build [PRECISION...] (make runs it so before the tests): compile what changed, for sm_90a alone and
 # only the files whose kernels the CPU runtime launches (its tests, the kernel tests, the engine's tests,
 # the trainer; not dev/cuda nor the header units), in the precisions given (default all three: FP32
 # FP16 BF16), in $out/sm90 (a cache of its own), and write $out/registers.db, every kernel's mangled
-# name with its sm_90 registers and stack frame over every compile in that cache, which the CPU runtime
+# name with its sm_90a registers and stack frame over every compile in that cache (the wgmma kernels'
+# real ones: compiled for plain sm_90 they hold a trap and a few registers), which the CPU runtime
 # reads to refuse a launch whose block a GPU could not give registers (test/cuda_cpu/README.md: "Launch
 # resources"); no test lines. make test asks for FP16 (the precision of its kernel tests: nvcc was
 # half of its build time), make test-long for all three.
@@ -42,10 +44,10 @@ if [ ! -x "$nvcc" ]; then
     echo "SKIP nvcc_compile: no nvcc (CUDA toolkit) on this machine"
     exit 0
 fi
-archs="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90"
+archs="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a"
 db="$out/registers.db"
 if [ $build_only = 1 ]; then
-    archs="-gencode arch=compute_90,code=sm_90"
+    archs="-gencode arch=compute_90a,code=sm_90a"
     out="$out/sm90"
     mkdir -p "$out"
 fi
@@ -110,10 +112,10 @@ if [ $build_only = 1 ]; then
         IFS='|' read -r name src defs <<< "$job"
         [ -f "$out/$name.$(compile_key "$src" "$defs").ok" ] || rm -f "$out/$name".*.ok "$out/$name.log" "$out/$name.o"
     done
-    # The runtime's table: sm_90 entries of every compile (the last one seen of a name in one file wins;
+    # The runtime's table: sm_90a entries of every compile (the last one seen of a name in one file wins;
     # the runtime keeps the smallest and largest count of a name over files).
     {
-        echo "# mangled_name registers stack_frame_bytes static_smem_bytes (ptxas -v, sm_90, nvcc $("$nvcc" --version | sed -n 's/.*release \([^,]*\),.*/\1/p'))"
+        echo "# mangled_name registers stack_frame_bytes static_smem_bytes (ptxas -v, sm_90a, nvcc $("$nvcc" --version | sed -n 's/.*release \([^,]*\),.*/\1/p'))"
         for log in "$out"/*.log; do
             awk '/Compiling entry function/ { fn = ""; if ($0 ~ /sm_90/) { match($0, /function .[^'\'']*/); fn = substr($0, RSTART + 10, RLENGTH - 10) }; stack = 0; next }
                  /bytes stack frame/ && fn != "" { stack = $1; next }
@@ -128,9 +130,9 @@ status=0
 for nk in "${names[@]}"; do
     IFS=':' read -r name key src defs <<< "$nk"
     if [ -f "$out/$name.$key.ok" ]; then
-        echo "PASS nvcc_compiles_${name}_sm80_sm90"
+        echo "PASS nvcc_compiles_${name}_sm80_sm90a"
     else
-        echo "FAIL nvcc_compiles_${name}_sm80_sm90: nvcc -arch sm_80,sm_90 $defs -c $src failed:"
+        echo "FAIL nvcc_compiles_${name}_sm80_sm90a: nvcc -arch sm_80,sm_90a $defs -c $src failed:"
         grep -m 8 -E "error|Error" "$out/$name.log" | sed 's/^/  /'
         status=1
     fi
@@ -150,7 +152,7 @@ table="$out/registers.txt"
         # spill stores, N bytes spill loads", then "Used N registers, ..."
         awk -v prec="$prec" '
             /Compiling entry function/ { match($0, /function .[^'\'']*/); fn = substr($0, RSTART + 10, RLENGTH - 10);
-                                         match($0, /sm_[0-9]+/); arch = substr($0, RSTART, RLENGTH); stack = st = ld = 0; next }
+                                         match($0, /sm_[0-9]+a?/); arch = substr($0, RSTART, RLENGTH); stack = st = ld = 0; next }
             /bytes stack frame/ && fn != "" { stack = $1; st = $5; ld = $9; next }
             /Used [0-9]+ registers/ && fn != "" { match($0, /Used [0-9]+/); regs = substr($0, RSTART + 5, RLENGTH - 5);
                                                   print prec, arch, regs, st, ld, stack, fn; fn = "" }' "$log"
@@ -162,11 +164,11 @@ table="$out/registers.txt"
 n=$(grep -vc '^#' "$table")
 if [ "$n" -gt 0 ]; then
     echo "PASS nvcc_kernel_registers_recorded: $n kernel builds in $table"
-    echo "  fp16 kernel: registers and spill stores/loads (bytes) at sm_80 | sm_90"
+    echo "  fp16 kernel: registers and spill stores/loads (bytes) at sm_80 | sm_90a"
     grep '^fp16 ' "$table" | sort -k7V -k2,2 | awk '{ key = $7; for (i = 8; i <= NF; i++) key = key " " $i; k = key;
             v[k, $2] = $3 " regs, " $4 "/" $5 " spill"; if (!(k in seen)) { seen[k] = 1; order[++n] = k } }
         END { for (i = 1; i <= n; i++) { k = order[i]; sub(/\(.*/, "", k);
-              printf "  %-60s %-22s | %s\n", k, v[order[i], "sm_80"], v[order[i], "sm_90"] } }'
+              printf "  %-60s %-22s | %s\n", k, v[order[i], "sm_80"], v[order[i], "sm_90a"] } }'
 else
     echo "FAIL nvcc_kernel_registers_recorded: no ptxas resource lines in $out/test_*.log"
     status=1
