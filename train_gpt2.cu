@@ -583,7 +583,8 @@ typedef struct {
 } AdamWStep;
 
 // fn(a, b, wd) for each parameter tensor's part [a, b) of the global range [lo, hi), with the
-// tensor's weight decay (none for biases and LayerNorm weights).
+// tensor's weight decay (none for biases and LayerNorm weights), in order.
+static_assert(GPT2_NUM_PARAM_TENSORS <= ADAMW_MAX_SEGMENTS, "one AdamW launch takes every tensor's part");
 template <typename F>
 static void for_each_tensor_part(GPUEngine* g, size_t lo, size_t hi, float weight_decay, F fn) {
     for (int k = 0; k < GPT2_NUM_PARAM_TENSORS; k++) {
@@ -671,13 +672,14 @@ static StepResult gpu_optimizer_step(Engine* e, const AdamWConfig* opt, float lr
         AdamWStep u = {lr, opt->beta1, opt->beta2, bc1, bc2, opt->eps, opt->weight_decay, grad_scale};
         if (g->offload) offload_adamw(g, opt_grads, &u);
         else {
+            // The whole range in one launch, each tensor's part with its decay: one partial last wave
+            // and one launch gap a step, not one a tensor.
             size_t lo = g->opt_begin, hi = g->opt_begin + g->opt_n;
-            for_each_tensor_part(g, lo, hi, u.weight_decay, [&](size_t a, size_t b, float wd) {
-                size_t o = a - g->opt_begin;
-                adamw_update(g->params + (a - g->params_first), g->master ? g->master + o : NULL, opt_grads + o,
-                             g->m + o, g->v + o, b - a, u.lr, u.beta1, u.beta2, u.bc1, u.bc2, u.eps, wd, u.grad_scale,
-                             g->stream);
-            });
+            AdamWSegments seg = {};  // no parts yet
+            for_each_tensor_part(g, lo, hi, u.weight_decay,
+                                 [&](size_t a, size_t b, float wd) { adamw_segments_add(&seg, b - lo, wd); });
+            adamw_update_segments(g->params + (lo - g->params_first), g->master, opt_grads, g->m, g->v, g->opt_n, &seg,
+                                  u.lr, u.beta1, u.beta2, u.bc1, u.bc2, u.eps, u.grad_scale, g->stream);
         }
         gather_parameters(g);
     }

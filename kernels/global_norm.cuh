@@ -1,9 +1,12 @@
 // kernels/global_norm.cuh: the squared L2 norm of a gradient buffer and the count of its non-finite
-// entries, deterministically, in two launches and without a host sync.
+// entries, deterministically, in one launch and without a host sync.
 //   global_norm_squared(out, partials, grads, n, stream)
 //     reads grads[n] (floatX)
 //     OVERWRITES partials[2 * GLOBAL_NORM_BLOCKS] (fp32): [b] = block b's sum of squares,
 //       [GLOBAL_NORM_BLOCKS + b] = block b's count of inf/NaN entries
+//     partials[2 * GLOBAL_NORM_BLOCKS], read as an unsigned, counts the blocks done: it must be 0
+//       before the first call (zeroed memory), and each call leaves it 0 (GLOBAL_NORM_SCRATCH_FLOATS
+//       entries in all)
 //     OVERWRITES out[0] = sum of grads[i]^2 in fp32 (not finite when an entry is not),
 //       out[1] = number of entries that are +-inf or NaN, as a float (exact up to 2^24)
 // The engine reads out[] once per optimizer step: the norm for clipping, the count for FP16 loss
@@ -12,11 +15,15 @@
 // Determinism: GLOBAL_NORM_BLOCKS is a constant, not the device's SM count, so each element goes to
 // the same thread on any GPU: thread t of the grid (T = GLOBAL_NORM_BLOCKS * 256 threads) owns the
 // 16-byte packs t, t+T, t+2T, ... and sums them in that order; a block adds its threads in a fixed
-// order (global_norm_block_sum); then one block adds the GLOBAL_NORM_BLOCKS partials the same way.
-// No atomics.
+// order (global_norm_block_sum); then the last block to finish adds the GLOBAL_NORM_BLOCKS partials
+// the same way. The one atomic, the count of blocks done, decides which block that is, never the
+// order of a sum: the bits are those of a separate final launch, without its launch gap and its
+// one-block wave.
 // Vector path: grads 16-byte aligned, 128-bit loads of 8 fp16/bf16 (4 fp32) values, the n % 8 (% 4)
 // tail elements to threads 0.. of the grid. Otherwise a scalar path: thread t owns elements
 // t, t+T, ... (the same kind of fixed order, so also repeatable, though a different rounding).
+// The grid is one partial wave (1,024 blocks in an H100's 1,056 slots at 32 registers): more threads
+// would fill it but would change which thread owns which pack, and so the bits.
 #pragma once
 
 #include <stdint.h>
@@ -71,9 +78,15 @@ __device__ inline void global_norm_block_sum(float* sum, float* bad, float* shar
     }
 }
 
-// Each block writes its two partials; every thread reaches the block reduction's barrier.
-__global__ void __launch_bounds__(GLOBAL_NORM_THREADS)
-    global_norm_partial_kernel(float* partials, const floatX* grads, size_t n, int vectorized) {
+// Each block writes its two partials; every thread reaches the block reduction's barriers. The
+// block that finds every other done (its atomic increment of *done sees GLOBAL_NORM_BLOCKS - 1, and
+// wraps the count to 0 for the next call) then adds the partials: thread i adds partials i,
+// i+256, ... in order, then the block tree; out[0], out[1]. Each block publishes its partials with a
+// fence before its increment; the last block fences after it before reading them, and reads them
+// from L2 (__ldcg), where the other blocks' writes are. 8 blocks an SM (at most 32 registers): the
+// grid in one wave on an H100.
+__global__ void __launch_bounds__(GLOBAL_NORM_THREADS, 8)
+    global_norm_kernel(float* out, float* partials, unsigned* done, const floatX* grads, size_t n, int vectorized) {
     __shared__ float shared_sum[GLOBAL_NORM_THREADS], shared_bad[GLOBAL_NORM_THREADS];
     const size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     const size_t T = (size_t)gridDim.x * blockDim.x;
@@ -98,20 +111,22 @@ __global__ void __launch_bounds__(GLOBAL_NORM_THREADS)
     } else {
         for (size_t i = t; i < n; i += T) global_norm_add((float)grads[i], &sum, &bad);
     }
+    __shared__ bool last;
     global_norm_block_sum(&sum, &bad, shared_sum, shared_bad);
     if (threadIdx.x == 0) {
         partials[blockIdx.x] = sum;
         partials[GLOBAL_NORM_BLOCKS + blockIdx.x] = bad;
+        __threadfence();
+        last = atomicInc(done, GLOBAL_NORM_BLOCKS - 1) == GLOBAL_NORM_BLOCKS - 1;
     }
-}
-
-// One block: thread i adds partials i, i+256, ... in order, then the block tree; out[0], out[1].
-__global__ void __launch_bounds__(GLOBAL_NORM_THREADS) global_norm_final_kernel(float* out, const float* partials) {
-    __shared__ float shared_sum[GLOBAL_NORM_THREADS], shared_bad[GLOBAL_NORM_THREADS];
-    float sum = 0.0f, bad = 0.0f;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    sum = 0.0f;
+    bad = 0.0f;
     for (int b = threadIdx.x; b < GLOBAL_NORM_BLOCKS; b += blockDim.x) {
-        sum += partials[b];
-        bad += partials[GLOBAL_NORM_BLOCKS + b];
+        sum += __ldcg(partials + b);
+        bad += __ldcg(partials + GLOBAL_NORM_BLOCKS + b);
     }
     global_norm_block_sum(&sum, &bad, shared_sum, shared_bad);
     if (threadIdx.x == 0) {
@@ -123,8 +138,7 @@ __global__ void __launch_bounds__(GLOBAL_NORM_THREADS) global_norm_final_kernel(
 static inline void global_norm_squared(float* out, float* partials, const floatX* grads, size_t n, cudaStream_t stream) {
     // n == 0 still runs: every thread finds no work, and out becomes {0, 0}.
     int vectorized = aligned16(grads);
-    global_norm_partial_kernel<<<GLOBAL_NORM_BLOCKS, GLOBAL_NORM_THREADS, 0, stream>>>(partials, grads, n, vectorized);
-    cudaCheckLaunch("global_norm_partial_kernel");
-    global_norm_final_kernel<<<1, GLOBAL_NORM_THREADS, 0, stream>>>(out, partials);
-    cudaCheckLaunch("global_norm_final_kernel");
+    unsigned* done = reinterpret_cast<unsigned*>(partials + 2 * GLOBAL_NORM_BLOCKS);
+    global_norm_kernel<<<GLOBAL_NORM_BLOCKS, GLOBAL_NORM_THREADS, 0, stream>>>(out, partials, done, grads, n, vectorized);
+    cudaCheckLaunch("global_norm_kernel");
 }

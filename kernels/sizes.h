@@ -94,7 +94,8 @@ static inline size_t attention_backward_scratch_floats_for(int B, int T, int NH,
 // positions, and padding only fills the last block, so slots < BT + ENCODER_BWD_WARPS.
 static inline size_t encoder_plan_ints(int BT) { return (size_t)BT + 4 * ((size_t)BT + ENCODER_BWD_WARPS); }
 
-// ---- global norm (kernels/global_norm.cuh): two fp32 partials per block ----
+// ---- global norm (kernels/global_norm.cuh): two fp32 partials per block, and the count of blocks done ----
 #define GLOBAL_NORM_BLOCKS 1024
+#define GLOBAL_NORM_SCRATCH_FLOATS (2 * GLOBAL_NORM_BLOCKS + 1)
 
 #endif

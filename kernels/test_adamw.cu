@@ -1,11 +1,16 @@
 // test_adamw.cu: kernels/adamw.cuh against adamw_update_cpu over three consecutive steps (bias
 // corrections of t = 1, 2, 3), with and without an fp32 master copy, weight decay on and off,
 // grad_scale != 1, sizes from 1 to 65537 (odd ones leave a tail for the vector kernel's extra
-// thread), and pointers one element off 16-byte alignment (the scalar fallback).
+// thread), and pointers one element off 16-byte alignment (a head before the vector path's first
+// aligned index) or with no common aligned index (the scalar fallback). The one-launch update of a
+// range of several parts (adamw_update_segments) against one adamw_update a part, bit for bit: parts
+// with differing decays, boundaries inside a 16-byte vector, several in one, a real GPT-2 layout's
+// tensors whole and as ZeRO shards that start mid-tensor, aligned and unaligned arrays.
 #include <math.h>
 #include <string.h>
 
 #include "adamw.cuh"
+#include "gpt2_config.h"
 #include "kernel_check.cuh"
 #include "ops_cpu.h"
 
@@ -15,7 +20,7 @@ struct Case {
     size_t n;
     bool master;
     float weight_decay, grad_scale;
-    bool misaligned;  // every pointer one element past a 16-byte boundary: the scalar kernel
+    bool misaligned;  // every pointer one element past a 16-byte boundary: a head, then the vector path
 };
 
 // Totals over all cases of fp32 results that differ in any bit from the reference (m, v, master,
@@ -98,7 +103,7 @@ static void run_case(const Case& c, TestRng& rng) {
     }
     char label[160];
     snprintf(label, sizeof(label), "adamw n=%zu %s wd=%g grad_scale=%g %s, steps t=1..3", n,
-             c.master ? "master" : "no-master", c.weight_decay, c.grad_scale, c.misaligned ? "scalar path" : "vector path");
+             c.master ? "master" : "no-master", c.weight_decay, c.grad_scale, c.misaligned ? "vector path after a head" : "vector path");
     // m, v and master are fp32 results of fp32 math on the same inputs (k = 0: fp32 bound).
     wm.report(label, "m", floatx_tol(0));
     wv.report(label, "v", floatx_tol(0));
@@ -113,23 +118,27 @@ static void run_case(const Case& c, TestRng& rng) {
     if (master_base) cudaCheck(cudaFree(master_base));
 }
 
-// The same update on the vector and the scalar path, and a repeat, must give the same bits.
+// The same update on the vector path, a repeat, the vector path after a head (every pointer one
+// element off) and the scalar path (m alone one element off: no common aligned index) must give
+// the same bits.
 static void test_paths_agree(TestRng& rng) {
     const size_t n = 4099;
     HostTensor p = random_tensor(n, rng), g = random_tensor(n, rng);
     std::vector<float> mv(n, 0.01f);
-    std::vector<float> results[3];
-    for (int run = 0; run < 3; run++) {
-        size_t off = run == 2 ? 1 : 0;  // runs 0, 1: vector path; run 2: scalar path
+    std::vector<float> results[4];
+    long heads[4];
+    for (int run = 0; run < 4; run++) {
+        size_t off = run == 2 ? 1 : 0, moff = run >= 2 ? 1 : 0;
         floatX *pb = device_alloc<floatX>(n + off), *gb = device_alloc<floatX>(n + off);
-        float *mb = device_alloc<float>(n + off), *vb = device_alloc<float>(n + off);
+        float *mb = device_alloc<float>(n + moff), *vb = device_alloc<float>(n + off);
         cudaCheck(cudaMemcpy(pb + off, p.x.data(), n * sizeof(floatX), cudaMemcpyHostToDevice));
         cudaCheck(cudaMemcpy(gb + off, g.x.data(), n * sizeof(floatX), cudaMemcpyHostToDevice));
-        cudaCheck(cudaMemcpy(mb + off, mv.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(mb + moff, mv.data(), n * sizeof(float), cudaMemcpyHostToDevice));
         cudaCheck(cudaMemcpy(vb + off, mv.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-        adamw_update(pb + off, nullptr, gb + off, mb + off, vb + off, n, LR, BETA1, BETA2, 0.5f, 0.3f, EPS, 0.1f, 0.7f, 0);
+        heads[run] = adamw_vector_head(pb + off, nullptr, gb + off, mb + moff, vb + off);
+        adamw_update(pb + off, nullptr, gb + off, mb + moff, vb + off, n, LR, BETA1, BETA2, 0.5f, 0.3f, EPS, 0.1f, 0.7f, 0);
         results[run] = device_download_float(pb + off, n);
-        std::vector<float> m2 = device_download_float(mb + off, n), v2 = device_download_float(vb + off, n);
+        std::vector<float> m2 = device_download_float(mb + moff, n), v2 = device_download_float(vb + off, n);
         results[run].insert(results[run].end(), m2.begin(), m2.end());
         results[run].insert(results[run].end(), v2.begin(), v2.end());
         cudaCheck(cudaFree(pb));
@@ -137,8 +146,200 @@ static void test_paths_agree(TestRng& rng) {
         cudaCheck(cudaFree(mb));
         cudaCheck(cudaFree(vb));
     }
+    test_report(heads[0] == 0 && heads[2] > 0 && heads[3] < 0, "adamw paths: vector, vector after a head, scalar",
+                "the pointers did not select the three paths");
     test_report(count_bit_diffs(results[0], results[1]) == 0, "adamw repeat run bit-identical", "bits differ");
-    test_report(count_bit_diffs(results[0], results[2]) == 0, "adamw vector and scalar paths bit-identical", "bits differ");
+    test_report(count_bit_diffs(results[0], results[2]) == 0, "adamw vector path and vector path after a head bit-identical",
+                "bits differ");
+    test_report(count_bit_diffs(results[0], results[3]) == 0, "adamw vector and scalar paths bit-identical", "bits differ");
+}
+
+// ---- one launch over a range of parts with their own decays ----
+
+// A model's tensors as the optimizer sees them: tensor k is [end[k - 1], end[k]) with decay wd[k].
+struct Model {
+    std::vector<size_t> end;
+    std::vector<float> wd;
+};
+
+// Where a case's arrays lie (the range [lo, lo + n) of a model of `total` parameters):
+enum Placement {
+    WHOLE,          // every array a slice at lo of a buffer of the whole model: one common phase
+    SHARD_BUFFERS,  // params a slice at lo of the whole model's, the others buffers of the range alone
+                    // (ZeRO stages 1 and 2): no common aligned index unless lo is a multiple of VEC
+    ALL_OFF_ONE,    // WHOLE, every buffer one element past a 16-byte boundary
+    M_OFF_ONE,      // WHOLE, m's buffer alone one element off: no common aligned index
+};
+static const char* placement_name(Placement p) {
+    return p == WHOLE ? "whole-model buffers" : p == SHARD_BUFFERS ? "shard buffers" : p == ALL_OFF_ONE ? "all one off" : "m one off";
+}
+
+// One set of device arrays for a range; bases for cudaFree.
+struct RangeArrays {
+    floatX *params, *grads;
+    float *m, *v, *master;
+    std::vector<void*> bases;
+};
+template <class T>
+static T* range_slice(RangeArrays& r, size_t len, size_t at, size_t off) {
+    T* base = device_alloc<T>(len + off);
+    r.bases.push_back(base);
+    return base + off + at;
+}
+static RangeArrays range_arrays(size_t total, size_t lo, size_t n, bool with_master, Placement pl) {
+    RangeArrays r;
+    size_t off = pl == ALL_OFF_ONE ? 1 : 0;
+    size_t len = pl == SHARD_BUFFERS ? n : total, at = pl == SHARD_BUFFERS ? 0 : lo;
+    r.params = range_slice<floatX>(r, total, lo, off);
+    r.grads = range_slice<floatX>(r, len, at, off);
+    r.m = range_slice<float>(r, len, at, pl == M_OFF_ONE ? 1 : off);
+    r.v = range_slice<float>(r, len, at, off);
+    r.master = with_master ? range_slice<float>(r, len, at, off) : nullptr;
+    return r;
+}
+static void upload_state(const RangeArrays& r, size_t n, const HostTensor& p, const std::vector<float>& master,
+                         const std::vector<float>& m, const std::vector<float>& v) {
+    cudaCheck(cudaMemcpy(r.params, p.x.data(), n * sizeof(floatX), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(r.m, m.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(r.v, v.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    if (r.master) cudaCheck(cudaMemcpy(r.master, master.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+}
+// params (as floats), m, v and master, one after the other.
+static std::vector<float> download_state(const RangeArrays& r, size_t n) {
+    std::vector<float> all = device_download_float(r.params, n);
+    for (const float* a : {r.m, r.v, r.master}) {
+        if (!a) continue;
+        std::vector<float> x = device_download_float(a, n);
+        all.insert(all.end(), x.begin(), x.end());
+    }
+    return all;
+}
+
+// How often each path ran over the cases: vector from index 0, vector after a head, scalar.
+static int g_seg_paths[3] = {0, 0, 0};
+
+// The range [lo, hi) of model md, three steps: adamw_update_segments with the range's parts (as the
+// trainer builds them: each tensor's part, its decay, adamw_segments_add) against adamw_update once a
+// part, on the same placement, every result bit for bit. wrong_part >= 0 gives that part of the
+// one-launch table a wrong decay: the comparison must then fail (the test's own check).
+static bool run_segments(const char* what, const Model& md, size_t lo, size_t hi, bool with_master, Placement pl,
+                         TestRng& rng, int wrong_part = -1) {
+    const size_t n = hi - lo, total = md.end.back();
+    std::vector<size_t> part_end;  // the parts, relative to lo, and their decays
+    std::vector<float> part_wd;
+    AdamWSegments seg = {};
+    for (size_t k = 0; k < md.end.size(); k++) {
+        size_t a = k ? md.end[k - 1] : 0, b = md.end[k];
+        a = a > lo ? a : lo;
+        b = b < hi ? b : hi;
+        if (a >= b) continue;
+        part_end.push_back(b - lo);
+        part_wd.push_back(md.wd[k]);
+        float wd = (int)part_wd.size() - 1 == wrong_part ? md.wd[k] + 0.25f : md.wd[k];
+        adamw_segments_add(&seg, b - lo, wd);
+    }
+    HostTensor p = random_tensor(n, rng);
+    std::vector<float> master(n), m(n), v(n);
+    for (size_t i = 0; i < n; i++) {
+        master[i] = with_master ? p.f[i] + 1e-3f * rng.normal() : p.f[i];  // a master copy finer than params
+        m[i] = 0.01f * rng.normal();
+        v[i] = 1e-4f * rng.uniform();
+    }
+    RangeArrays one = range_arrays(total, lo, n, with_master, pl), each = range_arrays(total, lo, n, with_master, pl);
+    upload_state(one, n, p, master, m, v);
+    upload_state(each, n, p, master, m, v);
+    long head = adamw_vector_head(one.params, one.master, one.grads, one.m, one.v);
+    g_seg_paths[head < 0 ? 2 : head > 0 ? 1 : 0]++;
+    size_t diff = 0, values = 0;
+    for (int t = 1; t <= 3; t++) {
+        float bc1 = 1.0f - powf(BETA1, (float)t), bc2 = 1.0f - powf(BETA2, (float)t), gs = 0.75f;
+        HostTensor g = random_tensor(n, rng, 0.5f);
+        cudaCheck(cudaMemcpy(one.grads, g.x.data(), n * sizeof(floatX), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(each.grads, g.x.data(), n * sizeof(floatX), cudaMemcpyHostToDevice));
+        adamw_update_segments(one.params, one.master, one.grads, one.m, one.v, n, &seg, LR, BETA1, BETA2, bc1, bc2, EPS,
+                              gs, 0);
+        for (size_t k = 0; k < part_end.size(); k++) {
+            size_t a = k ? part_end[k - 1] : 0, b = part_end[k];
+            adamw_update(each.params + a, each.master ? each.master + a : nullptr, each.grads + a, each.m + a,
+                         each.v + a, b - a, LR, BETA1, BETA2, bc1, bc2, EPS, part_wd[k], gs, 0);
+        }
+        std::vector<float> got = download_state(one, n), want = download_state(each, n);
+        diff += count_bit_diffs(got, want);
+        values += want.size();
+    }
+    for (RangeArrays* r : {&one, &each})
+        for (void* b : r->bases) cudaCheck(cudaFree(b));
+    char name[256], why[96];
+    snprintf(name, sizeof(name), "adamw one launch, %s: [%zu, %zu), %zu parts (%d in the table), %s, %s, %s, 3 steps, "
+             "equals one launch a part", what, lo, hi, part_end.size(), seg.count, with_master ? "master" : "no-master",
+             placement_name(pl), head < 0 ? "scalar path" : head > 0 ? "vector path after a head" : "vector path");
+    snprintf(why, sizeof(why), "%zu of %zu values differ", diff, values);
+    if (wrong_part < 0) test_report(diff == 0, name, why);
+    return diff == 0;
+}
+
+// A tiny GPT-2's layout (gpt2_param_layout: the trainer's tensors and decay flags, C = 18, so most
+// boundaries fall inside a 16-byte vector), decay 0.1 on the 2-D weights.
+static Model gpt2_model() {
+    GPT2Config cfg = {13, 50, gpt2_padded_vocab(50), 2, 2, 18};
+    ParamLayout lay = gpt2_param_layout(&cfg);
+    Model md;
+    for (int k = 0; k < GPT2_NUM_PARAM_TENSORS; k++) {
+        md.end.push_back(lay.tensors[k].offset + lay.tensors[k].numel);
+        md.wd.push_back(lay.tensors[k].weight_decay ? 0.1f : 0.0f);
+    }
+    return md;
+}
+
+static void test_segments(TestRng& rng) {
+    // Hand-made parts: sizes 5, 1, 2 put three boundaries in the first vector; adjacent decays differ.
+    Model small;
+    const size_t sizes[] = {5, 1, 2, 13, 1000, 7, 3, 4099, 1, 9, 16, 777};
+    const float decays[] = {0.1f, 0.0f, 0.3f, 0.0f, 0.1f, 0.05f, 0.0f, 0.1f, 0.2f, 0.0f, 0.1f, 0.0f};
+    for (size_t k = 0, e = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        small.end.push_back(e += sizes[k]);
+        small.wd.push_back(decays[k]);
+    }
+    // ADAMW_MAX_SEGMENTS parts, every decay different: the table full.
+    Model full;
+    for (int k = 0; k < ADAMW_MAX_SEGMENTS; k++) {
+        full.end.push_back((k ? full.end.back() : 0) + 3 + 37 * (size_t)k);
+        full.wd.push_back(0.01f * (float)(k + 1));
+    }
+    const Model gpt2 = gpt2_model();
+    const size_t small_n = small.end.back(), gpt2_n = gpt2.end.back();
+    const Placement all[] = {WHOLE, SHARD_BUFFERS, ALL_OFF_ONE, M_OFF_ONE};
+    for (Placement pl : all) {
+        for (int with_master = 0; with_master < 2; with_master++) {
+            run_segments("hand-made parts", small, 0, small_n, with_master, pl, rng);
+            run_segments("hand-made parts, mid-part to mid-part", small, 4, small_n - 300, with_master, pl, rng);
+        }
+        run_segments("16 parts, 16 decays", full, 0, full.end.back(), true, pl, rng);
+        run_segments("16 parts, from mid-part", full, 11, full.end.back(), false, pl, rng);
+    }
+    // The GPT-2 layout: the whole model (stage 0) and every rank's shard for 3 and 7 ranks (ZeRO's
+    // split, common/memory_plan.c: ceil(n / R) a rank, starting mid-tensor).
+    for (int with_master = 0; with_master < 2; with_master++) {
+        run_segments("GPT-2 layout, whole model", gpt2, 0, gpt2_n, with_master, WHOLE, rng);
+        for (size_t R : {3, 7}) {
+            size_t shard = (gpt2_n + R - 1) / R;
+            for (size_t r = 0; r < R; r++) {
+                size_t lo = r * shard, hi = lo + shard < gpt2_n ? lo + shard : gpt2_n;
+                char what[96];
+                snprintf(what, sizeof(what), "GPT-2 layout, shard %zu of %zu", r, R);
+                run_segments(what, gpt2, lo, hi, with_master, r % 2 ? SHARD_BUFFERS : WHOLE, rng);
+            }
+        }
+    }
+    char why[96];
+    snprintf(why, sizeof(why), "vector %d, after a head %d, scalar %d", g_seg_paths[0], g_seg_paths[1], g_seg_paths[2]);
+    test_report(g_seg_paths[0] > 0 && g_seg_paths[1] > 0 && g_seg_paths[2] > 0,
+                "adamw one launch: the cases ran the vector path, the vector path after a head and the scalar path", why);
+    // The comparison can fail: one part of the table with a wrong decay, on each path.
+    bool caught = true;
+    for (Placement pl : {WHOLE, ALL_OFF_ONE, M_OFF_ONE})
+        caught = caught && !run_segments("wrong decay", small, 0, small_n, true, pl, rng, 2);
+    test_report(caught, "adamw one launch: a part given a wrong decay is caught on every path", "the results still matched");
 }
 
 // The host conversions of common.cuh against CUDA's own: every 16-bit pattern to fp32; fp32 to
@@ -234,6 +435,7 @@ int main() {
     };
     for (const Case& c : cases) run_case(c, rng);
     test_paths_agree(rng);
+    test_segments(rng);
     test_host_conversions();
     test_host_update(rng);
     // Not a pass/fail criterion (the reference's FMA contraction depends on how ops_cpu.c was built):

@@ -175,7 +175,8 @@ int main(int argc, char** argv) {
     row_bytes("adamw_update", time_ms([&] {
                   adamw_update(p, mst, g, master + n, master + 2 * n, n, 1e-4f, 0.9f, 0.95f, 0.1f, 0.05f, 1e-8f, 0.1f, 1.0f, 0);
               }), adam_bytes);
-    float* partials = dalloc<float>(2 * GLOBAL_NORM_BLOCKS);
+    float* partials = dalloc<float>(GLOBAL_NORM_SCRATCH_FLOATS);
+    cudaCheck(cudaMemset(partials, 0, GLOBAL_NORM_SCRATCH_FLOATS * sizeof(float)));  // the count of blocks done: 0
     row_bytes("global_norm_squared", time_ms([&] { global_norm_squared(acc, partials, g, n, 0); }), (double)n * X);
 
     // ---- matrix products (cuBLASLt) ----
