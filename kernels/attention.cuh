@@ -54,8 +54,9 @@
 //   no rowdot kernel); the flash one keeps S, dP, P and dS in registers (no fp32 round trip through
 //   shared memory) and streams its tiles by cp.async, double-buffered. Both are deterministic (every
 //   output written once from sums in a fixed order, no float atomics), so two runs give identical
-//   weights. Predicted, not measured (docs/kernel_report_fp16.md, the kernel report's model): 19.6 ms
-//   a step at d48 on an H100 (kv 11.1 + dq 8.5); a GPU measurement decides.
+//   weights. Predicted, not measured (docs/kernel_report_fp16.md, the kernel report's model), at d48,
+//   B = 8: the flash backward 12.5 ms a step on an H100 (its wgmma twins: kv 6.9 + dq 5.6), 26.3 ms
+//   on an A100 (kv 14.2 + dq 12.1); a GPU measurement decides.
 // - Tiled forward (attention_forward_kernel): block = 64 query rows of one (b, h), grid (T/64, NH, B),
 //   last query tiles first (they have the most keys). Q stays in fragments; per key tile
 //   S = Q K^T, online softmax in fp32 (base 2: exp2 of s*scale*log2 e), O = O*alpha + P V with P

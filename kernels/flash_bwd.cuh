@@ -68,11 +68,10 @@
 // 64, dQ 64, S and dP of half a tile 64; the kv kernel's K fragments 32, dK and dV 128, S^T and dP^T
 // of a pass 32, V's fragments of a pass 8. Shared memory allows 6 and 4 blocks on sm_90 (36 and 45.5
 // KiB), 4 and 3 on sm_80.
-// Predicted, not measured: the kernel report's model (dev/kernel_report.py, its second version;
-// `make kernel-report`, docs/kernel_report_fp16.md) at d48, B = 8, T = 1024, H100 SXM, FP16: the kv
-// kernel 8.3 ms a step, the dq kernel 6.9 ms, each bound by the sum of its tensor, special-function
-// and instruction-issue time (mma.sync at its measured rate on Hopper, not the dense peak). A GPU
-// measurement decides.
+// Predicted, not measured: the kernel report's model (dev/kernel_report.py; `make kernel-report`,
+// docs/kernel_report_fp16.md) at d48, B = 8, T = 1024, FP16, on an A100 (an H100 runs the wgmma twins,
+// kernels/flash_wgmma.cuh): the kv kernel 14.2 ms a step, the dq kernel 12.1 ms, each bound by the sum
+// of its tensor, special-function and instruction-issue time. A GPU measurement decides.
 #pragma once
 
 #include <math.h>

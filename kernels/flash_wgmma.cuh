@@ -32,6 +32,11 @@
 // SASS (make sass-mix): the forward 287 instructions a key tile (8 HGMMA, 34 MUFU), the dq kernel 242
 // (12 HGMMA), the kv kernel 337 a query tile (24 HGMMA), against 663, 678 and 844 for the mma.sync
 // kernels' (which cover 32 rows a warp, these 16).
+// Predicted, not measured (the kernel report's model, docs/kernel_report_fp16.md; d48, B = 8, T = 1024,
+// FP16, H100 SXM): the forward 5.4 ms a step, the dq kernel 5.6, the kv kernel 6.9, 17.9 in all against
+// 21.3 for the mma.sync kernels on the same GPU; each bound by the sum of its tensor (wgmma at 0.96 of
+// the dense peak), special-function and instruction-issue time. The hardware decides: the GPU check
+// times both families side by side (dev/cuda/bench_kernels.cu).
 #pragma once
 
 #include <math.h>
