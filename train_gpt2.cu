@@ -1304,9 +1304,11 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
                  g->pipe.stage, g->pipe.stages, g->pipe.first_layer, g->pipe.first_layer + g->pipe.num_layers - 1,
                  g->pipe.embed ? ", embeddings" : "", g->pipe.head ? ", final LayerNorm and classifier" : "",
                  g->pipe.in_flight);
-    snprintf(e->name, sizeof(e->name), "GPU engine (%s%s%s, gelu fusion %d%s%s) on %.80s (sm_%d%d), %.1f MiB",
+    // which attention kernels run: on an sm_90 this first call checks the wgmma ones against mma.sync
+    const char* attention = attention_kernels_name(cfg->channels / cfg->num_heads);
+    snprintf(e->name, sizeof(e->name), "GPU engine (%s%s%s, gelu fusion %d%s%s) on %.80s (sm_%d%d), %.1f MiB, attention %s",
              PRECISION_NAME, tf32 ? " with TF32 matmuls" : "", scaling, g->opts.gelu_fusion, zero, pipe, prop.name,
-             prop.major, prop.minor, total / 1048576.0);
+             prop.major, prop.minor, total / 1048576.0, attention);
     e->set_params = gpu_set_params;
     e->micro_step = gpu_micro_step;
     e->optimizer_step = gpu_optimizer_step;

@@ -11,9 +11,9 @@ any B exactly (up to the rounding of a grid size). llm.c's train_gpt2.cu is coun
 THE MODEL, second version. Written here before it was applied; the first version (a roofline: tensor
 time at the dense peak, every cuBLASLt product at 80% of it, no special functions, no instruction
 issue) was a lower bound on time, and published measurements of the same instructions said so.
-Its wgmma terms (wgmma's rate, HGMMA in the issue term, the add rule's check against FlashAttention-3's
-ablation, the counts each GPU takes) came with the flash kernels' wgmma path, written here before they
-were applied. Each term, with the published figure it comes from:
+Its wgmma terms (wgmma's rate, HGMMA in the instruction-issue term, the add rule's check against
+FlashAttention-3's ablation, the counts each GPU takes) came with the flash kernels' wgmma path,
+written here before they were applied. Each term, with the published figure it comes from:
   GPU (datasheets, NVIDIA's H100 SXM5, H200, A100 SXM4 80GB, RTX A6000, L40S; the CUDA programming
     guide's compute capability tables): SMs, DRAM bandwidth, shared memory, threads and blocks per SM,
     and the dense fp16/bf16 peak with fp32 accumulate, whose clock is the one every rate below uses:
@@ -212,13 +212,17 @@ GEMM_E, GEMM_T0 = gemm_fit()
 
 def parse(path, skip=(), start="encoder_forward"):
     """The step's ops: from the first kernel named start* on (the encoder forward: what came before is
-    start-up; None: all), less those a function of skip says to leave out. A skip entry that is a
+    start-up; None: all) and after the file's last mark line (cuda_cpu_count_mark), less those a
+    function of skip says to leave out. A skip entry that is a
     list's method (cut) instead takes the ops and returns those to keep."""
     ops, started = [], start is None
     with open(path) as f:
         for line in f:
             kind, _, rest = line.strip().partition(" ")
             kv = dict(x.split("=", 1) for x in rest.split())
+            if kind == "mark":  # the counting program's mark: the work it measures begins here
+                ops.clear()
+                continue
             if kind == "kernel" and start and kv["name"].startswith(start):
                 started = True
             if started and not any(f(kind, kv) for f in skip if not getattr(f, "cut", False)):

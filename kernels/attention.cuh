@@ -725,6 +725,15 @@ static inline void attention_forward_tiled(floatX* out, float* lse, const floatX
     }
 }
 
+// Which kernels attention_forward and attention_backward launch for head size HS in this build on the
+// current device, as the start-up report names them. The first call decides (flash_wgmma_available).
+static inline const char* attention_kernels_name(int HS) {
+#if !defined(ENABLE_FP32)
+    if (attention_uses_flash(HS, sizeof(floatX))) return flash_wgmma_available() ? "flash, wgmma" : "flash, mma.sync";
+#endif
+    return "tiled, WMMA";
+}
+
 // attention_forward: the forward the trainer calls. FP16/BF16 at HS = 32 or 64: on compute 9.0 with
 // sm_90a code flash_forward_wgmma (kernels/flash_wgmma.cuh: attention_forward_flash_wgmma_kernel,
 // 128 threads, 40 KiB of static shared memory at HS = 64), else flash_forward (kernels/flash_fwd.cuh):

@@ -4,7 +4,8 @@
 // of the dense tensor peak where mma.sync reaches about 65%), everything else as there: the same
 // arguments, layouts, lse convention, scratch (D) and results up to the products' summation order.
 // kernels/attention.cuh launches these where flash_wgmma_available() (an sm_90 GPU running this
-// file's sm_90a code, or the CPU runtime emulating one), the mma.sync kernels elsewhere.
+// file's sm_90a code, or the CPU runtime emulating one, where a start-up check finds them agreeing
+// with the mma.sync kernels), the mma.sync kernels elsewhere.
 // kernels/test_attention.cu checks them against the C engine; dev/cuda/test_flash_fwd.cu and
 // test_flash_bwd.cu against double-precision references with derived bounds, beside the mma.sync
 // kernels.
@@ -40,6 +41,8 @@
 #pragma once
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "common.cuh"
 #include "flash_bwd.cuh"
@@ -57,8 +60,78 @@ __device__ int flash_wgmma_built = 1;
 __device__ int flash_wgmma_built = 0;
 #endif
 
+template <class T, int HS>
+void flash_forward_wgmma(T* out, float* lse, const T* qkv, int B, int seq, int NH, cudaStream_t stream);
+template <class T, int HS>
+void flash_backward_wgmma(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse, int B,
+                          int seq, int NH, cudaStream_t stream);
+
+// The wgmma kernels beside the mma.sync ones on this device, before the first is trusted: both
+// families' forward and backward on one small problem (B = 1, 1 head, T = 72: a whole tile, a
+// diagonal one and a partial one), the worst difference of out and dqkv as a share of the largest
+// |value|. The two compute the same sums with the same roundings to T, in other orders within each
+// product: a share of a few units of T's rounding (2^-8 in bf16). A wrong fragment or descriptor
+// layout moves values by their own size. The buffers are allocated and freed here, once a process.
+template <class T, int HS>
+static double flash_wgmma_disagreement() {
+    const int B = 1, seq = 72, NH = 1, C = NH * HS;
+    const size_t n_qkv = (size_t)B * seq * 3 * C, n_out = (size_t)B * seq * C, n_lse = (size_t)B * NH * seq;
+    T* h = (T*)malloc((n_qkv + n_out) * sizeof(T));
+    T *d, *outs[2], *dqkvs[2];
+    float *lse, *scratch;
+    if (!h) return INFINITY;
+    uint32_t state = 12345u;
+    for (size_t i = 0; i < n_qkv + n_out; i++) {  // q, k, v, dout in [-1, 1]
+        state = state * 1664525u + 1013904223u;
+        h[i] = (T)((float)(state >> 8) / 8388608.0f - 1.0f);
+    }
+    cudaCheck(cudaMalloc(&d, (n_qkv + n_out) * sizeof(T)));
+    for (int k = 0; k < 2; k++) {
+        cudaCheck(cudaMalloc(&outs[k], n_out * sizeof(T)));
+        cudaCheck(cudaMalloc(&dqkvs[k], n_qkv * sizeof(T)));
+    }
+    cudaCheck(cudaMalloc(&lse, n_lse * sizeof(float)));
+    cudaCheck(cudaMalloc(&scratch, flash_backward_scratch_floats(B, seq, NH, HS) * sizeof(float)));
+    cudaCheck(cudaMemcpy(d, h, (n_qkv + n_out) * sizeof(T), cudaMemcpyHostToDevice));
+    const T *qkv = d, *dout = d + n_qkv;
+    flash_forward<T, HS>(outs[0], lse, qkv, B, seq, NH, 0);
+    flash_backward<T, HS>(dqkvs[0], scratch, dout, qkv, outs[0], lse, B, seq, NH, 0);
+    flash_forward_wgmma<T, HS>(outs[1], lse, qkv, B, seq, NH, 0);
+    flash_backward_wgmma<T, HS>(dqkvs[1], scratch, dout, qkv, outs[1], lse, B, seq, NH, 0);
+    cudaCheckLaunch("flash_wgmma_disagreement's kernels");
+    double worst = 0.0;
+    for (int part = 0; part < 2; part++) {
+        const size_t n = part ? n_qkv : n_out;
+        T* a = (T*)malloc(2 * n * sizeof(T));
+        if (!a) { worst = INFINITY; break; }
+        cudaCheck(cudaMemcpy(a, part ? dqkvs[0] : outs[0], n * sizeof(T), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(a + n, part ? dqkvs[1] : outs[1], n * sizeof(T), cudaMemcpyDeviceToHost));
+        double big = 0.0, diff = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            const double x = (float)a[i], y = (float)a[n + i];
+            big = fmax(big, fabs(x));
+            diff = fmax(diff, isfinite(y) ? fabs(x - y) : INFINITY);
+        }
+        worst = fmax(worst, big > 0.0 ? diff / big : diff);
+        free(a);
+    }
+    cudaCheck(cudaFree(d));
+    for (int k = 0; k < 2; k++) {
+        cudaCheck(cudaFree(outs[k]));
+        cudaCheck(cudaFree(dqkvs[k]));
+    }
+    cudaCheck(cudaFree(lse));
+    cudaCheck(cudaFree(scratch));
+    free(h);
+    return worst;
+}
+#define FLASH_WGMMA_AGREE 0.05  // the share flash_wgmma_disagreement may reach: ten bf16 roundings
+
 // Whether attention runs this file's kernels: the current device is compute capability 9.0 (wgmma is
-// sm_90a's, not a later architecture's) and its loaded code has them. Asked once per process.
+// sm_90a's, not a later architecture's), its loaded code has them, and they agree with the mma.sync
+// kernels there (flash_wgmma_disagreement, in the build's 16-bit type at both head sizes): otherwise
+// one warning line and the mma.sync kernels. Asked once per process, at start-up (the engine's report
+// names the kernels it chose), so the check's allocations come before the training loop.
 static inline int flash_wgmma_available() {
     static int cached = -1;
     if (cached < 0) {
@@ -67,6 +140,20 @@ static inline int flash_wgmma_available() {
         cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
         cudaCheck(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
         if (major == 9 && minor == 0) cudaCheck(cudaMemcpyFromSymbol(&built, flash_wgmma_built, sizeof(int)));
+        if (built == 1) {
+#if defined(ENABLE_BF16)
+            typedef __nv_bfloat16 X;
+#else
+            typedef __half X;  // (the FP32 build runs no flash kernel and asks nothing)
+#endif
+            const double worst = fmax(flash_wgmma_disagreement<X, 64>(), flash_wgmma_disagreement<X, 32>());
+            if (!(worst <= FLASH_WGMMA_AGREE)) {
+                fprintf(stderr, "warning: flash attention: the wgmma kernels differ from the mma.sync ones on this GPU by "
+                                "%.3g of the largest value (at most %g expected); attention runs on mma.sync\n",
+                        worst, FLASH_WGMMA_AGREE);
+                built = 0;
+            }
+        }
         cached = built == 1;
     }
     return cached;

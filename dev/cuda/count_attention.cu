@@ -19,6 +19,12 @@ int main(int argc, char** argv) {
     int B = atoi(argv[1]), T = atoi(argv[2]), NH = atoi(argv[3]), HS = atoi(argv[4]);
     if (B < 1 || T < 1 || NH < 1 || HS < 1) fatal("count_attention: B, T, NH and HS must be positive, got %s %s %s %s",
                                                   argv[1], argv[2], argv[3], argv[4]);
+    // Which kernels run, decided first: on an sm_90 that checks the wgmma kernels against mma.sync on a
+    // small problem, work the counts below must not include (they start at the mark).
+    const char* kernels = attention_kernels_name(HS);
+#if defined(CUDA_CPU)
+    cuda_cpu_count_mark("attention");
+#endif
     size_t C = (size_t)NH * HS, BT = (size_t)B * T;
     floatX* qkv = dalloc<floatX>(BT * 3 * C);
     floatX* out = dalloc<floatX>(BT * C);
@@ -31,6 +37,7 @@ int main(int argc, char** argv) {
     attention_forward(out, lse, qkv, B, T, NH, HS, 0);
     attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, 0);
     cudaCheck(cudaDeviceSynchronize());
-    printf("count_attention: B=%d T=%d NH=%d HS=%d %s: forward and backward ran\n", B, T, NH, HS, PRECISION_NAME);
+    printf("count_attention: B=%d T=%d NH=%d HS=%d %s: forward and backward ran (%s)\n", B, T, NH, HS, PRECISION_NAME,
+           kernels);
     return 0;
 }

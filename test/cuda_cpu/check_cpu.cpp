@@ -649,6 +649,15 @@ void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); 
 // two under g_atomic_op_mu so that the order of the checks is the order of the operations.
 std::mutex g_atomic_op_mu;
 #define CC_ATOMIC_LOCK std::lock_guard<std::mutex> atomic_lk(g_atomic_op_mu)
+// A compare-and-swap, checked as what it will do (under the lock, so it will do it): a write when the
+// target holds the expected value, else an atomic read that CUDA_CPU_COUNT does not count. The
+// runtime builds atomicInc, atomicMax and the like from a CAS loop, which retries when another worker
+// thread got in between; a GPU's atomic has no retries, so only the one that lands is counted, and the
+// counts do not depend on how the workers interleaved.
+template <class T>
+static int cc_cas_access(const volatile T* a, T expected) {
+    return __atomic_load_n(a, __ATOMIC_SEQ_CST) == expected ? (ACC_WRITE | ACC_ATOMIC) : (ACC_ATOMIC | ACC_NOCOUNT);
+}
 #define CC_ATOMIC(n, T)                                                                                          \
     extern "C" T __tsan_atomic##n##_load(const volatile void* p, int) {                                         \
         const volatile T* a = (const volatile T*)p;                                                              \
@@ -665,15 +674,15 @@ std::mutex g_atomic_op_mu;
     CC_ATOMIC_RMW(n, T, fetch_nand, __atomic_fetch_nand)                                                         \
     extern "C" bool __tsan_atomic##n##_compare_exchange_strong(volatile void* p, void* c, T v, int, int) {      \
         volatile T* a = (volatile T*)p;                                                                          \
-        CC_ATOMIC_LOCK; cc_access(a, sizeof(T), ACC_WRITE | ACC_ATOMIC, CC_PC);                                                  \
+        CC_ATOMIC_LOCK; cc_access(a, sizeof(T), cc_cas_access(a, *(T*)c), CC_PC);                                \
         return __atomic_compare_exchange_n(a, (T*)c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); }           \
     extern "C" bool __tsan_atomic##n##_compare_exchange_weak(volatile void* p, void* c, T v, int, int) {        \
         volatile T* a = (volatile T*)p;                                                                          \
-        CC_ATOMIC_LOCK; cc_access(a, sizeof(T), ACC_WRITE | ACC_ATOMIC, CC_PC);                                                  \
+        CC_ATOMIC_LOCK; cc_access(a, sizeof(T), cc_cas_access(a, *(T*)c), CC_PC);                                \
         return __atomic_compare_exchange_n(a, (T*)c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); }           \
     extern "C" T __tsan_atomic##n##_compare_exchange_val(volatile void* p, T c, T v, int, int) {                \
         volatile T* a = (volatile T*)p;                                                                          \
-        CC_ATOMIC_LOCK; cc_access(a, sizeof(T), ACC_WRITE | ACC_ATOMIC, CC_PC);                                                  \
+        CC_ATOMIC_LOCK; cc_access(a, sizeof(T), cc_cas_access(a, c), CC_PC);                                     \
         __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); return c; }
 #define CC_ATOMIC_RMW(n, T, op, builtin)                                                                         \
     extern "C" T __tsan_atomic##n##_##op(volatile void* p, T v, int) {                                          \

@@ -100,6 +100,7 @@ bool g_instrumented;  // set by __tsan_init (check_cpu.cpp) before main
 FILE* g_count_file;
 bool g_count_run;
 bool g_blas_skip;
+bool g_wgmma_fault;
 bool g_check;
 bool g_check_run;
 bool g_protect;
@@ -153,6 +154,8 @@ static void modes_init() {
     }
     static const char* const blas[] = {"run", "skip"};
     g_blas_skip = env_choice("CUDA_CPU_BLAS", blas, 2, 0) == 1;
+    static const char* const faults[] = {"none", "wgmma"};
+    g_wgmma_fault = env_choice("CUDA_CPU_FAULT", faults, 2, 0) == 1;
     static const char* const strict[] = {"off", "warn", "abort"};
     g_strict_exit = env_choice("CUDA_CPU_STRICT_EXIT", strict, 3, 0);
     g_watchdog_s = (double)env_size("CUDA_CPU_WATCHDOG_S", 60, true);
@@ -1127,6 +1130,13 @@ void count_line(const char* fmt, ...) {
     va_end(ap);
     fputc('\n', g_count_file);
     fflush(g_count_file);
+}
+
+void cuda_cpu_count_mark(const char* name) {
+    runtime_init_once();
+    if (!g_count_file) return;
+    cudaDeviceSynchronize();
+    count_line("mark name=%s", name);
 }
 
 static void count_start() {

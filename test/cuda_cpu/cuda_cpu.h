@@ -84,6 +84,10 @@ enum cuda_cpu_ins {
 };
 // n special-function instructions for the running CUDA thread (nothing outside a counted launch).
 void cuda_cpu_count_sfu(int n);
+// CUDA_CPU_COUNT: after the device has finished everything issued so far (the function synchronizes),
+// a line "mark name=NAME" in the count file, so that a counting program can say where the work it
+// measures begins (dev/cuda/count_attention.cu: after attention's start-up check). Nothing else.
+void cuda_cpu_count_mark(const char* name);
 // Waits until every lane in mask reaches the same warp operation, then returns this lane's result:
 // for SHFL the value src_lane deposited, for VOTE the ballot, for the reductions the reduced value,
 // for MATCH the mask of lanes holding an equal value. *group receives the lanes that took part.

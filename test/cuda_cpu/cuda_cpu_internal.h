@@ -345,6 +345,7 @@ extern bool g_check_run;     // ... in the schedule running now: the first of a 
 extern FILE* g_count_file;
 extern bool g_count_run;     // counting the launch running now
 extern bool g_blas_skip;     // CUDA_CPU_BLAS=skip: cuBLASLt counts and writes zeros (the kernel report)
+extern bool g_wgmma_fault;   // CUDA_CPU_FAULT=wgmma: wgmma reads B the wrong way (tests of code that must notice)
 void count_global(Worker* w, uintptr_t a, size_t size, bool write);
 void count_line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 extern bool g_protect;       // device allocations inaccessible to the host outside the runtime

@@ -688,8 +688,10 @@ void wgmma_issue(Worker* w, MatrixRec** lanes, int type) {
     std::vector<const unsigned char*> brows;
     wgmma_rows(wgmma_desc_decode(w, x.b_desc, "B"), 0, x.n / 8, brows);
     op.B.resize(16 * (size_t)x.n);
+    // CUDA_CPU_FAULT=wgmma: B read with the other major-ness (a wrong layout, on purpose)
+    const int trans_b = g_wgmma_fault ? !x.trans_b : x.trans_b;
     for (int k = 0; k < 16; k++)
-        for (int j = 0; j < x.n; j++) op.B[(size_t)k * x.n + j] = wgmma_operand(brows.data(), j, k, x.trans_b, type);
+        for (int j = 0; j < x.n; j++) op.B[(size_t)k * x.n + j] = wgmma_operand(brows.data(), j, k, trans_b, type);
     op.rows = brows;
     for (int l = 0; l < 32; l++) {
         int g = l >> 2, t = l & 3;

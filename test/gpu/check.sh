@@ -135,6 +135,13 @@ if grep -q '^engine: GPU engine' "$work/gpu.out"; then
         END { printf "%d steps, worst difference %.2g, loss %s -> %s", n, w, f, l; exit !(n == 10 && w <= 2e-2 && l < f - 1) }')
     if [ $? -eq 0 ]; then pass "parity"; else fail "parity" "$report"; fi
     row "loss parity with the C engine (fp16, 10 steps, within 2e-2)" "$report"
+    # Which attention kernels the trainer chose: on compute 9.0 the wgmma ones, unless its start-up check
+    # found them differing from mma.sync (then a warning line names by how much)
+    att=$(grep -m1 '^engine: GPU engine' "$work/gpu.out" | sed -n 's/.*, attention \(.*\)$/\1/p')
+    row "attention kernels (the trainer's choice)" "${att:-?} $(grep -m1 '^warning: flash attention' "$work/gpu.out")"
+    if [ "$(grep -m1 '^engine: GPU engine' "$work/gpu.out" | grep -o '(sm_[0-9]*)')" = "(sm_90)" ] && [ "$att" != "flash, wgmma" ]; then
+        fail "wgmma" "an sm_90 GPU runs attention on '$att': $(grep -m1 '^warning: flash attention' "$work/gpu.out")"
+    fi
 else
     fail "parity" "the trainer did not run the GPU engine: $(grep -m1 '^engine' "$work/gpu.out")"
 fi
