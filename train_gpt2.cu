@@ -465,8 +465,9 @@ static void gpu_backward_pass(GPUEngine* g, int B, int T, float dloss_scale, int
     g->grads_fresh = 0;
     if (g->bucketed) bucket_begin_edges(g);
     if (g->pipe.head) {
-        fused_classifier(logits, act_ptr<float>(g, ACT_LOSSES), act_ptr<int>(g, ACT_TARGETS), dloss, BT, V, Vp, 1, st);
-        loss_accumulate(scratch_ptr<float>(g, SCR_STATS), act_ptr<float>(g, ACT_LOSSES), BT, dloss_scale, st);
+        float* stats = scratch_ptr<float>(g, SCR_STATS);
+        fused_classifier(logits, act_ptr<float>(g, ACT_LOSSES), act_ptr<int>(g, ACT_TARGETS), dloss, BT, V, Vp, 1, stats,
+                         dloss_scale, (unsigned*)(stats + 4), st);
         matmul_backward(&g->mm, dln, grad_ptr(g, PT_WTE), NULL, bias_scratch, logits, act_ptr<floatX>(g, ACT_LNF),
                         param_ptr(g, PT_WTE), NULL, BT, C, Vp, acc, st);
         cudaCheck(cudaMemsetAsync(dresidual, 0, (size_t)BT * C * sizeof(floatX), st));
@@ -962,8 +963,8 @@ static float gpu_forward(Engine* e, const int* inputs, const int* targets, int B
     float* stats = scratch_ptr<float>(g, SCR_STATS);
     cudaCheck(cudaMemsetAsync(stats + 1, 0, sizeof(float), g->stream));
     fused_classifier(act_ptr<floatX>(g, ACT_LOGITS), act_ptr<float>(g, ACT_LOSSES), act_ptr<int>(g, ACT_TARGETS), 0.0f,
-                     BT, g->cfg.vocab_size, g->cfg.padded_vocab_size, 0, g->stream);
-    loss_accumulate(stats + 1, act_ptr<float>(g, ACT_LOSSES), BT, 1.0f, g->stream);
+                     BT, g->cfg.vocab_size, g->cfg.padded_vocab_size, 0, stats + 1, 1.0f, (unsigned*)(stats + 4),
+                     g->stream);
     float loss;
     cudaCheck(cudaMemcpyAsync(&loss, stats + 1, sizeof(float), cudaMemcpyDeviceToHost, g->stream));
     cudaCheck(cudaStreamSynchronize(g->stream));

@@ -193,8 +193,8 @@ static float pipe_forward_only(GPUEngine* g, const int* inputs, const int* targe
     cudaCheck(cudaMemsetAsync(stats + 1, 0, sizeof(float), g->stream));
     if (g->pipe.head) {
         fused_classifier(act_ptr<floatX>(g, ACT_LOGITS), act_ptr<float>(g, ACT_LOSSES), act_ptr<int>(g, ACT_TARGETS),
-                         0.0f, BT, g->cfg.vocab_size, g->cfg.padded_vocab_size, 0, g->stream);
-        loss_accumulate(stats + 1, act_ptr<float>(g, ACT_LOSSES), BT, 1.0f, g->stream);
+                         0.0f, BT, g->cfg.vocab_size, g->cfg.padded_vocab_size, 0, stats + 1, 1.0f,
+                         (unsigned*)(stats + 4), g->stream);
     }
     // The loss from the last stage to the replica's others, on comm_stream (pipe_comm's stream).
     cudaCheck(cudaEventRecord(g->pipe_ready, g->stream));

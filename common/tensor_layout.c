@@ -114,7 +114,7 @@ void gpt2_scratch_layout(TensorGroup* g, const GPT2Config* cfg, int B, int T, si
     tensor_group_add(g, "attention_rows", DT_FP32, 1,
                      attention_backward_scratch_floats_for(B, T, cfg->num_heads, (int)(C / cfg->num_heads), floatx_bytes));  // SCR_ATT
     tensor_group_add(g, "norm_partials", DT_FP32, 1, GLOBAL_NORM_SCRATCH_FLOATS);                             // SCR_NORM
-    tensor_group_add(g, "stats", DT_FP32, 1, 4);                                                              // SCR_STATS
+    tensor_group_add(g, "stats", DT_FP32, 1, 5);                                                              // SCR_STATS
     tensor_group_add(g, "encoder_plan", DT_INT32, 1, encoder_plan_ints((int)BT));                             // SCR_PLAN
     if (g->count != SCR_COUNT) fatal("scratch layout: %d slots, the enum has %d", g->count, SCR_COUNT);
 }

@@ -90,7 +90,8 @@ enum {
     SCR_DBIAS,      // fp32 partial sums of the bias gradients
     SCR_ATT,        // fp32 attention backward's per-row terms (D; either backward, kernels/sizes.h)
     SCR_NORM,       // fp32 partial sums of the gradient norm
-    SCR_STATS,      // fp32 [0] the step's loss, [1] an evaluation's loss, [2] sum of squared grads, [3] non-finite count
+    SCR_STATS,      // fp32 [0] the step's loss, [1] an evaluation's loss, [2] sum of squared grads, [3] non-finite count,
+                    // [4] (an unsigned) the classifier's count of blocks done, 0 between launches
     SCR_PLAN,       // int32 the encoder backward's grouping of positions by token
     SCR_COUNT
 };

@@ -1,18 +1,23 @@
 // kernels/classifier.cuh: the fused softmax + cross-entropy at the end of the model, and the
-// mean loss.
+// mean loss, in one launch.
 //   fused_classifier: per row i of N rows of Vp logits (the first V are real tokens):
 //     losses[i] = logsumexp_{v<V}(logits[i,v]) - logits[i,targets[i]]      OVERWRITES losses (N) fp32
 //     write_dlogits: logits[i,v] = (softmax_v - [v == targets[i]]) * dloss for v < V, 0 for v >= V
 //                    OVERWRITES the logits in place (floatX) with their gradient
-//   loss_accumulate:  *acc += weight * (sum_i losses[i]) / N                ACCUMULATES one fp32
+//     loss_acc:      *loss_acc += loss_weight * (sum_i losses[i]) / N     ACCUMULATES one fp32
+//                    (when loss_acc is not NULL: the last block to finish its loss sums them all)
 // Reference: softmax_forward_cpu, crossentropy_forward_cpu, crossentropy_softmax_backward_cpu.
 // fp32 statistics (max, sum of exponentials, loss); each gradient is rounded once to floatX. The
 // padding columns V..Vp-1 are never read (they may hold anything) and get gradient 0.
 //
 // One block per row: pass 1 reads the row once, each thread keeping an online (max, sum of
 // exp(x - max)) over its elements, which the block then merges in a fixed tree; pass 2 re-reads
-// the row (from L2) and writes the gradient. Deterministic: fixed element-to-thread assignment
-// and merge order, no atomics.
+// the row (from L2) and writes the gradient; the padding columns are written, never read. The
+// mean loss needs every row's: the block that writes the last one (the fenced last-block pattern,
+// a counter in the caller's scratch) sums them, while the others still write their gradients; a
+// launch of its own would cost a launch and a gap in the stream every step. Deterministic: fixed
+// element-to-thread assignment, merge and summation order, and the counter's atomics only elect
+// the block that sums.
 //
 // Each exponential is one FFMA and one ex2.approx (mma_ex2): e^(x - m) = 2^(x log2e - m log2e), with
 // m log2e computed once, as flash_fwd.cuh folds its scale in (expf is about eight instructions
@@ -54,8 +59,9 @@ __device__ inline void classifier_merge(float& m, float& s, float m2, float s2) 
 template <int W>
 __global__ void __launch_bounds__(CLASSIFIER_BLOCK)
     fused_classifier_kernel(floatX* logits, float* losses, const int* targets, float dloss, int V, int Vp,
-                            int write_dlogits) {
-    __shared__ float warp_m[CLASSIFIER_BLOCK / 32], warp_s[CLASSIFIER_BLOCK / 32];
+                            int write_dlogits, float* loss_acc, float loss_weight, unsigned* loss_counter) {
+    __shared__ float warp_m[CLASSIFIER_BLOCK / 32], warp_s[32];  // warp_s: 32 for block_reduce_sum
+    __shared__ int last_flag;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
     floatX* x = logits + (size_t)blockIdx.x * Vp;
     const int target = targets[blockIdx.x];
@@ -97,18 +103,33 @@ __global__ void __launch_bounds__(CLASSIFIER_BLOCK)
     for (int w = 1; w < nwarps; w++) classifier_merge(m, s, warp_m[w], warp_s[w]);
     if (threadIdx.x == 0) losses[blockIdx.x] = logf(s) + m - x_target;
 
-    // Pass 2: the gradient over the whole padded row (Vp % W == 0 in the 128-bit path).
+    // The mean loss, by the block that writes the last one (every block reaches this point).
+    if (loss_acc != NULL && block_last_to_arrive(loss_counter, gridDim.x, &last_flag)) {
+        float v = 0.0f;
+        for (int i = threadIdx.x; i < (int)gridDim.x; i += blockDim.x) v += __ldcg(losses + i);
+        const float total = block_reduce_sum(v, warp_s);  // warp_s is free: every thread has read it
+        if (threadIdx.x == 0) *loss_acc += loss_weight * total / gridDim.x;
+    }
+
+    // Pass 2: the gradient over the whole padded row (Vp % W == 0 in the 128-bit path); a pack
+    // wholly past V is not read: its gradient is 0 whatever the logits hold.
     if (write_dlogits) {
         const float inv_s = 1.0f / s, ml = m * CLASSIFIER_LOG2E;
         const int packs_vp = Vp / W;
         for (int p = threadIdx.x; p < packs_vp; p += blockDim.x) {
-            floatx_pack<W> v = pack_load<W>(x + (size_t)p * W), g;
+            floatx_pack<W> g;
+            if (p * W >= V) {
 #pragma unroll
-            for (int k = 0; k < W; k++) {
-                int col = p * W + k;
-                float prob = col < V ? classifier_exp((float)v.v[k], ml) * inv_s : 0.0f;
-                float y = col == target ? 1.0f : 0.0f;
-                g.v[k] = (floatX)(col < V ? (prob - y) * dloss : 0.0f);
+                for (int k = 0; k < W; k++) g.v[k] = (floatX)0.0f;
+            } else {
+                floatx_pack<W> v = pack_load<W>(x + (size_t)p * W);
+#pragma unroll
+                for (int k = 0; k < W; k++) {
+                    int col = p * W + k;
+                    float prob = col < V ? classifier_exp((float)v.v[k], ml) * inv_s : 0.0f;
+                    float y = col == target ? 1.0f : 0.0f;
+                    g.v[k] = (floatX)(col < V ? (prob - y) * dloss : 0.0f);
+                }
             }
             pack_store<W>(x + (size_t)p * W, g);
         }
@@ -118,33 +139,21 @@ __global__ void __launch_bounds__(CLASSIFIER_BLOCK)
 // logits (N, Vp) floatX: read; with write_dlogits, overwritten by their gradient (see above).
 // losses (N) fp32 overwritten. targets (N) device int32, each in [0, V). dloss = d objective /
 // d losses[i], the same for every row (the engine passes loss_scale / (B*T*grad_accum_steps)).
+// loss_acc: NULL, or one fp32 on the device that gets += loss_weight * mean(losses); then
+// loss_counter is one unsigned on the device, 0 before the call (zeroed memory) and left 0.
 // Launch: N blocks of 512 threads, one per row; 128-bit accesses when Vp % X128 == 0 and logits is
-// 16-byte aligned, scalar otherwise.
+// 16-byte aligned, scalar otherwise. No host synchronisation; bit-identical from run to run.
 static inline void fused_classifier(floatX* logits, float* losses, const int* targets, float dloss, int N, int V,
-                                    int Vp, int write_dlogits, cudaStream_t stream) {
+                                    int Vp, int write_dlogits, float* loss_acc, float loss_weight,
+                                    unsigned* loss_counter, cudaStream_t stream) {
     if (N == 0) return;
     if (Vp % X128 == 0 && aligned16(logits))
         fused_classifier_kernel<X128><<<N, CLASSIFIER_BLOCK, 0, stream>>>(logits, losses, targets, dloss, V, Vp,
-                                                                         write_dlogits);
+                                                                         write_dlogits, loss_acc, loss_weight,
+                                                                         loss_counter);
     else
         fused_classifier_kernel<1><<<N, CLASSIFIER_BLOCK, 0, stream>>>(logits, losses, targets, dloss, V, Vp,
-                                                                      write_dlogits);
+                                                                      write_dlogits, loss_acc, loss_weight,
+                                                                      loss_counter);
     cudaCheckLaunch("fused_classifier_kernel");
-}
-
-// One block: thread t sums losses t, t + 1024, ... in order, then block_reduce_sum's fixed tree.
-__global__ void __launch_bounds__(1024) loss_accumulate_kernel(float* acc, const float* losses, int N, float weight) {
-    __shared__ float shared[32];
-    float v = 0.0f;
-    for (int i = threadIdx.x; i < N; i += blockDim.x) v += losses[i];
-    float total = block_reduce_sum(v, shared);
-    if (threadIdx.x == 0) *acc += weight * total / N;
-}
-
-// *acc (one fp32 on the device) += weight * (sum of losses[0..N)) / N; reads losses (N) fp32.
-// Launch: one block of 1024 threads; no host synchronisation; bit-identical from run to run.
-static inline void loss_accumulate(float* acc, const float* losses, int N, float weight, cudaStream_t stream) {
-    if (N == 0) return;
-    loss_accumulate_kernel<<<1, 1024, 0, stream>>>(acc, losses, N, weight);
-    cudaCheckLaunch("loss_accumulate_kernel");
 }

@@ -2,8 +2,9 @@
 // and crossentropy_softmax_backward_cpu: V not a multiple of anything (V = 1000 of Vp = 1024,
 // GPT-2's 50257 of 50304), an odd Vp (the scalar path), N = 1, padding columns holding huge
 // values (they must be ignored), targets 0 and V-1, logits around 0 and around 30 (the fast
-// exponential's error grows with the row's max), write_dlogits 0 and 1, and loss_accumulate against
-// a double sum.
+// exponential's error grows with the row's max), write_dlogits 0 and 1, and the mean loss the last
+// block adds against a double sum of the kernel's losses (up to 3000 rows: several per thread), twice
+// in a row (the counter it elects that block with must come back to 0).
 #include <math.h>
 
 #include "classifier.cuh"
@@ -63,8 +64,8 @@ static void test_case(int N, int V, int Vp, TestRng& rng, float offset = 0.0f) {
     const char* path = Vp % X128 == 0 ? "128-bit" : "scalar";
     char name[160];
 
-    // Losses only: the logits stay as they were, bit for bit.
-    fused_classifier(d_logits, d_losses, d_targets, dloss, N, V, Vp, 0, 0);
+    // Losses only: the logits stay as they were, bit for bit. No mean loss asked for.
+    fused_classifier(d_logits, d_losses, d_targets, dloss, N, V, Vp, 0, NULL, 0.0f, NULL, 0);
     // Losses are fp32 results from floatX inputs: no floatX rounding (k = 0, the fp32 floor), plus
     // the fast exponential's bound.
     snprintf(name, sizeof(name), "fused_classifier N=%d V=%d Vp=%d max~%.0f (%s) losses vs crossentropy_forward_cpu", N,
@@ -75,7 +76,10 @@ static void test_case(int N, int V, int Vp, TestRng& rng, float offset = 0.0f) {
     CHECK(device_download_float(d_logits, NV) == logits.f, name);
 
     // Losses and the gradient in place.
-    fused_classifier(d_logits, d_losses, d_targets, dloss, N, V, Vp, 1, 0);
+    float* d_acc = device_upload(std::vector<float>{0.0f});
+    unsigned* d_counter = device_alloc<unsigned>(1);
+    cudaCheck(cudaMemset(d_counter, 0, sizeof(unsigned)));
+    fused_classifier(d_logits, d_losses, d_targets, dloss, N, V, Vp, 1, d_acc, 1.0f, d_counter, 0);
     snprintf(name, sizeof(name), "fused_classifier N=%d V=%d Vp=%d write_dlogits=1: same losses", N, V, Vp);
     CHECK(device_download_float(d_losses, N) == got_losses, name);
     // (p - y) * dloss in fp32, stored once as floatX: one rounding, plus the fast exponential's
@@ -92,38 +96,61 @@ static void test_case(int N, int V, int Vp, TestRng& rng, float offset = 0.0f) {
 
     // Deterministic: again from the same logits, the same bits.
     cudaCheck(cudaMemcpy(d_logits, logits.x.data(), NV * sizeof(floatX), cudaMemcpyHostToDevice));
-    fused_classifier(d_logits, d_losses, d_targets, dloss, N, V, Vp, 1, 0);
+    std::vector<float> got_acc = device_download_float(d_acc, 1);
+    cudaCheck(cudaMemset(d_acc, 0, sizeof(float)));
+    fused_classifier(d_logits, d_losses, d_targets, dloss, N, V, Vp, 1, d_acc, 1.0f, d_counter, 0);
     snprintf(name, sizeof(name), "fused_classifier N=%d V=%d Vp=%d twice: bit-identical", N, V, Vp);
-    CHECK(device_download_float(d_logits, NV) == got_dlogits && device_download_float(d_losses, N) == got_losses,
+    CHECK(device_download_float(d_logits, NV) == got_dlogits && device_download_float(d_losses, N) == got_losses &&
+              device_download_float(d_acc, 1) == got_acc,
           name);
+    cudaCheck(cudaFree(d_acc));
+    cudaCheck(cudaFree(d_counter));
 
     cudaCheck(cudaFree(d_logits));
     cudaCheck(cudaFree(d_losses));
     cudaCheck(cudaFree(d_targets));
 }
 
-static void test_loss_accumulate(int N, TestRng& rng) {
-    std::vector<float> losses(N);
-    for (int i = 0; i < N; i++) losses[i] = 10.0f + rng.normal();
+// The mean loss: N rows of a small vocabulary (the losses are the kernel's own), added twice to a
+// start value with a weight, against a double sum of the losses it wrote.
+static void test_mean_loss(int N, TestRng& rng) {
+    const int V = 5, Vp = 8;
+    HostTensor logits = random_tensor((size_t)N * Vp, rng, 2.0f, 0.0f);
+    std::vector<int> targets(N);
+    for (int i = 0; i < N; i++) targets[i] = rng.below(V);
     const float weight = 0.25f, start = 1.5f;
+    floatX* d_logits = device_upload(logits.x);
+    float* d_losses = device_alloc<float>(N);
+    int* d_targets = device_upload(targets);
+    float* d_acc = device_upload(std::vector<float>{start});
+    unsigned* d_counter = device_alloc<unsigned>(1);
+    cudaCheck(cudaMemset(d_counter, 0, sizeof(unsigned)));
+
+    fused_classifier(d_logits, d_losses, d_targets, 0.0f, N, V, Vp, 0, d_acc, weight, d_counter, 0);
+    std::vector<float> losses = device_download_float(d_losses, N), got = device_download_float(d_acc, 1);
     double sum = 0.0;
     for (int i = 0; i < N; i++) sum += losses[i];
-    std::vector<float> ref = {(float)(start + weight * sum / N)};
-
-    float* d_losses = device_upload(losses);
-    float* d_acc = device_upload(std::vector<float>{start});
-    loss_accumulate(d_acc, d_losses, N, weight, 0);
-    std::vector<float> got = device_download_float(d_acc, 1);
     char name[96];
     // fp32 throughout: the 1e-5 floor.
-    snprintf(name, sizeof(name), "loss_accumulate N=%d vs a double sum", N);
-    check_tensor(name, got, ref, floatx_tol(0));
+    snprintf(name, sizeof(name), "fused_classifier N=%d mean loss vs a double sum of its losses", N);
+    check_tensor(name, got, std::vector<float>{(float)(start + weight * sum / N)}, floatx_tol(0));
+    snprintf(name, sizeof(name), "fused_classifier N=%d leaves its counter 0", N);
+    CHECK(device_download_float(d_counter, 1)[0] == 0.0f, name);
+    // A second launch adds again (a counter left non-zero would elect no block: nothing added).
+    fused_classifier(d_logits, d_losses, d_targets, 0.0f, N, V, Vp, 0, d_acc, weight, d_counter, 0);
+    snprintf(name, sizeof(name), "fused_classifier N=%d mean loss added again by a second launch", N);
+    check_tensor(name, device_download_float(d_acc, 1), std::vector<float>{(float)(start + 2 * weight * sum / N)},
+                 floatx_tol(0));
+    // Deterministic: from the same start, the same bits.
     cudaCheck(cudaMemcpy(d_acc, &start, sizeof(float), cudaMemcpyHostToDevice));
-    loss_accumulate(d_acc, d_losses, N, weight, 0);
-    snprintf(name, sizeof(name), "loss_accumulate N=%d twice: bit-identical", N);
+    fused_classifier(d_logits, d_losses, d_targets, 0.0f, N, V, Vp, 0, d_acc, weight, d_counter, 0);
+    snprintf(name, sizeof(name), "fused_classifier N=%d mean loss twice: bit-identical", N);
     CHECK(device_download_float(d_acc, 1) == got, name);
+    cudaCheck(cudaFree(d_logits));
     cudaCheck(cudaFree(d_losses));
+    cudaCheck(cudaFree(d_targets));
     cudaCheck(cudaFree(d_acc));
+    cudaCheck(cudaFree(d_counter));
 }
 
 int main() {
@@ -135,8 +162,8 @@ int main() {
     test_case(3, 5, 8, rng);          // tiny V: most threads have nothing
     test_case(4, 1000, 1024, rng, 30.0f);  // logits around 30: the exponential's argument rounding grows with it
     test_case(3, 50257, 50304, rng);  // GPT-2's vocabulary
-    test_loss_accumulate(1, rng);
-    test_loss_accumulate(1000, rng);
-    test_loss_accumulate(3000, rng);  // more than one loss per thread
+    test_mean_loss(1, rng);
+    test_mean_loss(1000, rng);
+    test_mean_loss(3000, rng);  // several losses per thread
     return test_finish();
 }
