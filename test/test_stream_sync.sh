@@ -79,8 +79,8 @@ declare -A stale_fn=([zero1_wait_lnf]=1)
 # CUDA's copy returns complete.
 redundant_pattern='cudaStreamSynchronize(g->stream));$'
 redundant_after='cudaMemcpyAsync(g->h_stats, stats\|cudaMemcpyAsync(&loss, stats'
-# Two tests share this file, so that make test runs them side by side: the ZeRO and offload calls
-# (this file), and the pipeline's (test_stream_sync_pipe.sh sets STREAM_SYNC_PART=pipe), whose
+# Two tests share this file: the ZeRO and offload calls (this file, in make test), and the
+# pipeline's (test_stream_sync_pipe.sh sets STREAM_SYNC_PART=pipe; in make test-long), whose
 # dropped receives each wait out NCCL_CPU_P2P_TIMEOUT.
 part=${STREAM_SYNC_PART:-zero}
 case $part in
