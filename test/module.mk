@@ -96,7 +96,7 @@ $(foreach p,fp32 fp16,$(eval $(call cuda_cpu_program,$(TEST_BIN)/test_zero_$(p),
 TESTS_LONG += test/test_zero.sh
 TEST_LONG_DEPS += $(TEST_BIN)/test_zero_fp32 $(TEST_BIN)/test_zero_fp16
 # ZeRO-3 over 2 and 3 ranks: the same programs on stage 3 (recompute levels, accumulation, overflow,
-# checkpoints), the trainer against one process, resumes on 1-3 ranks (about 8 minutes of CPU).
+# checkpoints), the trainer against one process, resumes on 1-3 ranks (about 4 minutes of CPU).
 TESTS_LONG += test/test_zero3.sh
 # The communication volume of each ZeRO stage, counted by the runtime's NCCL (NCCL_CPU_TRAFFIC),
 # against its closed form (test_comm_volume.sh; about 90 s of wall time on 2 cores, so make test-long:

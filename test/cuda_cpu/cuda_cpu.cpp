@@ -1913,15 +1913,50 @@ void runtime_copy(void* dst, const void* src, size_t n) {
     }
 }
 
+// Snapshot storage no snapshot holds, for the next ones; at most 1 GiB of it is kept.
+static std::mutex g_saved_pool_mu;
+static std::vector<std::vector<char>> g_saved_pool;
+static size_t g_saved_pool_bytes;
+
+SavedBytes::SavedBytes(const char* p, size_t n) {
+    {
+        std::lock_guard<std::mutex> lk(g_saved_pool_mu);
+        size_t best = g_saved_pool.size();
+        for (size_t i = 0; i < g_saved_pool.size(); i++)
+            if (g_saved_pool[i].capacity() >= n && (best == g_saved_pool.size() || g_saved_pool[i].capacity() < g_saved_pool[best].capacity()))
+                best = i;
+        if (best < g_saved_pool.size()) {
+            v_ = std::move(g_saved_pool[best]);
+            g_saved_pool[best] = std::move(g_saved_pool.back());
+            g_saved_pool.pop_back();
+            g_saved_pool_bytes -= v_.capacity();
+        }
+    }
+    v_.assign(p, p + n);
+}
+
+SavedBytes::~SavedBytes() {
+    if (!v_.capacity()) return;
+    std::lock_guard<std::mutex> lk(g_saved_pool_mu);
+    if (g_saved_pool_bytes + v_.capacity() > ((size_t)1 << 30)) return;
+    g_saved_pool_bytes += v_.capacity();
+    g_saved_pool.push_back(std::move(v_));
+}
+
+SavedBytes& SavedBytes::operator=(SavedBytes&& o) noexcept {
+    if (this != &o) {
+        SavedBytes dropped(std::move(*this));  // to the pool
+        v_ = std::move(o.v_);
+    }
+    return *this;
+}
+
 std::vector<Saved> save_live() {
     std::vector<Saved> out;
     out.reserve(g_live.size());
     for (auto& kv : g_live) {
         DevAlloc* A = kv.second;
-        Saved s;
-        s.a = A;
-        s.bytes.assign((const char*)A->start, (const char*)A->start + A->size);
-        out.push_back(std::move(s));
+        out.push_back(Saved{A, SavedBytes((const char*)A->start, A->size)});
     }
     return out;
 }
