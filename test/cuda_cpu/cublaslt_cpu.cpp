@@ -569,6 +569,11 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     char what[160];
     snprintf(what, sizeof(what), "cublasLtMatmul (m=%llu n=%llu k=%llu, batch %d)", (unsigned long long)p.m,
              (unsigned long long)p.n, (unsigned long long)p.k, p.batch);
+    // It touches its matrices, the bias and aux vectors and device scalars, never the workspace.
+    OpReach reach;
+    reach.all = false;
+    for (const void* q : {alpha, beta, A, B, C, (const void*)D, (const void*)d->bias, (const void*)d->aux})
+        if (q) reach.ptrs.push_back((uintptr_t)q);
     op_issue(stream, what, [=](Op*, const OpRun& run) {
         float av = a, bv = b;
         if (device_scalars) {
@@ -608,7 +613,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
         device_written(D, layout_bytes(&ldc));
         if (bgrad) device_written(dc.bias, bias_bytes);
         if (aux_out) device_written(dc.aux, aux_bytes);
-    });
+    }, {}, nullptr, nullptr, reach);
     return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -1530,12 +1530,16 @@ void cuda_cpu_order_dependent_launch(void) { t_order_dependent = true; }
 
 // Runs a queued launch: in its batch's first run every schedule (each from the same memory, every
 // result compared) with the checks on the first; in the batch's other runs one schedule, unchecked.
-void launch_run(Launch* L, const OpRun& run) {
+void launch_run(Launch* L, Op* op, const OpRun& run) {
     blockDim = L->block;
     gridDim = L->grid;
     size_t nsched = (L->order_dependent || !run.first) ? 1 : g_schedules.size();
     std::vector<Saved> before, first;
-    if (nsched > 1) before = save_live();
+    std::vector<DevAlloc*> touched;
+    if (nsched > 1) {
+        touched = reach_of(&op, 1);
+        before = save_live(touched);
+    }
     std::vector<uintptr_t> fatomics;
     // The checks run under the first schedule (their verdict does not depend on the order); the
     // others only have to reproduce its result. The shadow's record of what is initialised stays as
@@ -1556,7 +1560,7 @@ void launch_run(Launch* L, const OpRun& run) {
                 std::lock_guard<std::mutex> lk(g_workers_mu);
                 for (Worker* w : g_workers) fatomics.insert(fatomics.end(), w->fatomics.begin(), w->fatomics.end());
             }
-            if (s == 0) first = save_live();
+            if (s == 0) first = save_live(touched);
             else compare_runs(L, first, g_schedules[0], g_schedules[s], fatomics);
         }
     }
@@ -1621,10 +1625,20 @@ void cuda_cpu_launch_erased(const char* name, const void* key, dim3 grid, dim3 b
     L->params_lo = (uintptr_t)params;
     L->params_size = params_size;
     L->order_dependent = order_dependent;
+    // What it may touch: the allocations its arguments point into (pointers, or structs holding them,
+    // at any 4-byte offset of the argument tuple), and what those point to (OpReach::chase).
+    OpReach reach;
+    reach.all = false;
+    reach.chase = true;
+    for (size_t o = 0; o + sizeof(uintptr_t) <= params_size; o += 4) {
+        uintptr_t v;
+        memcpy(&v, (const char*)params + o, sizeof(v));
+        if (alloc_of_pointer(v)) reach.ptrs.push_back(v);
+    }
     // Queued on its stream: it runs when the host synchronizes with it (streams_cpu.cpp).
     op_issue(stream, std::string("kernel '") + name + "'",
-             [L](Op* op, const OpRun& run) { L->op = op->id; launch_run(L, run); }, {}, nullptr,
-             [L] { L->free_arg(L->arg); delete L; });
+             [L](Op* op, const OpRun& run) { L->op = op->id; launch_run(L, op, run); }, {}, nullptr,
+             [L] { L->free_arg(L->arg); delete L; }, std::move(reach));
 }
 
 // ============================================================================================
@@ -1811,6 +1825,30 @@ static uintptr_t take_span(size_t span) {
     return r;
 }
 
+// Memory nothing wrote reads as NaN in fp32, fp16 and bf16 (all bytes 0xFF), as a reminder that
+// cudaMalloc does not zero. The pages map a small file of 0xFF bytes privately (copy on write), so a
+// page costs nothing until it is written: a small model's cuBLASLt workspace and staging buffers are
+// most of its memory and never touched, and filling them was a fifth of a short emulated run. Where
+// the file cannot be made, the bytes are written.
+static const size_t kUnwrittenChunk = (size_t)2 << 20;
+static void map_unwritten(uintptr_t lo, size_t len) {
+    static int fd = [] {
+        int f = memfd_create("cuda_cpu_unwritten", MFD_CLOEXEC);
+        if (f < 0) return -1;
+        std::vector<char> ff(kUnwrittenChunk, (char)0xff);
+        if (ftruncate(f, (off_t)kUnwrittenChunk) != 0 || pwrite(f, ff.data(), ff.size(), 0) != (ssize_t)ff.size()) {
+            close(f);
+            return -1;
+        }
+        return f;
+    }();
+    for (size_t off = 0; off < len; off += kUnwrittenChunk) {
+        size_t n = std::min(kUnwrittenChunk, len - off);
+        if (fd < 0 || mmap((void*)(lo + off), n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, 0) == MAP_FAILED)
+            memset((void*)(lo + off), 0xff, n);
+    }
+}
+
 static cudaError_t do_alloc(void** p, size_t size, AllocKind kind, const char* api) {
     if (!p) return set_error(cudaErrorInvalidValue);
     *p = nullptr;
@@ -1827,9 +1865,7 @@ static cudaError_t do_alloc(void** p, size_t size, AllocKind kind, const char* a
         g_free_spans.emplace(map_len + kPage, lo);
         return set_error(cudaErrorMemoryAllocation);
     }
-    // Memory nothing wrote reads as NaN in fp32, fp16 and bf16 (all bytes 0xFF), as a reminder
-    // that cudaMalloc does not zero.
-    memset((void*)lo, 0xff, map_len);
+    map_unwritten(lo, map_len);
     DevAlloc* A = new DevAlloc();
     A->start = lo + map_len - need;
     A->size = size;
@@ -1951,13 +1987,56 @@ SavedBytes& SavedBytes::operator=(SavedBytes&& o) noexcept {
     return *this;
 }
 
-std::vector<Saved> save_live() {
-    std::vector<Saved> out;
-    out.reserve(g_live.size());
-    for (auto& kv : g_live) {
-        DevAlloc* A = kv.second;
-        out.push_back(Saved{A, SavedBytes((const char*)A->start, A->size)});
+// The live allocation (or the __device__ variables) holding address v, or ending at v; null if none.
+DevAlloc* alloc_of_pointer(uintptr_t v) {
+    DevAlloc* A = find_alloc(v);
+    return A && !A->freed && v >= A->start && v <= A->start + A->size ? A : nullptr;
+}
+
+// A snapshot holds only what the window's ops can change: the cuBLASLt workspace and the staging
+// buffers of a small model are most of its memory, and copying them for every window and launch
+// schedule was most of an emulated trainer step.
+std::vector<DevAlloc*> reach_of(Op* const* ops, size_t n) {
+    std::vector<DevAlloc*> out;
+    bool chase = false;
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i]->reach.all) {
+            for (auto& kv : g_live) out.push_back(kv.second);
+            return out;
+        }
+        chase |= ops[i]->reach.chase;
     }
+    std::set<DevAlloc*> in;
+    std::vector<DevAlloc*> todo;
+    auto add = [&](DevAlloc* A) {
+        if (A && in.insert(A).second) todo.push_back(A);
+    };
+    for (size_t i = 0; i < n; i++)
+        for (uintptr_t p : ops[i]->reach.ptrs) add(alloc_of_pointer(p));
+    if (chase) {
+        // A kernel may name a __device__ variable, or load a pointer from memory it reaches and
+        // follow it: every aligned word of reached memory that points into an allocation adds it.
+        add(g_symbols);
+        while (!todo.empty()) {
+            DevAlloc* A = todo.back();
+            todo.pop_back();
+            uintptr_t lo = (A->start + 7) & ~(uintptr_t)7, hi = A->start + A->size;
+            for (uintptr_t a = lo; a + 8 <= hi; a += 8) {
+                uintptr_t v;
+                memcpy(&v, (const void*)a, 8);
+                if (v - g_dev_lo < g_dev_span || (g_symbols && v - g_symbols->start <= g_symbols->size)) add(alloc_of_pointer(v));
+            }
+        }
+    }
+    out.assign(in.begin(), in.end());
+    std::sort(out.begin(), out.end(), [](DevAlloc* a, DevAlloc* b) { return a->start < b->start; });
+    return out;
+}
+
+std::vector<Saved> save_live(const std::vector<DevAlloc*>& allocs) {
+    std::vector<Saved> out;
+    out.reserve(allocs.size());
+    for (DevAlloc* A : allocs) out.push_back(Saved{A, SavedBytes((const char*)A->start, A->size)});
     return out;
 }
 

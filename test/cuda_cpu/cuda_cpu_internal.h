@@ -253,6 +253,17 @@ struct OpAccess {
     uintptr_t lo, hi;
     bool write;
 };
+// What an op may touch, which bounds the device memory its window snapshots (save_live): the
+// allocations holding `ptrs` (each an address inside an allocation or one past its end) and, where
+// `chase` (a kernel, which may load a pointer from memory and follow it, or name a __device__
+// variable), the program's __device__ variables and every allocation an aligned 8-byte word of the
+// reached memory points into, transitively. An op that says nothing (`all`) reaches every live
+// allocation. Copies, memsets and NCCL reach what their access lists name.
+struct OpReach {
+    bool all = true;
+    bool chase = false;
+    std::vector<uintptr_t> ptrs;
+};
 struct Op {
     uint64_t id;             // issue order over the process, from 1
     int stream;              // stream index
@@ -265,6 +276,7 @@ struct Op {
     std::function<void()> release;   // frees what run holds, once the op is retired
     const void* comm;        // NCCL: its communicator (collectives of one run in issue order)
     std::vector<OpAccess> access;    // library ops: what they read and write
+    OpReach reach;           // what it may touch (the snapshots of its window)
     // NCCL in a batch that runs more than once: the input it sent and the output it received
     std::vector<unsigned char> nccl_in, nccl_out;
     bool nccl_recorded;
@@ -279,9 +291,10 @@ struct Issued {
     uint64_t seq;
     Clock clock;
 };
-// Queues fn on stream s (already validated). `what` describes it in messages.
+// Queues fn on stream s (already validated). `what` describes it in messages. `reach`: what it may
+// touch; left as it is, the access list's ranges where there are any, else everything.
 Issued op_issue(cudaStream_t s, std::string what, OpFn fn, std::vector<OpAccess> access = {},
-                const void* comm = nullptr, std::function<void()> release = nullptr);
+                const void* comm = nullptr, std::function<void()> release = nullptr, OpReach reach = OpReach());
 // The host waits for the op (and all it is ordered after), then is ordered after it.
 void host_wait_op(const Issued& op);
 // Runs every queued op (before an MPI call of the host, before NCCL's communicator goes away) without
@@ -309,7 +322,7 @@ uint64_t hb_host_op();
 
 // ---- launches (cuda_cpu.cpp) ----
 // Runs a launch: every schedule and the checks when run.first, else one schedule.
-void launch_run(Launch* L, const OpRun& run);
+void launch_run(Launch* L, Op* op, const OpRun& run);
 // Device memory snapshots: a launch runs once per schedule from the same memory, and a batch once
 // per order.
 // A snapshot's bytes, their storage kept for the next snapshot when dropped: a fresh multi-megabyte
@@ -335,7 +348,10 @@ struct Saved {
     DevAlloc* a;
     SavedBytes bytes;
 };
-std::vector<Saved> save_live();
+// The live allocations ops[0..n) may touch (their OpReach), in address order.
+std::vector<DevAlloc*> reach_of(Op* const* ops, size_t n);
+// A snapshot of the given allocations.
+std::vector<Saved> save_live(const std::vector<DevAlloc*>& allocs);
 void restore_live(const std::vector<Saved>& s);
 // The first byte where the live memory differs from `first` outside the float atomics' targets, or 0.
 uintptr_t first_difference(const std::vector<Saved>& first, const std::vector<uintptr_t>* fatomics);
@@ -343,6 +359,8 @@ uintptr_t first_difference(const std::vector<Saved>& first, const std::vector<ui
 void runtime_copy(void* dst, const void* src, size_t n);
 // The live allocation holding all of [p, p+n) (any kind when any_kind, else device or managed).
 DevAlloc* live_holding(const void* p, size_t n, bool any_kind);
+// The live allocation (or the __device__ variables) holding address v or ending at it; null if none.
+DevAlloc* alloc_of_pointer(uintptr_t v);
 bool in_device_region(const void* p);
 cudaError_t set_cuda_error(cudaError_t e);
 // Pinned host memory a queued copy is to read or write, guarded until the host synchronizes with it.

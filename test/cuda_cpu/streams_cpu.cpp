@@ -365,7 +365,7 @@ static void guards_release() {
 
 // ---- issuing ----
 Issued op_issue(cudaStream_t s, std::string what, OpFn fn, std::vector<OpAccess> access, const void* comm,
-                std::function<void()> release) {
+                std::function<void()> release, OpReach reach) {
     RuntimeScope scope;
     QueueLock lock;
     int si = stream_index(s);
@@ -395,6 +395,12 @@ Issued op_issue(cudaStream_t s, std::string what, OpFn fn, std::vector<OpAccess>
     op->release = std::move(release);
     op->comm = comm;
     op->access = std::move(access);
+    // An access list names everything a copy, memset or NCCL op touches.
+    if (reach.all && !op->access.empty()) {
+        reach.all = false;
+        for (const OpAccess& a : op->access) reach.ptrs.push_back(a.lo);
+    }
+    op->reach = std::move(reach);
     op->nccl_recorded = false;
     op->diverged = false;
     OpInfo I;
@@ -636,9 +642,11 @@ static void run_need(Clock need) {
         }
         g_windows++;
         g_window_ops += j - i;
-        std::vector<Saved> before = save_live();
+        // Every order runs the same ops: the memory they may touch is all a run can change.
+        std::vector<DevAlloc*> touched = reach_of(s1.data() + i, j - i);
+        std::vector<Saved> before = save_live(touched);
         run_ops(s1, i, j, OpRun{true, NCCL_RECORD});
-        std::vector<Saved> first = save_live();
+        std::vector<Saved> first = save_live(touched);
         for (size_t k = 1; k < seqs.size(); k++) {
             if (std::equal(s1.begin() + (long)i, s1.begin() + (long)j, seqs[k].begin() + (long)i)) continue;
             restore_live(before);
@@ -954,12 +962,14 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     if (dropped("cudaEventRecord", pc)) return cudaSuccess;
     uint64_t gen = ++e->generation;
     e->timed = false;
+    OpReach nothing;  // it touches no device memory
+    nothing.all = false;
     Issued op = op_issue(s, "cudaEventRecord", [e, gen](Op*, const OpRun&) {
         if (e->generation == gen) {
             e->ms = now_ms();
             e->timed = true;
         }
-    });
+    }, {}, nullptr, nullptr, nothing);
     int si = stream_index(s);
     e->recorded = true;
     e->clock = op.clock;

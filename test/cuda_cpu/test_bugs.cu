@@ -269,6 +269,40 @@ __global__ void stream_reader_kernel(float* out, const float* x, int n) {
     if (i < n) out[i] = 2.0f * x[i];
 }
 
+// The same two kernels reaching their memory other ways than a pointer argument: through a table of
+// pointers in device memory, through a __device__ array, through a struct passed by value. Each
+// window's snapshot must hold that memory too, or the second stream order would start from what the
+// first left and the two orders would agree.
+__global__ void stream_table_writer_kernel(float* const* table, float v, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) table[0][i] = v + (float)i;
+}
+__global__ void stream_table_reader_kernel(float* const* table, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) table[1][i] = 2.0f * table[0][i];
+}
+__device__ float stream_dev_x[1024];
+__global__ void stream_devvar_writer_kernel(float v, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) stream_dev_x[i] = v + (float)i;
+}
+__global__ void stream_devvar_reader_kernel(float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = 2.0f * stream_dev_x[i];
+}
+struct StreamSpan {
+    int n;
+    float* p;
+};
+__global__ void stream_struct_writer_kernel(StreamSpan x, float v) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < x.n) x.p[i] = v + (float)i;
+}
+__global__ void stream_struct_reader_kernel(float* out, StreamSpan x) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < x.n) out[i] = 2.0f * x.p[i];
+}
+
 // The stream mistakes, each on two streams a and b (b created second) with n floats.
 static void stream_case(const std::string& c) {
     const int n = 1024;
@@ -311,6 +345,23 @@ static void stream_case(const std::string& c) {
         CK(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking));
         stream_writer_kernel<<<n / 256, 256>>>(x, 1.0f, n);
         stream_reader_kernel<<<n / 256, 256, 0, nb>>>(y, x, n);
+    } else if (c == "stream_pointer_table") {
+        // a writes x and b reads it, both through a table of pointers {x, y} in device memory.
+        float** table;
+        CK(cudaMalloc(&table, 2 * sizeof(float*)));
+        float* ptrs[2] = {x, y};
+        CK(cudaMemcpy(table, ptrs, sizeof(ptrs), cudaMemcpyHostToDevice));
+        stream_table_writer_kernel<<<n / 256, 256, 0, a>>>(table, 1.0f, n);
+        stream_table_reader_kernel<<<n / 256, 256, 0, b>>>(table, n);
+    } else if (c == "stream_device_variable") {
+        // a writes a __device__ array and b reads it, neither given its address.
+        CK(cudaMemcpyToSymbol(stream_dev_x, h, n * sizeof(float)));
+        stream_devvar_writer_kernel<<<n / 256, 256, 0, a>>>(1.0f, n);
+        stream_devvar_reader_kernel<<<n / 256, 256, 0, b>>>(y, n);
+    } else if (c == "stream_struct_argument") {
+        // a writes x and b reads it, both given x inside a struct passed by value.
+        stream_struct_writer_kernel<<<n / 256, 256, 0, a>>>(StreamSpan{n, x}, 1.0f);
+        stream_struct_reader_kernel<<<n / 256, 256, 0, b>>>(y, StreamSpan{n, x});
     } else if (c == "stream_managed_host_write") {
         // The host writes managed memory while a kernel that reads it may still run.
         float* m;
@@ -595,6 +646,9 @@ int main(int argc, char** argv) {
         {"stream_event_before_kernel", {"CUDA_CPU_CHECK=0"}, "", "kernel 'stream_writer_kernel' on stream 1"},
         {"stream_memset_wrong_stream", {"CUDA_CPU_CHECK=0"}, "", "cudaMemsetAsync (4096 bytes) on stream 2"},
         {"stream_nonblocking_vs_legacy", {"CUDA_CPU_CHECK=0"}, "", "kernel 'stream_writer_kernel' on the legacy default stream"},
+        {"stream_pointer_table", {"CUDA_CPU_CHECK=0"}, "kernel 'stream_table_writer_kernel' on stream 1", "the result depends on the order"},
+        {"stream_device_variable", {"CUDA_CPU_CHECK=0"}, "kernel 'stream_devvar_writer_kernel' on stream 1", "the result depends on the order"},
+        {"stream_struct_argument", {"CUDA_CPU_CHECK=0"}, "kernel 'stream_struct_writer_kernel' on stream 1", "the result depends on the order"},
 #if defined(CUDA_CPU_NCCL)
         {"stream_nccl_no_wait", {"CUDA_CPU_CHECK=0"}, "", "ncclAllReduce (4096 bytes) on stream 2"},
 #endif
