@@ -2,7 +2,8 @@
 #     . "$(dirname "$0")/lib.sh"          (from test/reliability/: "$(dirname "$0")/../lib.sh")
 # and is then at the repository root with:
 #   PY                 the python3 that has PyTorch and numpy: $PYTHON, else Debian's /usr/bin/python3
-#                      (the pyenv python3 first on PATH has neither)
+#                      (the pyenv python3 first on PATH has neither); the script's own `python3` calls
+#                      run it too (a shell function)
 #   dir                a fresh temporary dir, removed when the script exits (a script with more to
 #                      clean up sets its own EXIT trap, which must remove "$dir" too)
 #   failed             0; fail sets it to 1, and the script ends with `exit $failed`
@@ -29,6 +30,10 @@
 # the script goes on; a test that can do nothing without it prints that line and exits 0.
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 PY=${PYTHON:-/usr/bin/python3}
+# The test's own python3 calls (the helpers that read JSON and compute what to expect) run $PY: a
+# pyenv shim first on PATH costs 0.3-1 s a call, and test_sass_mix.sh alone spent 50 s of CPU on
+# them (8 s with Debian's python3). Programs and scripts the tests run still find their own Python.
+python3() { "$PY" "$@"; }
 dir=$(mktemp -d) || { echo "FAIL setup: mktemp -d"; exit 1; }
 trap 'rm -rf "$dir"' EXIT
 failed=0
