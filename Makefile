@@ -1,6 +1,7 @@
 # Makefile: builds the trainer, tools, tests and benchmarks.
-#   make train   ./train_gpt2: the GPU trainer (train_gpt2.cu, nvcc + cuBLASLt) when nvcc is found,
-#                else the C-only trainer; either runs the C engine where no GPU can be used
+#   make train   ./train_gpt2: the GPU trainer (train_gpt2.cu, nvcc; cuBLASLt and NCCL are loaded when
+#                its GPU engine starts, not linked) when nvcc is found, else the C-only trainer;
+#                either runs the C engine where no GPU can be used
 #   make emu     ./train_gpt2_emu: the same train_gpt2.cu and kernels through the CPU runtime
 #                (test/cuda_cpu): the GPU code path on any machine, slowly
 #   make test    builds and runs the tests that need no GPU, several at once, in under 10 minutes on
@@ -57,7 +58,9 @@ MPICC := $(shell command -v mpicc 2>/dev/null)
 MPI_CFLAGS := $(if $(MPICC),-DUSE_MPI $(shell mpicc -showme:compile 2>/dev/null))
 MPI_LIBS := $(if $(MPICC),$(shell mpicc -showme:link 2>/dev/null))
 HAVE_NCCL := $(wildcard $(CUDA_HOME)/include/nccl.h)
-NVCC_NCCL := $(if $(HAVE_NCCL),-DUSE_NCCL -lnccl)
+# nccl.h gives the GPU engine NCCL's types. Neither NCCL nor cuBLASLt is linked: the GPU engine
+# loads cuBLASLt when it starts, and NCCL too when the run has more than one rank (cuda_libs.cuh).
+NVCC_NCCL := $(if $(HAVE_NCCL),-DUSE_NCCL)
 
 # ---- the build's configuration: a stamp per group of settings ----
 # $(call config_stamp,NAME,SETTINGS) is $(BUILD)/config/NAME.stamp, rewritten (so newer than what was
@@ -117,9 +120,9 @@ $(PRECISION_STAMP):
 	@touch $@
 
 ifneq ($(HAVE_NVCC),)
-train_gpt2: train_gpt2.cu train_gpt2_zero.cuh train_gpt2_pipe.cuh $(KERNEL_HEADERS) $(HOST_LIB) $(PRECISION_STAMP) $(NVCC_STAMP) $(MPI_STAMP)
+train_gpt2: train_gpt2.cu cuda_libs.cuh train_gpt2_zero.cuh train_gpt2_pipe.cuh $(KERNEL_HEADERS) $(HOST_LIB) $(PRECISION_STAMP) $(NVCC_STAMP) $(MPI_STAMP)
 	@echo "train: building the GPU trainer ($(PRECISION), sm_$(GPU_SM)$(if $(MPICC),, no MPI)$(if $(HAVE_NCCL),, no NCCL)) with $(NVCC); without a usable GPU it runs the C engine"
-	$(NVCC) $(NVCC_FLAGS) train_gpt2.cu $(HOST_LIB) -lcublasLt $(NVCC_NCCL) $(MPI_LIBS) -o $@
+	$(NVCC) $(NVCC_FLAGS) train_gpt2.cu $(HOST_LIB) -ldl $(NVCC_NCCL) $(MPI_LIBS) -o $@
 else
 train_gpt2: $(BUILD)/train_gpt2_cpu.o $(HOST_LIB) $(NVCC_STAMP) $(MPI_STAMP)
 	@echo "train: no nvcc at $(NVCC) (set CUDA_HOME): building the C-only trainer"

@@ -34,6 +34,9 @@
 #include <nccl.h>
 #endif
 
+// cuBLASLt and NCCL through pointers loaded when the engine starts (before the headers that call them)
+#include "cuda_libs.cuh"
+
 #include "common.cuh"
 #include "adamw.cuh"
 #include "attention.cuh"
@@ -1081,13 +1084,9 @@ static double device_peak_flops(const cudaDeviceProp* p, char* note, size_t note
 }
 
 static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opts, char* why, size_t why_cap) {
-    int count = 0;
-    cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess || count == 0) {
-        snprintf(why, why_cap, "cudaGetDeviceCount: %s", err != cudaSuccess ? cudaGetErrorString(err) : "no CUDA device");
-        cudaGetLastError();
-        return NULL;
-    }
+    // The driver first (cuda_libs.cuh): a machine without one loads nothing heavy, and hears so
+    // plainly, not as cudart's "driver version is insufficient".
+    if (!cuda_libs_driver(why, why_cap)) return NULL;
     if (opts->precision != BUILD_PRECISION) {
         snprintf(why, why_cap, "this GPU engine was built for %s, not %s (make train PRECISION=...)",
                  precision_name(BUILD_PRECISION), precision_name(opts->precision));
@@ -1110,6 +1109,16 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
 #endif
     if (opts->pp_stages > 1 && (opts->zero_stage >= 2 || opts->offload != OFFLOAD_NONE)) {
         snprintf(why, why_cap, "-pp %d combines a stage's ranks with ZeRO stage 0 or 1 and no --offload", opts->pp_stages);
+        return NULL;
+    }
+    // The libraries before the device query: a missing one is named even where cudart's query would
+    // fail with a vaguer error. NCCL only for a run of several ranks.
+    if (!cuda_libs_load(opts->num_ranks > 1, why, why_cap)) return NULL;
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        snprintf(why, why_cap, "cudaGetDeviceCount: %s", err != cudaSuccess ? cudaGetErrorString(err) : "no CUDA device");
+        cudaGetLastError();
         return NULL;
     }
     int device = opts->local_rank % count;  // one GPU a rank, by the rank's place on its machine

@@ -47,10 +47,14 @@ $(TEST_BIN)/test_dataloader: $(BUILD)/test/test_dataloader.o $(BUILD)/common/dat
 TESTS += $(TEST_BIN)/test_dataloader
 
 $(TEST_BIN)/test_host: $(BUILD)/test/test_host.o $(BUILD)/common/sampler.o $(BUILD)/common/gpu_peak.o $(BUILD)/common/engine.o \
-	$(BUILD)/common/util.o
+	$(BUILD)/common/util.o $(BUILD)/common/dynlib.o
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -ldl
 TESTS += $(TEST_BIN)/test_host
+# The nvcc-built trainer loads the CUDA driver, cuBLASLt and NCCL when its GPU engine starts, not at
+# process start: ldd, --help, each library missing in turn (copies of the binary with a soname
+# patched, the toolkit's stub driver), NCCL on 2 ranks under mpirun; SKIP for the C-only build.
+TESTS += test/test_cuda_libs.sh
 # The build notices a change of its configuration (MPI, CUDA, flags) and rebuilds what depends on it.
 TESTS += test/test_build_config.sh
 TESTS += test/test_default_run.sh

@@ -1,11 +1,12 @@
-// test_host.c: small host pieces both engines share: the sampler, the LR schedule and the GPU peak
-// table behind MFU.
+// test_host.c: small host pieces both engines share: the sampler, the LR schedule, the GPU peak
+// table behind MFU, and the run-time library loader the GPU trainer loads cuBLASLt and NCCL with.
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dynlib.h"
 #include "gpu_peak.h"
 #include "rng.h"
 #include "sampler.h"
@@ -199,11 +200,44 @@ static void test_schedule(void) {
     CHECK(monotone, "schedule: cosine decay never rises");
 }
 
+// dynlib_load on a library every glibc system has (libm.so.6), one that exists nowhere, and a
+// function libm lacks: the handle and the functions, or NULL, no function, and a line naming what
+// is missing.
+static void test_dynlib(void) {
+    char why[512] = "";
+    const char* names[] = {"cos", "sqrt"};
+    void* fns[2] = {NULL, NULL};
+    void* lib = dynlib_load("the math library", "libm.so.6", names, fns, 2, why, sizeof(why));
+    double (*cos_fn)(double) = NULL, (*sqrt_fn)(double) = NULL;
+    if (lib) {
+        *(void**)&cos_fn = fns[0];
+        *(void**)&sqrt_fn = fns[1];
+    }
+    CHECK(lib && cos_fn && sqrt_fn && cos_fn(0.0) == 1.0 && sqrt_fn(16.0) == 4.0,
+          "dynlib: libm.so.6's cos and sqrt loaded and called");
+
+    void* none[1] = {(void*)&why};
+    const char* no_lib = "cannot load the test's library (libgpt2_no_such_library.so.7): ";
+    lib = dynlib_load("the test's library", "libgpt2_no_such_library.so.7", names, none, 1, why, sizeof(why));
+    test_report(!lib && none[0] == NULL && strncmp(why, no_lib, strlen(no_lib)) == 0 &&
+                    strstr(why + strlen(no_lib), "libgpt2_no_such_library.so.7") != NULL && !strchr(why, '\n'),
+                "dynlib: a missing library is one line naming it and the loader's reason", why);
+
+    const char* missing[] = {"cos", "gpt2_no_such_function"};
+    void* two[2] = {(void*)&why, (void*)&why};
+    const char* no_fn = "the math library (libm.so.6) has no gpt2_no_such_function: ";
+    lib = dynlib_load("the math library", "libm.so.6", missing, two, 2, why, sizeof(why));
+    test_report(!lib && two[0] == NULL && two[1] == NULL && strncmp(why, no_fn, strlen(no_fn)) == 0 &&
+                    strstr(why + strlen(no_fn), "gpt2_no_such_function") != NULL && !strchr(why, '\n'),
+                "dynlib: a missing function is one line naming it and the loader's reason", why);
+}
+
 int main(void) {
     test_sampler();
     test_sampler_bytes();
     test_schedule();
     test_progress();
     test_gpu_peak();
+    test_dynlib();
     return test_finish();
 }

@@ -43,7 +43,7 @@ CUDA_CPU_DEPS := $(CUDA_CPU_HEADERS) test/cuda_cpu/cu2cpu.pl test/cuda_cpu/modul
 # time by the nvcc compile check (test_nvcc_compile.sh --build, cached per file), read by the runtime
 # from this path (CUDA_CPU_REGISTERS overrides it).
 CUDA_CPU_REGISTERS_DB := $(CUDA_CPU_OUT)/nvcc/registers.db
-CUDA_CPU_NVCC_INPUTS := $(wildcard train_gpt2.cu train_gpt2_zero.cuh train_gpt2_pipe.cuh kernels/*.cu kernels/*.cuh kernels/*.h common/*.h reference/*.h test/*.h \
+CUDA_CPU_NVCC_INPUTS := $(wildcard train_gpt2.cu cuda_libs.cuh train_gpt2_zero.cuh train_gpt2_pipe.cuh kernels/*.cu kernels/*.cuh kernels/*.h common/*.h reference/*.h test/*.h \
 	test/*.cuh test/*.cu test/cuda_cpu/*.cu test/cuda_cpu/*.h dev/cuda/*.cu dev/cuda/*.cuh)
 # make test's programs run their kernels in FP16 (the other precisions' kernel tests are make
 # test-long's), so make test compiles FP16 alone (nvcc was half of its build time); make test-long adds

@@ -53,7 +53,7 @@ if [ $build_only = 1 ]; then
 fi
 mpi_flags=$(mpicxx -showme:compile 2>/dev/null || true)
 # Everything a compile may include: one hash over all of it (a header edit recompiles all).
-tree_key=$( (find kernels common reference test dev -name '*.h' -o -name '*.cuh' | sort | xargs cat; cat train_gpt2.cu train_gpt2_zero.cuh train_gpt2_pipe.cuh;
+tree_key=$( (find kernels common reference test dev -name '*.h' -o -name '*.cuh' | sort | xargs cat; cat train_gpt2.cu cuda_libs.cuh train_gpt2_zero.cuh train_gpt2_pipe.cuh;
              echo "$archs"; "$nvcc" --version | tail -n 1) | sha1sum | cut -c1-16)
 
 # A file per header that includes only it (rewritten only when its text changes, keeping the cache).

@@ -5,7 +5,7 @@
 
 GPU_OUT := $(BUILD)/gpu
 NVCC_TEST_FLAGS = -O3 -std=c++17 -arch=sm_$(GPU_SM) -Xcompiler -fopenmp -I. -Ikernels -Itest -Ireference -Icommon -Idev/cuda
-GPU_CHECK_DEPS = $(KERNEL_HEADERS) $(wildcard dev/cuda/*.cuh test/*.h test/*.cuh) train_gpt2.cu train_gpt2_zero.cuh train_gpt2_pipe.cuh $(HOST_LIB) $(NVCC_STAMP) $(MPI_STAMP)
+GPU_CHECK_DEPS = $(KERNEL_HEADERS) $(wildcard dev/cuda/*.cuh test/*.h test/*.cuh) train_gpt2.cu cuda_libs.cuh train_gpt2_zero.cuh train_gpt2_pipe.cuh $(HOST_LIB) $(NVCC_STAMP) $(MPI_STAMP)
 
 # $(call nvcc_program,OUTPUT,SOURCE,DEFINES)
 define nvcc_program
