@@ -119,10 +119,17 @@ $(PRECISION_STAMP):
 	@rm -f $(BUILD)/precision-*.stamp
 	@touch $@
 
+# The GPU trainer: train_gpt2.cu compiled to $(BUILD)/train_gpt2.o, then linked. ptxas's resource use
+# (-Xptxas -v) goes to TRAIN_NVCC_LOG, nvcc's other output (warnings, errors) to the terminal: the CPU
+# runtime's register table takes train_gpt2's sm_90a registers from that log instead of compiling the
+# file again (test/cuda_cpu/module.mk).
+TRAIN_NVCC_LOG := $(BUILD)/train_gpt2.nvcc.log
 ifneq ($(HAVE_NVCC),)
 train_gpt2: train_gpt2.cu cuda_libs.cuh train_gpt2_zero.cuh train_gpt2_pipe.cuh $(KERNEL_HEADERS) $(HOST_LIB) $(PRECISION_STAMP) $(NVCC_STAMP) $(MPI_STAMP)
 	@echo "train: building the GPU trainer ($(PRECISION), sm_$(GPU_SM)$(if $(MPICC),, no MPI)$(if $(HAVE_NCCL),, no NCCL)) with $(NVCC); without a usable GPU it runs the C engine"
-	$(NVCC) $(NVCC_FLAGS) train_gpt2.cu $(HOST_LIB) -ldl $(NVCC_NCCL) $(MPI_LIBS) -o $@
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_NCCL) -Xptxas -v -c train_gpt2.cu -o $(BUILD)/train_gpt2.o > $(TRAIN_NVCC_LOG) 2>&1; \
+		s=$$?; grep -v -e '^ptxas info' -e '^    [0-9]* bytes stack frame' $(TRAIN_NVCC_LOG); exit $$s
+	$(NVCC) $(NVCC_FLAGS) $(BUILD)/train_gpt2.o $(HOST_LIB) -ldl $(NVCC_NCCL) $(MPI_LIBS) -o $@
 else
 train_gpt2: $(BUILD)/train_gpt2_cpu.o $(HOST_LIB) $(NVCC_STAMP) $(MPI_STAMP)
 	@echo "train: no nvcc at $(NVCC) (set CUDA_HOME): building the C-only trainer"

@@ -39,23 +39,31 @@ CUDA_CPU_HEADERS := test/cuda_cpu/cuda_cpu.h $(wildcard test/cuda_cpu/include/*.
 CUDA_CPU_DEPS := $(CUDA_CPU_HEADERS) test/cuda_cpu/cu2cpu.pl test/cuda_cpu/module.mk $(CUDA_CPU_LIB)
 
 # The kernels' registers (ptxas, sm_90a: an H100's code, the wgmma kernels' real registers), which the
-# runtime checks each launch against: written at build
-# time by the nvcc compile check (test_nvcc_compile.sh --build, cached per file), read by the runtime
-# from this path (CUDA_CPU_REGISTERS overrides it).
+# runtime checks each launch against: written at build time by the nvcc compile check
+# (test_nvcc_compile.sh --build, which compiles each file's sm_90a device code once into a cache that
+# its test in make test-long reuses), read by the runtime from this path (CUDA_CPU_REGISTERS overrides
+# it).
 CUDA_CPU_REGISTERS_DB := $(CUDA_CPU_OUT)/nvcc/registers.db
 CUDA_CPU_NVCC_INPUTS := $(wildcard train_gpt2.cu cuda_libs.cuh train_gpt2_zero.cuh train_gpt2_pipe.cuh kernels/*.cu kernels/*.cuh kernels/*.h common/*.h reference/*.h test/*.h \
 	test/*.cuh test/*.cu test/cuda_cpu/*.cu test/cuda_cpu/*.h dev/cuda/*.cu dev/cuda/*.cuh)
+# The trainer's build (make train) compiles train_gpt2.cu for sm_90a in $(PRECISION) anyway where
+# GPU_ARCH is 90 (the default without a GPU): its ptxas log (TRAIN_NVCC_LOG) stands for that compile
+# (--reuse; its other flags, -DUSE_NCCL and the host's, change host code only), unless NVCC_FLAGS was
+# set by hand. The table then waits for the trainer's compile.
+CUDA_CPU_TRAINER_REUSE := $(if $(and $(HAVE_NVCC),$(filter 90a,$(GPU_SM)),$(filter file,$(origin NVCC_FLAGS))),\
+	--reuse train_gpt2_$(PRECISION)=$(TRAIN_NVCC_LOG))
+CUDA_CPU_NVCC_BUILD = @NVCC=$(NVCC) CUDA_CPU_OUT=$(CUDA_CPU_OUT) bash test/cuda_cpu/test_nvcc_compile.sh --build $(1) $(CUDA_CPU_TRAINER_REUSE)
 # make test's programs run their kernels in FP16 (the other precisions' kernel tests are make
 # test-long's), so make test compiles FP16 alone (nvcc was half of its build time); make test-long adds
 # FP32 and BF16 to the same table (the FP16 compiles are cached) before its tests run.
-$(CUDA_CPU_REGISTERS_DB): $(CUDA_CPU_NVCC_INPUTS) test/cuda_cpu/test_nvcc_compile.sh
+$(CUDA_CPU_REGISTERS_DB): $(CUDA_CPU_NVCC_INPUTS) test/cuda_cpu/test_nvcc_compile.sh $(if $(CUDA_CPU_TRAINER_REUSE),train_gpt2)
 	@mkdir -p $(dir $@)
-	@echo "nvcc: compiling the .cu files the CPU runtime runs, for sm_90a in FP16 (cached per file), for the kernels' registers"
-	@CUDA_CPU_OUT=$(CUDA_CPU_OUT) bash test/cuda_cpu/test_nvcc_compile.sh --build FP16
+	@echo "nvcc: compiling the sm_90a device code of the .cu files the CPU runtime runs, in FP16 (cached per file), for the kernels' registers"
+	$(call CUDA_CPU_NVCC_BUILD,FP16)
 CUDA_CPU_REGISTERS_ALL := $(CUDA_CPU_OUT)/nvcc/registers-all.stamp
 $(CUDA_CPU_REGISTERS_ALL): $(CUDA_CPU_REGISTERS_DB)
-	@echo "nvcc: compiling the .cu files the CPU runtime runs, for sm_90a in FP32, FP16 and BF16, for the kernels' registers"
-	@CUDA_CPU_OUT=$(CUDA_CPU_OUT) bash test/cuda_cpu/test_nvcc_compile.sh --build FP32 FP16 BF16
+	@echo "nvcc: compiling the sm_90a device code of the .cu files the CPU runtime runs, in FP32, FP16 and BF16, for the kernels' registers"
+	$(call CUDA_CPU_NVCC_BUILD,FP32 FP16 BF16)
 	@touch $@
 TEST_DEPS += $(CUDA_CPU_REGISTERS_DB)
 TEST_LONG_DEPS += $(CUDA_CPU_REGISTERS_ALL)
