@@ -27,7 +27,9 @@ TESTS += $(BUILD)/dev/test_qk_tile
 # kernels/attention.cuh's tiled forward too.
 $(foreach p,fp16 bf16,$(eval $(call cuda_cpu_program,$(BUILD)/dev/test_flash_fwd_$(p),dev/cuda/test_flash_fwd.cu,\
 	kernels dev/cuda test common,$(HOST_LIB),$(call precision_define,$(p)) $(CUDA_CPU_CHECK_FLAGS))))
-TESTS += $(BUILD)/dev/test_flash_fwd_fp16 $(BUILD)/dev/test_flash_fwd_bf16
+# The bf16 one (the same code paths) in make test-long, as the backward's.
+TESTS += $(BUILD)/dev/test_flash_fwd_fp16
+TESTS_LONG += $(BUILD)/dev/test_flash_fwd_bf16
 # kernels/flash_bwd.cuh, the FlashAttention-2-style causal backward (a query-major dQ kernel that also
 # writes D, then a key-major dK/dV kernel; the trainer's backward in FP16/BF16 at head sizes 32 and 64), checked against a double-precision reference with derived bounds, against
 # kernels/attention.cuh's tiled backward, and for bit-identical repeats. Built per precision; the bf16
@@ -47,8 +49,8 @@ $(BUILD)/dev/bench_adamw_host_%: dev/bench_adamw_host.cu kernels/adamw.cuh kerne
 	@mkdir -p $(dir $@)
 	$(NVCC) $(filter-out -DENABLE_%,$(NVCC_FLAGS)) $(call precision_define,$*) $< -o $@
 BENCHES += $(BENCH_ADAMW_HOST)
-# The GPU check script runs the fp16 one (step 8), and its dry run in make test, so it cannot rot.
-TEST_DEPS += $(BUILD)/dev/bench_adamw_host_fp16
+# The GPU check script runs the fp16 one (step 8), and its dry run in make test-long, so it cannot rot.
+TEST_LONG_DEPS += $(BUILD)/dev/bench_adamw_host_fp16
 gpu-checks: $(BUILD)/dev/bench_adamw_host_fp16
 endif
 
@@ -88,10 +90,14 @@ endif
 sass-mix:
 	@bash dev/sass_mix.sh $(or $(SASS_PRECISION),fp16)
 # Its counting, on a sample of real nvdisasm output (no disassembler needed).
-TESTS += test/test_sass_mix.sh
+# make test-long: a developer's tool (Python over a sample of disassembly, no program built here, so
+# not in the sanitizer pass).
+TESTS_LONG += test/test_sass_mix.sh
+# The kernel report's test: make test-long, which alone builds its counting trainer (about 40 s of
+# CPU to compile beside the test's own 11 s).
 ifneq ($(CUDA_CPU_HAVE_CUDA),)
-TESTS += test/test_kernel_report.sh
-TEST_DEPS += $(BUILD)/dev/train_gpt2_count_fp16 $(BUILD)/dev/count_attention_fp16
+TESTS_LONG += test/test_kernel_report.sh
+TEST_LONG_DEPS += $(BUILD)/dev/train_gpt2_count_fp16 $(BUILD)/dev/count_attention_fp16
 endif
 
 # A model file as a directory Hugging Face's GPT-2 loads (config.json, model.safetensors).

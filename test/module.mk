@@ -23,16 +23,22 @@ TESTS += test/test_llmc_flags.sh test/test_flags_doc.sh
 # modules of common/, reference/ and kernels/ including each other in one direction (test_includes.sh),
 # and the places that once repeated themselves written once (test_repetition.sh).
 TESTS += test/test_no_tracker.sh test/test_includes.sh test/test_repetition.sh
+# They read the tree and run no program built here: nothing for the sanitizers.
+TESTS_SAN_SKIP += test/test_no_tracker.sh test/test_includes.sh test/test_repetition.sh
 # -y 1 resumes llm.c's checkpoints (state_STEP_RANK.bin), written by an independent Python writer.
 TESTS += test/test_llmc_resume.sh
 # main.log in llm.c's format, and scripts/plot_log.py.
 TESTS += test/test_logs.sh
-# -h 1: HellaSwag in llm.c's format, against PyTorch.
-TESTS += test/test_hellaswag.sh
+# -h 1: HellaSwag in llm.c's format, against PyTorch (about 33 s of CPU: make test-long, and the
+# sanitizer pass, where its reader meets the files it writes).
+TESTS_LONG += test/test_hellaswag.sh
+TESTS_SAN_LONG += test/test_hellaswag.sh
 # build/export_hf: a Hugging Face GPT-2 directory, read back independently.
 TESTS += test/test_export_hf.sh
-# A descriptor model starts as llm.c's (PyTorch's generator), and llm.c's descriptors.
-TESTS += test/test_llmc_init.sh
+# A descriptor model starts as llm.c's (PyTorch's generator), and llm.c's descriptors (about 24 s of
+# CPU, most of it d6 checkpoints written and read: make test-long, and the sanitizer pass).
+TESTS_LONG += test/test_llmc_init.sh
+TESTS_SAN_LONG += test/test_llmc_init.sh
 # llm.c's run_gpt2_124M.sh and run_gpt2_1558M.sh command lines (shrunk) in llm.c's restart loop; the
 # 1558M line on the emulated GPU engine (about a minute of CPU: make test-long).
 TESTS_LONG += test/test_llmc_scripts.sh
@@ -55,15 +61,22 @@ TESTS += $(TEST_BIN)/test_host
 # process start: ldd, --help, each library missing in turn (copies of the binary with a soname
 # patched, the toolkit's stub driver), NCCL on 2 ranks under mpirun; SKIP for the C-only build.
 TESTS += test/test_cuda_libs.sh
-# The build notices a change of its configuration (MPI, CUDA, flags) and rebuilds what depends on it.
-TESTS += test/test_build_config.sh
-TESTS += test/test_default_run.sh
+# The build notices a change of its configuration (MPI, CUDA, flags) and rebuilds what depends on it
+# (about 16 s of CPU in builds of its own: make test-long).
+TESTS_LONG += test/test_build_config.sh
+# `make vocab` never breaks a resume (6-step runs on the built-in corpus).
+TESTS += test/test_vocab_resume.sh
 # The built-in run with one more flag (-x 3, -b 8, -e d4 ...): the preset fills the rest, and trains.
 TESTS += test/test_builtin_flags.sh
-# The default run's whole epoch (a few minutes on 2 cores).
-TESTS_LONG += test/test_default_run_full.sh
-# The memory ladder (planned) and the run recipes' --dry: ./train_gpt2 --plan only (test_ladder.sh).
-TESTS += test/test_ladder.sh
+# The no-argument run: its first 150 steps stopped by SIGINT (about a minute of CPU), and its whole
+# epoch (a few minutes on 2 cores); make test's built-in runs are test_builtin_flags.sh's, a few steps
+# each.
+TESTS_LONG += test/test_default_run.sh test/test_default_run_full.sh
+# The memory ladder (planned) and the run recipes' --dry: ./train_gpt2 --plan only (test_ladder.sh;
+# about 19 s of CPU, make test-long and the sanitizer pass; the planner's own checks in make test are
+# test_defects.sh's limits and suggestions).
+TESTS_LONG += test/test_ladder.sh
+TESTS_SAN_LONG += test/test_ladder.sh
 
 # gen_data: model files of any shape and learnable token shards, without Python (the GPU check
 # script runs it on bare machines too).
@@ -85,10 +98,10 @@ TEST_DEPS += $(EMU_BINS)
 # (about 2 minutes of CPU: make test-long).
 TESTS_LONG += test/test_memory_plan.sh
 # The trainer's stream synchronization: each event wait and record of the ZeRO, offload and pipeline
-# code removed in turn, and the runtime stops the run naming the missing order. The pipeline's part
-# runs in make test-long (make test's 10 minutes from a fresh clone: test_pipeline.sh is its check there).
-TESTS += test/test_stream_sync.sh
-TESTS_LONG += test/test_stream_sync_pipe.sh
+# code removed in turn, and the runtime stops the run naming the missing order (about 80 s of CPU:
+# make test-long). In make test, the runtime's checker is test_bugs's and test_patterns's, and every
+# ZeRO, offload and pipeline run there (test_launch.sh, test_pipeline.sh, test_emu.sh) goes through it.
+TESTS_LONG += test/test_stream_sync.sh test/test_stream_sync_pipe.sh
 endif
 
 # The GPU engine over ranks: mpirun -np 2 and 3 through the runtime's NCCL over MPI (test_zero.sh).
@@ -103,9 +116,8 @@ TEST_LONG_DEPS += $(TEST_BIN)/test_zero_fp32 $(TEST_BIN)/test_zero_fp16
 # checkpoints), the trainer against one process, resumes on 1-3 ranks (about 4 minutes of CPU).
 TESTS_LONG += test/test_zero3.sh
 # The communication volume of each ZeRO stage, counted by the runtime's NCCL (NCCL_CPU_TRAFFIC),
-# against its closed form (test_comm_volume.sh; about 90 s of wall time on 2 cores, so make test-long:
-# make test from a fresh clone reached its 10 minutes with it; the emulated trainer and gen_data are
-# deps above).
+# against its closed form (test_comm_volume.sh; about 90 s of wall time on 2 cores, so make test-long;
+# the emulated trainer and gen_data are deps above).
 TESTS_LONG += test/test_comm_volume.sh
 # Stages 0 and 1 reducing beside backward (the default) against --overlap 0: the same bits, 2 ranks
 # (test_zero_overlap.sh; about 40 s of CPU, 90 s of wall time beside another test: make test-long,

@@ -56,7 +56,7 @@ CUDA_CPU_NVCC_BUILD = @NVCC=$(NVCC) CUDA_CPU_OUT=$(CUDA_CPU_OUT) bash test/cuda_
 # make test's programs run their kernels in FP16 (the other precisions' kernel tests are make
 # test-long's), so make test compiles FP16 alone (nvcc was half of its build time); make test-long adds
 # FP32 and BF16 to the same table (the FP16 compiles are cached) before its tests run.
-$(CUDA_CPU_REGISTERS_DB): $(CUDA_CPU_NVCC_INPUTS) test/cuda_cpu/test_nvcc_compile.sh $(if $(CUDA_CPU_TRAINER_REUSE),train_gpt2)
+$(CUDA_CPU_REGISTERS_DB): $(CUDA_CPU_NVCC_INPUTS) test/cuda_cpu/test_nvcc_compile.sh $(if $(CUDA_CPU_TRAINER_REUSE),$(BUILD)/train_gpt2.o)
 	@mkdir -p $(dir $@)
 	@echo "nvcc: compiling the sm_90a device code of the .cu files the CPU runtime runs, in FP16 (cached per file), for the kernels' registers"
 	$(call CUDA_CPU_NVCC_BUILD,FP16)

@@ -4,7 +4,7 @@
 #
 # Fuzzing needs AFL++ (Debian's afl++, which .ci/run installs); without it test_fuzz.sh says SKIP.
 # Its targets are built with afl-clang-fast under AddressSanitizer and UBSan (UB traps).
-#   make fuzz FUZZ_SECONDS=60    every reader for that long (test_fuzz.sh; make test uses a few seconds)
+#   make fuzz FUZZ_SECONDS=60    every reader for that long (test_fuzz.sh; 4 s each by default)
 
 REL_DIR = test/reliability
 AFL_CC := $(shell command -v afl-clang-fast 2>/dev/null)
@@ -29,9 +29,20 @@ FUZZ_BINS := $(if $(AFL_CC),$(FUZZ_DIR)/fuzz_read $(FUZZ_DIR)/text_to_shards)
 fuzz: $(FUZZ_BINS) train_gpt2
 	FUZZ_SECONDS=$(or $(FUZZ_SECONDS),60) bash $(REL_DIR)/test_fuzz.sh
 
-TESTS += $(REL_DIR)/test_defects.sh $(REL_DIR)/test_ranks.sh $(REL_DIR)/test_kill_resume.sh $(REL_DIR)/test_fuzz.sh
-# The corpus of 1,400 bad inputs: about 90 s of CPU, make test-long.
+TESTS += $(REL_DIR)/test_defects.sh $(REL_DIR)/test_ranks.sh
+# 4 kill -9 trials (about 10 s of CPU): make test-long and the sanitizer pass; CI's reliability stage
+# runs the same script for 20 trials. In make test, test_defects.sh's signal checks resume bit for bit.
+TESTS_LONG += $(REL_DIR)/test_kill_resume.sh
+TESTS_SAN_LONG += $(REL_DIR)/test_kill_resume.sh
+# Fuzzing, 4 s per reader (25 s of CPU, and 16 s more to build its two AFL++ targets): make test-long,
+# and `make fuzz` for 60 s per reader, as CI runs it. The fuzz targets are built under ASan and UBSan
+# with flags of their own, so the sanitizer pass does not run them again.
+TESTS_LONG += $(REL_DIR)/test_fuzz.sh
+TEST_LONG_DEPS += $(FUZZ_BINS)
+# The corpus of 1,400 bad inputs: about 90 s of CPU, make test-long; and the sanitizer pass, where
+# every reader and flag parser meets bad input.
 TESTS_LONG += $(REL_DIR)/test_bad_inputs.sh
+TESTS_SAN_LONG += $(REL_DIR)/test_bad_inputs.sh
 # test_preempt.sh (SIGTERM to mpirun mid-step with steps longer than its kill delay, about 3 minutes)
 # is in neither: .ci/run runs it after the fuzzing and kill trials.
-TEST_DEPS += $(FUZZ_BINS) $(BUILD)/test/gen_data $(BUILD)/text_to_shards $(BUILD)/tokenize
+TEST_DEPS += $(BUILD)/test/gen_data $(BUILD)/text_to_shards $(BUILD)/tokenize

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_fuzz.sh: AFL++ mutates a seed corpus (test/reliability/seeds/) into every reader for
-# FUZZ_SECONDS each (default 4 in make test; `make fuzz` runs 60), under AddressSanitizer and
+# FUZZ_SECONDS each (default 4; `make fuzz` runs 60, as CI does), under AddressSanitizer and
 # UBSan: the model, state, shard and tokenizer readers, GPT-2's encoder on arbitrary bytes (it must
 # decode back to them), and text_to_shards on arbitrary text. A reader may refuse an input with an
 # error line; a crash, a sanitizer report or a hang (no answer in 10 s) fails the test, and the
