@@ -16,7 +16,8 @@
 #   TEST_JOBS=1          one test at a time
 #   TEST_VERBOSE=1       print every line of every test's output (after the test ends)
 set -u
-jobs=${TEST_JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)}
+cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+jobs=${TEST_JOBS:-$cores}
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "run_tests.sh: TEST_JOBS must be a positive integer, got '$jobs'"; exit 2; }
 # Tests share the cores: OpenMP threads that wait by sleeping, not spinning, leave them to the others
 # (spinning doubled a C engine run's CPU time on a busy 2-core machine).
@@ -25,7 +26,7 @@ jobs=${TEST_JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)}
 # another test a second thread mostly waits for its share of the cores (60 steps of the default run,
 # the same losses: 9.9 s of CPU on one thread, 13.5 s on two). A test that wants threads sets them.
 if [ "$jobs" -gt 1 ] && [ -z "${OMP_NUM_THREADS:-}" ]; then
-    per_test=$(( $(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1) / jobs ))
+    per_test=$(( cores / jobs ))
     export OMP_NUM_THREADS=$(( per_test > 0 ? per_test : 1 ))
 fi
 logs=${TEST_LOG_DIR:-build/test-logs}

@@ -2,15 +2,14 @@
 # test_builtin_flags.sh: the built-in run with the flags a newcomer tries next (`./train_gpt2 -x 3`,
 # a bigger -b, another -v, a -e descriptor, samples every step): each trains, because the built-in
 # run's preset (-o out -t 64 -l 2e-3 ...) fills every flag not given, and one start-up line names
-# those (and the start-up lines name the data and the engine, the step line shows elapsed time and an
-# estimate of what is left); llm.c's
-# defaults would ask for B*T+1 = 4097 tokens a batch, more than the built-in corpus's
-# val split holds once BPE-encoded (3693) and, at -b 16, byte-level too (14244). In a scratch
-# working dir: the byte-level corpus, the preset's out/ there. Also: llm.c's command lines (-i data,
-# a model file) keep llm.c's defaults; --plan too; a run on the built-in corpus checkpointed with
-# llm.c's values (as one was before the preset filled them) resumes with its own command line, the
-# recorded values adopted (-t among them), bit for bit; the emulated GPU trainer (README's `make emu
-# && ./train_gpt2_emu -x 3`) trains the same way.
+# those (and the start-up lines name the data and the engine, the step line shows elapsed time and
+# an estimate of what is left); llm.c's defaults would ask for B*T+1 = 4097 tokens a batch, more
+# than the built-in corpus's val split holds once BPE-encoded (3693) and, at -b 16, byte-level too
+# (14244). In a scratch working dir: the byte-level corpus, the preset's out/ there. Also: llm.c's
+# command lines (-i data, a model file) keep llm.c's defaults; --plan too; a run on the built-in
+# corpus checkpointed with llm.c's values (as one was before the preset filled them) resumes with
+# its own command line, the recorded values adopted (-t among them), bit for bit; the emulated GPU
+# trainer (README's `make emu && ./train_gpt2_emu -x 3`) trains the same way.
 set -u
 # d2 at T = 64: one OpenMP thread (spinning threads on a shared machine cost far more than the step);
 # -m 2 (two val batches, not llm.c's 20) on every row but the first, README's `./train_gpt2 -x 3` as

@@ -10,7 +10,7 @@
 #   - byte-level samples are drawn from byte tokens only: an untrained model, which spreads its
 #     probability over GPT-2's whole vocabulary, prints no <id> in 200 sampled tokens.
 # In make test-long (about a minute of CPU): make test's built-in runs are test_builtin_flags.sh's (the
-# start-up lines, the step line, byte-level sampling) and test_vocab_resume.sh's.
+# start-up lines, the step line) and test_vocab_resume.sh's.
 set -u
 . "$(dirname "$0")/lib.sh"
 ROOT=$PWD

@@ -31,7 +31,8 @@
 #   - --build [PRECISION...] (make runs it before the tests: make test asks for FP16, the precision of
 #     its kernel tests; make test-long for FP32 FP16 BF16): the sm_90a device code of the files whose
 #     kernels the CPU runtime launches (its tests, the kernel tests, the trainer, whose kernels are
-#     the engine's test's too; not dev/cuda nor the header units), in the precisions given (default all three), and
+#     the engine's test's too; not dev/cuda nor the header units), in the precisions given (default
+#     all three), and
 #     $out/registers.db: every kernel's mangled name with its sm_90a registers and stack frame over
 #     those compiles, every precision whose compiles are current (the wgmma kernels' real ones:
 #     compiled for plain sm_90 they hold a trap and a few registers), which the CPU runtime reads to
@@ -130,6 +131,9 @@ if ! grep -qE '__global__|__device__' test/test_gpu_engine.cu; then
     for p in FP32 FP16 BF16; do device_twin[test_gpu_engine_$p]="train_gpt2_$p|train_gpt2.cu|-DENABLE_$p"; done
 fi
 [ $build_only = 1 ] || for p in FP32 FP16 BF16; do jobs+=("test_gpu_engine_$p|test/test_gpu_engine.cu|-DENABLE_$p"); done
+compile_of() {  # arch, name, source, defines -> "name|source|defines" of the compile that stands for it
+    if [ "$1" = sm90a ] && [ -n "${device_twin[$2]:-}" ]; then echo "${device_twin[$2]}"; else echo "$2|$3|$4"; fi
+}
 [ $build_only = 1 ] || for src in dev/cuda/*.cu; do
     for p in FP16 BF16; do jobs+=("$(basename "$src" .cu)_$p|$src|-DENABLE_$p"); done
 done
@@ -224,12 +228,8 @@ for nk in "${names[@]}"; do
     IFS=':' read -r name src defs <<< "$nk"
     failed=()
     for a in $archs; do
-        if [ $a = sm90a ] && [ -n "${device_twin[$name]:-}" ]; then
-            IFS='|' read -r tname tsrc tdefs <<< "${device_twin[$name]}"
-            current "$a" "$tname" "$tsrc" "$tdefs" || failed+=("$a")
-        else
-            current "$a" "$name" "$src" "$defs" || failed+=("$a")
-        fi
+        IFS='|' read -r cname csrc cdefs <<< "$(compile_of "$a" "$name" "$src" "$defs")"
+        current "$a" "$cname" "$csrc" "$cdefs" || failed+=("$a")
     done
     if [ ${#failed[@]} = 0 ]; then
         echo "PASS nvcc_compiles_${name}_sm80_sm90a"
@@ -237,7 +237,10 @@ for nk in "${names[@]}"; do
         what=""
         for a in "${failed[@]}"; do what="$what${what:+ and }${arch_what[$a]}"; done
         echo "FAIL nvcc_compiles_${name}_sm80_sm90a: nvcc $defs $src failed for $what:"
-        for a in "${failed[@]}"; do grep -m 8 -E "error|Error" "$out/$a/$name.log" | sed 's/^/  /'; done
+        for a in "${failed[@]}"; do
+            IFS='|' read -r cname _ <<< "$(compile_of "$a" "$name" "$src" "$defs")"
+            grep -m 8 -E "error|Error" "$out/$a/$cname.log" | sed 's/^/  /'
+        done
         status=1
     fi
 done
