@@ -112,7 +112,8 @@ BENCHES :=
 .PHONY: all train emu test test-long test-sanitize test-sanitize-run bench clean
 all: train
 
-train: train_gpt2
+# make train: the trainer and its companion tool (build/export_hf, a model file to a Hugging Face directory).
+train: train_gpt2 $(BUILD)/export_hf
 
 $(BUILD)/%.o: %.c $(wildcard common/*.h reference/*.h test/*.h) kernels/sizes.h $(HOST_STAMP)
 	@mkdir -p $(dir $@)

@@ -378,16 +378,35 @@ void cli_record_adopt(TrainOptions* opts, const char* record) {
     }
 }
 
-int cli_record_check(const TrainOptions* opts, const char* record, char* why, size_t cap) {
+// " (one epoch of the train data)" for -x's -1: what a special value means, from the flag's help text
+// ("(-1 = one epoch of the train data)"), so a message that prints the value says it too; "" otherwise.
+static void flag_value_meaning(const Flag* f, const char* value, char* out, size_t cap) {
+    char key[272];
+    snprintf(key, sizeof(key), "(%s = ", value);
+    const char* at = strstr(f->help, key);
+    const char* end = at ? strchr(at, ')') : NULL;
+    if (!at || !end) {
+        out[0] = '\0';
+        return;
+    }
+    at += strlen(key);
+    snprintf(out, cap, " (%.*s)", (int)(end - at), at);
+}
+
+int cli_record_check(const TrainOptions* opts, const char* record, const char* except_long_name, char* why, size_t cap) {
     for (int i = 0; i < NUM_FLAGS; i++) {
         const Flag* f = &FLAGS[i];
         if (!(f->type & RECORDED)) continue;
+        if (except_long_name && strcmp(f->long_name, except_long_name) == 0) continue;
         char mine[64], theirs[256];
         flag_format(f, opts, mine, sizeof(mine));
         record_value_or_absent(f, record, theirs, sizeof(theirs));
         if (!flag_value_is(f, opts, theirs)) {
-            snprintf(why, cap, "flag %s is %s in this run but was %s in the run that wrote the checkpoint", flag_names(f),
-                     mine, theirs);
+            char mine_means[128], theirs_means[128];
+            flag_value_meaning(f, mine, mine_means, sizeof(mine_means));
+            flag_value_meaning(f, theirs, theirs_means, sizeof(theirs_means));
+            snprintf(why, cap, "flag %s is %s%s in this run but was %s%s in the run that wrote the checkpoint",
+                     flag_names(f), mine, mine_means, theirs, theirs_means);
             return 0;
         }
     }
@@ -431,12 +450,27 @@ void cli_parse(TrainOptions* opts, int argc, char** argv) {
             fatal("flag -h (--hellaswag) is llm.c's HellaSwag eval and takes 0 or 1 (-h 1); for help use --help");
         // llm.c's usage text calls the NCCL init method -pm (its parser reads -pi): both work.
         if (strcmp(arg, "-pm") == 0) arg = "-pi";
+        // A long flag may carry its value after '=' (--steps=3), as getopt_long and argparse take it.
+        char name[64];
+        const char* value = NULL;
+        const char* eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+        if (eq && (size_t)(eq - arg) < sizeof(name)) {
+            memcpy(name, arg, (size_t)(eq - arg));
+            name[eq - arg] = '\0';
+            value = eq + 1;
+            arg = name;
+        }
         const Flag* f = NULL;
         for (int i = 0; i < NUM_FLAGS && !f; i++)
             if ((FLAGS[i].short_name && strcmp(arg, FLAGS[i].short_name) == 0) || strcmp(arg, FLAGS[i].long_name) == 0)
                 f = &FLAGS[i];
         if (!f) fatal("unknown flag '%s' (see %s --help)", arg, argv[0]);
         opts->given[(f - FLAGS) / 64] |= 1ull << ((f - FLAGS) % 64);
+        if (value) {
+            if (FLAG_TYPE(f) == FLAG_SWITCH) fatal("flag %s is a switch and takes no value, got '%s'", flag_names(f), argv[a]);
+            flag_set(opts, f, value);
+            continue;
+        }
         if (FLAG_TYPE(f) == FLAG_SWITCH) {
             flag_set(opts, f, "1");
             continue;

@@ -90,8 +90,10 @@ void cli_print(const TrainOptions* opts);
 // the run's trajectory (long name without dashes; floats with every digit). Returns its length.
 size_t cli_record(const TrainOptions* opts, char* out, size_t cap);
 // 0 with why naming the first recorded flag whose value differs from the record's (a flag the
-// record lacks, newer than the checkpoint, must have its default), else 1.
-int cli_record_check(const TrainOptions* opts, const char* record, char* why, size_t why_cap);
+// record lacks, newer than the checkpoint, must have its default), else 1. except_long_name: a flag
+// left out of the comparison ("--steps"), or NULL.
+int cli_record_check(const TrainOptions* opts, const char* record, const char* except_long_name, char* why,
+                     size_t why_cap);
 // A resume: each recorded flag whose default gives way to the record (-sf) or that the built-in
 // run's preset filled, not given on the command line, takes the checkpoint's value (a record
 // without its line: the default of that time), saying so.

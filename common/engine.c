@@ -37,6 +37,11 @@ Engine* engine_select(const char* which, EngineCreateFn gpu_create, EngineCreate
         printf("engine: no usable GPU (%s); using the C reference engine\n", why);
     }
     Engine* e = cpu_create(cfg, opts, why, sizeof(why));
+    // Without a GPU, the GPU engine still runs on the CPU through the CUDA runtime's emulation
+    // (./train_gpt2_emu, slow): ranks and ZeRO there, which the C engine cannot do.
+    if (!e && opts->num_ranks > 1)
+        fatal("the C reference engine cannot run this configuration: %s; ./train_gpt2_emu (make emu) runs the GPU "
+              "engine on this CPU, ranks and ZeRO included (slowly)", why);
     if (!e) fatal("the C reference engine cannot run this configuration: %s", why);
     e->kind = "cpu";
     return e;

@@ -45,13 +45,21 @@ static void log_check(FILE* f, const char* path, int rc) {
               gone ? "deleted" : S_ISDIR(path_st.st_mode) ? "replaced by a directory" : "deleted or replaced");
 }
 
+// What opening a log dropped of the file that stood there: its lines not kept, and the last step
+// among them.
+typedef struct {
+    long lines, last_step;
+} LogDropped;
+
 // Opens OUT/name afresh (keep_upto_step < 0) or with the lines of the steps up to keep_upto_step.
 static FILE* log_file_open(const char* output_dir, const char* name, long keep_upto_step, long (*line_step)(const char*),
-                           char* path, size_t path_cap) {
+                           char* path, size_t path_cap, LogDropped* dropped) {
     snprintf(path, path_cap, "%s/%s", output_dir, name);
     char tmp[4300];
+    dropped->lines = 0;
+    dropped->last_step = -1;
     FILE* out = atomic_open(path, tmp, sizeof(tmp));
-    if (keep_upto_step >= 0 && file_exists(path)) {
+    if (file_exists(path)) {
         FILE* in = fopen_check(path, "rb");
         char* line = NULL;
         size_t cap = 0;
@@ -59,7 +67,12 @@ static FILE* log_file_open(const char* output_dir, const char* name, long keep_u
         while ((len = getline(&line, &cap, in)) > 0) {
             long step = line_step(line);
             // A line cut off by a crash has no newline: drop it with the steps after the checkpoint.
-            if (step >= 0 && step <= keep_upto_step && line[len - 1] == '\n') fwrite_check(line, 1, (size_t)len, out, tmp);
+            if (step >= 0 && step <= keep_upto_step && line[len - 1] == '\n') {
+                fwrite_check(line, 1, (size_t)len, out, tmp);
+            } else {
+                dropped->lines++;
+                if (step > dropped->last_step) dropped->last_step = step;
+            }
         }
         if (ferror(in)) fatal("cannot read log file %s", path);
         free(line);
@@ -75,9 +88,19 @@ static FILE* log_file_open(const char* output_dir, const char* name, long keep_u
 void logger_open(Logger* log, const char* output_dir, long keep_upto_step) {
     log->f = log->main_f = NULL;
     if (!output_dir || !output_dir[0]) return;
-    log->f = log_file_open(output_dir, "log.jsonl", keep_upto_step, json_line_step, log->path, sizeof(log->path));
+    LogDropped d, main_d;
+    log->f = log_file_open(output_dir, "log.jsonl", keep_upto_step, json_line_step, log->path, sizeof(log->path), &d);
     log->main_f = log_file_open(output_dir, "main.log", keep_upto_step, main_line_step, log->main_path,
-                                sizeof(log->main_path));
+                                sizeof(log->main_path), &main_d);
+    // Nothing leaves a log unsaid: a resume names the steps it trains again, a fresh run the log it replaces.
+    if (d.lines + main_d.lines == 0) return;
+    if (keep_upto_step >= 0)
+        printf("log: %s keeps its lines up to step %ld; %ld line%s after it (to step %ld, an earlier attempt's, "
+               "trained again now) dropped, and %ld of main.log\n", log->path, keep_upto_step, d.lines,
+               d.lines == 1 ? "" : "s", d.last_step, main_d.lines);
+    else
+        printf("log: %s held %ld line%s of an earlier run in this dir (to step %ld), and main.log %ld: this run "
+               "starts both anew\n", log->path, d.lines, d.lines == 1 ? "" : "s", d.last_step, main_d.lines);
 }
 
 // %.9g keeps every float's exact value, so a log can be compared bit for bit; JSON has no NaN.

@@ -625,6 +625,12 @@ void utf8_printer_put(Utf8Printer* p, FILE* f, const unsigned char* bytes, size_
             used += 3;
             p->have = p->need = 0;
         }
+        if ((b < 0x20 && b != '\n' && b != '\t') || b == 0x7F) {  // its control picture, U+2400 + b (DEL: U+2421)
+            buf[used++] = 0xE2;
+            buf[used++] = 0x90;
+            buf[used++] = (unsigned char)(b == 0x7F ? 0xA1 : 0x80 + b);
+            continue;
+        }
         if (b < 0x80) { buf[used++] = (unsigned char)b; continue; }
         int need = b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
         if (need == 0) { memcpy(buf + used, replacement, 3); used += 3; continue; }

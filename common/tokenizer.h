@@ -88,6 +88,9 @@ int tokenizer_codepoint_class(uint32_t cp);
 // Streams bytes as valid UTF-8: an incomplete sequence is held back until its continuation
 // bytes arrive; bytes that cannot be part of valid UTF-8 are printed as U+FFFD, one per
 // maximal invalid subpart (the WHATWG / Unicode-recommended practice, as TextDecoder does).
+// Control characters but newline and tab print as their Unicode pictures (U+2400 + byte, DEL as
+// U+2421: \x1b as ␛), so a sample of an untrained model's random bytes cannot move the cursor,
+// clear or recolour a terminal, nor hold a NUL.
 // Zero-initialize (or utf8_printer_init), put any number of times, flush at the end.
 typedef struct {
     unsigned char pending[4];

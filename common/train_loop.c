@@ -503,7 +503,8 @@ static void resume_check_record(const TrainSetup* s, const char* sp, const Train
         printf("resume: %s predates run records (an older version): its flags and data cannot be checked\n", sp);
         return;
     }
-    if (!cli_record_check(&s->opts, st->record, why, sizeof(why)))
+    // -y 1 -x M on a complete run goes on to step M: its -x is meant to differ (run_complete_consider).
+    if (!cli_record_check(&s->opts, st->record, s->continue_from >= 0 ? "--steps" : NULL, why, sizeof(why)))
         fatal("flag -y 1: %s (%s); resume with the same flags, or start a new run in another -o", why, sp);
     char then[256], now[256];
     dataloader_fingerprint(&s->train, now, sizeof(now));
@@ -722,6 +723,83 @@ static void resume_choose(TrainSetup* s) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// A finished run: OUT/run_complete
+//
+// A run with an output dir that reaches its last step leaves OUT/run_complete: "step N", then its
+// run record (the flags that shape it and its data). With it, -y 1 and the same flags says the run
+// is complete and exits 0, training nothing and leaving its log whole; -y 1 with a larger -x given
+// goes on from the run's last checkpoint, which must be of step N (any -n above 0 writes one at the
+// last step), with the schedule of the new -x from there. A run that starts or goes on in the dir
+// removes the file before it trains (a crash then leaves none), and a -y 1 whose flags or data are
+// not the finished run's leaves the decision to the checkpoints, as before.
+
+static void run_complete_path(const char* dir, char* path, size_t cap) { snprintf(path, cap, "%s/run_complete", dir); }
+
+static void run_complete_write(const TrainSetup* s, int step) {
+    char path[4300], tmp[4400];
+    run_complete_path(s->opts.output_dir, path, sizeof(path));
+    FILE* f = atomic_open(path, tmp, sizeof(tmp));
+    if (fprintf(f, "step %d\n%s", step, s->record) < 0) fatal("cannot write %s (%s)", tmp, strerror(errno));
+    atomic_close(f, tmp, path);
+}
+
+// The step a finished run reached and its record; -1 when the dir holds no run_complete.
+static long run_complete_read(const char* dir, char* record, size_t cap) {
+    char path[4300];
+    run_complete_path(dir, path, sizeof(path));
+    record[0] = '\0';
+    FILE* f = fopen(path, "rb");
+    if (!f) return -1;
+    long step = -1;
+    size_t n = 0;
+    if (fscanf(f, "step %ld\n", &step) == 1) n = fread(record, 1, cap - 1, f);
+    else step = -1;
+    record[n] = '\0';
+    fclose(f);
+    return step;
+}
+
+static void run_complete_remove(const char* dir) {
+    char path[4300];
+    run_complete_path(dir, path, sizeof(path));
+    if (unlink(path) != 0 && errno != ENOENT) fatal("cannot remove %s (%s)", path, strerror(errno));
+}
+
+// Rank 0, -y 1: the step at which the run in the dir is complete (this run trains nothing), or -1.
+// Sets s->continue_from when a larger -x given goes on from the finished run's last step.
+static long run_complete_consider(TrainSetup* s) {
+    const TrainOptions* o = &s->opts;
+    static char record[RUN_RECORD_MAX];
+    long done = run_complete_read(o->output_dir, record, sizeof(record));
+    if (done < 0) return -1;
+    char why[512], then[256] = "", now[256] = "";
+    cli_record_value(record, "train-data", then, sizeof(then));
+    cli_record_value(s->record, "train-data", now, sizeof(now));
+    // Another run's (other flags, other data): the checkpoints decide, as without the file.
+    if (!cli_record_check(o, record, "--steps", why, sizeof(why)) || strcmp(then, now) != 0) return -1;
+    int steps_given = cli_given(o, "--steps");
+    if (steps_given && s->max_steps > done) {
+        int count;
+        long* steps = checkpoint_list(o->output_dir, 0, &count);
+        long newest = count > 0 ? steps[0] : -1;
+        free(steps);
+        if (newest != done)
+            fatal("flag -x %d: the run in %s is complete at step %ld but kept no checkpoint of that step (%s), so it "
+                  "cannot go on; start a new run in another -o (-n N keeps the last step of a run)", s->max_steps,
+                  o->output_dir, done, newest < 0 ? "it kept none: -n 0" : "its newest is an earlier step");
+        printf("resume: the run in %s is complete at step %ld; -x %d goes on from there to step %d, with the "
+               "learning-rate schedule of %d steps\n", o->output_dir, done, s->max_steps, s->max_steps, s->max_steps);
+        s->continue_from = done;
+        return -1;
+    }
+    // -x left out where the finished run had one: resume_choose names the flag and both values.
+    if (!steps_given && !cli_record_check(o, record, NULL, why, sizeof(why))) return -1;
+    printf("run complete at step %ld (%s/run_complete): nothing to train, the log stays as it is; -y 1 -x N with N "
+           "above %ld goes on from its last checkpoint\n", done, o->output_dir, done);
+    return done;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Ranks agree: every rank of a run must be given the same flags, read the same model and data and
 // write into the same output dir. Each comparison is one collective (ranks_find_difference); a
 // difference ends every rank within seconds, the first rank that differs naming what differs and
@@ -927,6 +1005,7 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
     s->local_rank = ranks.local_rank;
     if (s->rank != 0 && !freopen("/dev/null", "w", stdout)) fatal("cannot silence the output of rank %d", s->rank);
     s->resume_step = -1;
+    s->continue_from = -1;
     if (preset[0])
         printf("flags: the built-in run's preset for the flags not given: %s (-i, -j or a model file for -e give llm.c's "
                "defaults instead)\n", preset);
@@ -1038,8 +1117,24 @@ void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision) 
         ranks_agree(s, record);
     }
     run_record_make(s);
+    // -y 1 on a run that reached its last step: complete (every rank ends here, exit 0), or, with a
+    // larger -x given, going on from its last checkpoint.
+    long complete = -1;
+    if (o->resume && s->rank == 0) complete = run_complete_consider(s);
+    ranks_broadcast(&complete, sizeof(complete), 0);
+    ranks_broadcast(&s->continue_from, sizeof(s->continue_from), 0);
+    if (complete >= 0) {
+        fflush(stdout);
+        ranks_finalize();
+        exit(0);
+    }
     // Rank 0 checks the checkpoints and chooses (setting damaged ones aside); every rank loads it.
-    if (o->resume && s->rank == 0) resume_choose(s);
+    if (o->resume && s->rank == 0) {
+        resume_choose(s);
+        if (s->continue_from >= 0 && s->resume_step != s->continue_from)
+            fatal("flag -x %d: the run in %s is complete at step %ld, but its checkpoint of that step is damaged "
+                  "(set aside); it cannot go on from there", s->max_steps, o->output_dir, s->continue_from);
+    }
     ranks_broadcast(&s->resume_step, sizeof(s->resume_step), 0);
     ranks_broadcast(&s->resume_llmc, sizeof(s->resume_llmc), 0);
     // -y 1 with no checkpoint to resume: from here on a fresh run, on every rank.
@@ -1472,6 +1567,8 @@ int train_run(TrainSetup* s, Engine* e) {
     st.rng_state = rng_seed((uint64_t)o->seed ^ 0x5A4D504C45ull);  // the sampler's own stream
     st.B = o->B; st.T = o->T; st.num_processes = s->dp_ranks;
     if (s->overwrite_pending && s->rank == 0) output_dir_clear(o->output_dir);
+    // This run trains in the dir now: it is not complete until it reaches its own last step.
+    if (o->output_dir[0] && s->rank == 0) run_complete_remove(o->output_dir);
     ranks_barrier();
     if (o->resume) {
         char mp[4200], sp[4200];
@@ -1568,9 +1665,10 @@ int train_run(TrainSetup* s, Engine* e) {
     int start_step = (int)st.step;
     int skipped_in_a_row = 0, skipped_at_min_scale = 0;  // FP16: steps skipped for non-finite gradients
     stop_signals_install(s->rank != 0);
-    // Elapsed time and the estimate of what is left count everything the loop does (validation and
-    // samples too), from this process's first step.
-    double loop_start_ms = wall_time_ms();
+    // Elapsed time counts everything the loop does (validation and samples too), from this process's
+    // first step; the estimate of what is left, the pace after that step (eta_seconds).
+    double loop_start_ms = wall_time_ms(), first_step_end_ms = 0.0;
+    int reached_last = 0;
     for (int step = start_step; step <= s->max_steps; step++) {
         int last = step == s->max_steps;
         if (s->rank == 0) output_dir_check();
@@ -1604,7 +1702,10 @@ int train_run(TrainSetup* s, Engine* e) {
             status = stop_status(s, signal_seen);
             break;
         }
-        if (last) break;
+        if (last) {
+            reached_last = 1;
+            break;
+        }
 
         double t0 = wall_time_ms();
         int64_t step_start = dataloader_get_pos(&s->train);
@@ -1631,6 +1732,7 @@ int train_run(TrainSetup* s, Engine* e) {
         opt.skip_norm_above = guard && z_norm > 0 ? (float)(st.norm_mean + z_norm * norm_sd) : 0.0f;
         StepResult r = e->optimizer_step(e, &opt, lr, o->grad_clip);
         double ms = wall_time_ms() - t0;
+        if (step == start_step) first_step_end_ms = t0 + ms;
         double tok_s = s->total_batch / (ms / 1e3);
         if (step > start_step) { total_ms += ms; timed_steps++; }  // the first step pays for warm-up
         int finite = isfinite(r.loss) && isfinite(r.grad_norm);
@@ -1650,7 +1752,8 @@ int train_run(TrainSetup* s, Engine* e) {
             double elapsed = (wall_time_ms() - loop_start_ms) / 1e3;
             char el[32], eta[32];
             format_clock(elapsed, el, sizeof(el));
-            format_clock(elapsed / (step + 1 - start_step) * (s->max_steps - step - 1), eta, sizeof(eta));
+            format_clock(eta_seconds(ms / 1e3, (wall_time_ms() - first_step_end_ms) / 1e3, step - start_step,
+                                     s->max_steps - step - 1), eta, sizeof(eta));
             printf(" | %s elapsed, eta %s", el, eta);
             if (r.loss_scale != 1.0f) printf(" | scale %g", r.loss_scale);
             if (!r.applied) printf(" | skipped: %s", reason);
@@ -1696,6 +1799,8 @@ int train_run(TrainSetup* s, Engine* e) {
             st.stats_count++;
         }
     }
+    // Its last checkpoint (with -n) and log are written: a later -y 1 finds the run complete.
+    if (reached_last && status == 0 && o->output_dir[0] && s->rank == 0) run_complete_write(s, s->max_steps);
     if (timed_steps > 0 && status == 0) {
         char el[32];
         format_clock((wall_time_ms() - loop_start_ms) / 1e3, el, sizeof(el));

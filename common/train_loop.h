@@ -40,6 +40,7 @@ typedef struct {
     int have_val;
     HellaSwag hellaswag;          // -h 1: the eval file, read and checked at start-up
     long resume_step;             // -y 1: the checkpoint chosen (the newest intact one); -1 without -y
+    long continue_from;           // -y 1 -x M on a run complete at step N < M: N (its last checkpoint's); else -1
     int resume_llmc;              // the chosen checkpoint is llm.c's (model_STEP.bin + state_STEP_00000.bin)
     int overwrite_pending;        // a fresh run found checkpoint files (--overwrite, or halves): deleted before it writes
     char record[RUN_RECORD_MAX];  // this run's record (flags and data) for its checkpoints

@@ -269,6 +269,11 @@ void format_clock(double seconds, char* buf, size_t cap) {
     else snprintf(buf, cap, "%ld:%02ld", s / 60, s % 60);
 }
 
+double eta_seconds(double first_step_s, double after_first_s, int steps_done, int steps_left) {
+    double pace = steps_done > 0 ? after_first_s / steps_done : first_step_s;
+    return pace * steps_left;
+}
+
 #define PROGRESS_FIRST_MS 5000.0
 #define PROGRESS_EVERY_MS 10000.0
 

@@ -58,6 +58,12 @@ void sync_parent_dir(const char* path);
 double wall_time_ms(void);
 // A duration as m:ss, or h:mm:ss from an hour on ("--:--" when not finite or negative).
 void format_clock(double seconds, char* buf, size_t cap);
+// Seconds left for steps_left steps at the pace of the steps_done steps after a process's first step,
+// which took after_first_s (with the validation and samples among them); before any such step, at the
+// first step's own pace. The first step is left out: it pays for first touches, caches and kernel
+// loading, and comes after the step-0 validation (on the default run, 20 batches), which made the
+// first estimates 6 times the whole run's.
+double eta_seconds(double first_step_s, double after_first_s, int steps_done, int steps_left);
 
 // Progress of a long phase (validation, checking data): a line "WHAT: DONE/TOTAL UNIT, m:ss,
 // about m:ss left" once the phase has run 5 s, then every 10 s, so a short phase prints nothing and

@@ -24,6 +24,18 @@ def fail(msg):
     sys.exit(1)
 
 
+def python_with_matplotlib():
+    """Another Python that imports matplotlib (Debian's first), or None; never twice (no loop)."""
+    if os.environ.get("PLOT_LOG_REEXEC"):
+        return None
+    import subprocess
+    for py in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if os.access(py, os.X_OK) and subprocess.run([py, "-c", "import matplotlib"], stdout=subprocess.DEVNULL,
+                                                     stderr=subprocess.DEVNULL).returncode == 0:
+            return py
+    return None
+
+
 def resolve(path):
     """A log file, or the log in an output dir."""
     if os.path.isdir(path):
@@ -127,6 +139,13 @@ def main():
     try:
         import matplotlib
     except ImportError:
+        # The python3 first on PATH (pyenv, a venv) may lack matplotlib where Debian's has it: run again
+        # under a Python that has it, as scripts/memory_ladder.sh picks one.
+        other = python_with_matplotlib()
+        if other:
+            print("(drawing with %s, which has matplotlib; %s lacks it)" % (other, sys.executable), flush=True)
+            os.environ["PLOT_LOG_REEXEC"] = "1"
+            os.execv(other, [other] + sys.argv)
         fail("drawing needs matplotlib, which %s lacks (pip install matplotlib, or Debian's python3-matplotlib and "
              "/usr/bin/python3); --summary needs nothing" % sys.executable)
     matplotlib.use("Agg")

@@ -61,7 +61,24 @@ builtin "./train_gpt2 -x 2 -b 8 -m 2" 2 512 "$root/train_gpt2" -x 2 -b 8 -m 2
 builtin "./train_gpt2 -x 1 -b 16 -m 2 (llm.c's T: 16385 tokens, more than even the byte-level val split)" 1 1024 "$root/train_gpt2" -x 1 -b 16 -m 2
 builtin "./train_gpt2 -x 2 -v 1 -m 2" 2 256 "$root/train_gpt2" -x 2 -v 1 -m 2
 builtin "./train_gpt2 -x 1 -e d4 -m 2 (a descriptor is a fresh model: the preset stays)" 1 256 "$root/train_gpt2" -x 1 -e d4 -m 2
-builtin "./train_gpt2 -x 2 -s 1 -g 16 -m 2" 2 256 "$root/train_gpt2" -x 2 -s 1 -g 16 -m 2
+builtin "./train_gpt2 -x 2 -s 1 -g 32 -m 2" 2 256 "$root/train_gpt2" -x 2 -s 1 -g 32 -m 2
+# A barely trained byte-level model samples near-random bytes: they print as valid UTF-8 (U+FFFD for
+# bytes that make no character), with control characters as their pictures (no ESC, NUL or CR reaches
+# the terminal).
+r=$("$PY" - "$dir/run.out" <<'PYEOF'
+import re, sys
+raw = open(sys.argv[1], "rb").read()
+samples = re.findall(rb"generating:\n---\n(.*?)\n---\n", raw, re.S)
+try:
+    text = [s.decode("utf-8") for s in samples]
+except UnicodeDecodeError as e:
+    print("not UTF-8: %s" % e); sys.exit(1)
+bad = sorted({hex(ord(c)) for t in text for c in t if (ord(c) < 0x20 and c not in "\n\t") or ord(c) == 0x7F})
+if len(samples) != 2 or bad: print("%d samples; control characters %s" % (len(samples), bad)); sys.exit(1)
+print("%d samples, %d characters, %d of them U+FFFD, %d control pictures" % (len(text), sum(map(len, text)),
+      sum(t.count("\ufffd") for t in text), sum(1 for t in text for c in t if 0x2400 <= ord(c) <= 0x2421)))
+PYEOF
+) && pass "byte-level samples are valid UTF-8 without control characters: $r" || fail "byte-level samples as text" "$r"
 builtin "./train_gpt2 -x 1 -t 32 -o logs -v 0 (given values are kept)" 1 128 "$root/train_gpt2" -x 1 -t 32 -o logs -v 0
 # The emulated GPU trainer (the CPU runtime): the same preset, so README's door trains in seconds.
 emu=build/emu/train_gpt2_emu_fp16
@@ -91,7 +108,7 @@ ck=(-x 4 -n 2 -v 0 -s 0 -K "$NOTOK")
 (cd "$dir/cwd" && "$root/train_gpt2" "${ck[@]}" -t 32 -l 3e-4 -u 0 -q 1.0 -sf 1 -o ck > "$dir/ck1.out" 2>&1) ||
     fail "resume: the run with llm.c's values" "$(tail -n 2 "$dir/ck1.out")"
 straight=$(losses "$dir/cwd/ck/log.jsonl")
-rm -f "$dir/cwd/ck/"*_00000004*
+rm -f "$dir/cwd/ck/"*_00000004* "$dir/cwd/ck/run_complete"
 (cd "$dir/cwd" && "$root/train_gpt2" "${ck[@]}" -o ck -y 1 > "$dir/ck2.out" 2>&1)
 rc=$?
 adopted=$(grep -c "^resume: -[tluqsf]* [0-9.e-]*, as the checkpoint's run had it (the built-in run's preset is " "$dir/ck2.out")
@@ -99,7 +116,7 @@ adopted=$(grep -c "^resume: -[tluqsf]* [0-9.e-]*, as the checkpoint's run had it
     grep -q "^steps: 4 | total batch 128 tokens" "$dir/ck2.out" && [ -n "$straight" ] && [ "$(losses "$dir/cwd/ck/log.jsonl")" = "$straight" ] &&
     pass "a built-in run checkpointed with llm.c's values resumes from its command line: 5 values adopted (-t 32 among them), steps 3-4 bit for bit" ||
     fail "resume with the preset" "exit $rc, $adopted adopted: $(grep -aE '^(resume|steps|error)' "$dir/ck2.out" | tr '\n' ' ')"
-rm -f "$dir/cwd/ck/"*_00000004*
+rm -f "$dir/cwd/ck/"*_00000004* "$dir/cwd/ck/run_complete"
 (cd "$dir/cwd" && "$root/train_gpt2" "${ck[@]}" -t 32 -l 2e-3 -o ck -y 1 > "$dir/ck3.out" 2> "$dir/ck3.err")
 rc=$?
 [ $rc -eq 1 ] && [ "$(wc -l < "$dir/ck3.err")" = 1 ] && grep -q "flag -l (--lr) is 0.002 in this run but was 0.0003 in the run that wrote the checkpoint" "$dir/ck3.err" &&

@@ -125,7 +125,7 @@ else
     # The default engine (auto): the C engine takes the run and refuses the 2 ranks. The engine line
     # is rank 0's alone (the others' output is silenced), and is cut off when rank 1 stops first.
     ranks nccl_auto "no NCCL, 2 ranks: the C engine refuses them" \
-        "^error: rank [01]: the C reference engine cannot run this configuration: the C reference engine is one process" \
+        "^error: rank [01]: the C reference engine cannot run this configuration: the C reference engine is one process .*; ./train_gpt2_emu \(make emu\) runs the GPU engine on this CPU" \
         "$dir/no_nccl"
     line=$(grep '^engine: ' "$dir/nccl_auto.out")
     if [ -n "$line" ]; then

@@ -26,7 +26,7 @@ close() {
 }
 # resume_from SRC DST: a copy of SRC's output dir without the files of step 4 (what -y 1 resumes)
 # and without its logs, so the losses logged in DST are the resumed run's alone.
-resume_from() { rm -rf "$2" && cp -r "$1" "$2" && rm -f "$2"/*_00000004* "$2/log.jsonl" "$2/main.log"; }
+resume_from() { rm -rf "$2" && cp -r "$1" "$2" && rm -f "$2"/*_00000004* "$2/log.jsonl" "$2/main.log" "$2/run_complete"; }
 
 # --- the C engine: one process, three values of B ---------------------------------------------------
 for b in 4 8 16; do

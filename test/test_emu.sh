@@ -58,7 +58,7 @@ for p in fp32 fp16 bf16; do
     r="$dir/resume_$p"
     emu $p "${rs[@]}" -o "$r/straight" > "$r.straight.out" 2>&1 || fail "emu $p resume: straight run" "$(tail -2 "$r.straight.out")"
     emu $p "${rs[@]}" -o "$r/resumed" > /dev/null 2>&1 || fail "emu $p resume: first run" "exit $?"
-    rm -f "$r/resumed/model_00000006.bin" "$r/resumed/state_00000006.bin"
+    rm -f "$r/resumed/model_00000006.bin" "$r/resumed/state_00000006.bin" "$r/resumed/run_complete"
     emu $p "${rs[@]}" -o "$r/resumed" -y 1 > "$r.second.out" 2>&1 || fail "emu $p resume: second half" "$(tail -2 "$r.second.out")"
     if cmp -s "$r/straight/model_00000006.bin" "$r/resumed/model_00000006.bin" &&
        cmp -s "$r/straight/state_00000006.bin" "$r/resumed/state_00000006.bin"; then

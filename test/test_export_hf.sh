@@ -11,6 +11,10 @@ export OMP_NUM_THREADS=1
 . "$(dirname "$0")/lib.sh"
 exp=build/export_hf
 require "$exp"
+# README's `build/export_hf model.bin OUTDIR` follows its `make train`: make train builds it (make's
+# dry run into a scratch build dir lists its link).
+make -n train BUILD="$dir/b" 2> /dev/null | grep -qE -- "-o $dir/b/export_hf( |$)" \
+    && pass "make train builds build/export_hf" || fail "make train" "its dry run does not link export_hf"
 tiny_data 2 4000
 # Trained a little (biases and LayerNorms move off 0 and 1), then the val loss of step 20's weights.
 ./train_gpt2 -e "$dir/m.bin" -i "$dir/train.bin" -j "$dir/val.bin" -b 4 -t 32 -x 20 -v 20 -m 4 -s 0 -l 3e-3 -u 2 -n 20 \

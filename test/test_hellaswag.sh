@@ -153,7 +153,7 @@ acc=$(grep "^HellaSwag: [0-9]*/[0-9]* = " "$dir/t.out" | tail -1 | sed 's/.* = /
     fail "HellaSwag logs" "$(grep -h 'hellaswag\|eval' "$dir/t/log.jsonl" "$dir/t/main.log" | tr '\n' ' ')"
 # A resumed run's first step was evaluated before its checkpoint: not again.
 ./train_gpt2 -e "$dir/m.bin" "${base[@]}" -x 160 -v 40 -l 3e-3 -u 10 -n 40 -h 1 -o "$dir/r" > /dev/null 2>&1
-rm -f "$dir/r/"*_00000160* "$dir/r/"*_00000120*
+rm -f "$dir/r/"*_00000160* "$dir/r/"*_00000120* "$dir/r/run_complete"
 ./train_gpt2 -e "$dir/m.bin" "${base[@]}" -x 160 -v 40 -l 3e-3 -u 10 -n 40 -h 1 -o "$dir/r" -y 1 > "$dir/r.out" 2>&1
 [ "$(grep -c '^HellaSwag: [0-9]*/[0-9]* = ' "$dir/r.out")" -eq 2 ] && [ "$(grep -c '^s:[0-9]* eval:' "$dir/r/main.log")" -eq 4 ] &&
     pass "HellaSwag on resume: steps 120 and 160 only, each logged once" ||

@@ -171,6 +171,10 @@ static void test_progress(void) {
     format_clock(-1, b, sizeof(b));
     ok &= strcmp(b, "--:--") == 0;
     CHECK(ok, "progress: durations print as m:ss and h:mm:ss");
+    // A first step of 10 s (after a step-0 validation), then 9 steps in 9 s: 90 steps left take 90 s,
+    // not the 171 s of the whole average; at the first step, its own pace.
+    CHECK(eta_seconds(10.0, 9.0, 9, 90) == 90.0 && eta_seconds(10.0, 0.0, 0, 90) == 900.0,
+          "eta: the pace after the first step (which pays for warm-up) predicts the steps left");
     Progress p;
     progress_begin(&p, "val", "batches", 10);
     FILE* f = tmpfile();

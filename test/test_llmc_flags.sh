@@ -151,7 +151,7 @@ got_done=$(ls "$dir/keep" | sed -n 's/^DONE_\([0-9]*\)$/\1/p' | tr '\n' ' ' | se
 # DONE honoured: a checkpoint without its DONE file is one cut short; -y 1 takes the one before,
 # and the run ends bit-identical to the unbroken one.
 cp -r "$dir/keep" "$dir/cut"
-rm "$dir/cut/DONE_00000012"
+rm "$dir/cut/DONE_00000012" "$dir/cut/run_complete"  # a crash before the last DONE file leaves no run_complete
 ./train_gpt2 "${ck[@]}" -o "$dir/cut" -y 1 > "$dir/cut.out" 2>&1
 grep -q "^resume: step 12 has no DONE_00000012 file (a checkpoint cut short); trying an older one" "$dir/cut.out" &&
     grep -q "^resume: step 10 from" "$dir/cut.out" && cmp -s "$dir/keep/model_00000012.bin" "$dir/cut/model_00000012.bin" &&
@@ -162,7 +162,7 @@ grep -q "^resume: step 12 has no DONE_00000012 file (a checkpoint cut short); tr
 # llm.c's restart loop (its run scripts): run with -y 1 until DONE_<last step> exists. The first
 # attempt is cut short after its step-4 checkpoint (later files removed, as a crash leaves them).
 ./train_gpt2 "${base[@]}" -x 12 -n 4 -o "$dir/loop" > /dev/null 2>&1
-rm -f "$dir/loop/"*_0000000[8-9]* "$dir/loop/"*_000000[1-9]*
+rm -f "$dir/loop/"*_0000000[8-9]* "$dir/loop/"*_000000[1-9]* "$dir/loop/run_complete"
 tries=0
 while [ ! -f "$dir/loop/DONE_00000012" ] && [ $tries -lt 3 ]; do
     ./train_gpt2 "${base[@]}" -x 12 -n 4 -o "$dir/loop" -y 1 > "$dir/loop$tries.out" 2>&1
@@ -361,13 +361,13 @@ done
 # as the straight run), and a given -sf 1 against it is refused in one line.
 ./train_gpt2 "${base[@]}" -x 6 -n 3 -sf 0 -o "$dir/sfr" > /dev/null 2>&1
 mkdir -p "$dir/sfr_straight" && cp "$dir/sfr/log.jsonl" "$dir/sfr_straight/"
-rm -f "$dir/sfr/model_00000006.bin" "$dir/sfr/state_00000006.bin" "$dir/sfr/DONE_00000006"
+rm -f "$dir/sfr/model_00000006.bin" "$dir/sfr/state_00000006.bin" "$dir/sfr/DONE_00000006" "$dir/sfr/run_complete"
 ./train_gpt2 "${base[@]}" -x 6 -n 3 -o "$dir/sfr" -y 1 > "$dir/sfr.out" 2>&1 &&
     grep -q "^resume: -sf 0, as the checkpoint's run had it (the default is 1; give the flag to check it)$" "$dir/sfr.out" &&
     grep -q "^train: .*in order, -sf 0)" "$dir/sfr.out" && [ -n "$(sf_losses "$dir/sfr")" ] && [ "$(sf_losses "$dir/sfr")" = "$(sf_losses "$dir/sfr_straight")" ] &&
     pass "a -sf 0 checkpoint resumes without -sf: -sf 0 adopted (one line says so), its losses as the straight run's" ||
     fail "resume of a -sf 0 checkpoint without -sf" "$(grep -E '^(resume|train|error)' "$dir/sfr.out" | tr '\n' ' ')"
-rm -f "$dir/sfr/model_00000006.bin" "$dir/sfr/state_00000006.bin" "$dir/sfr/DONE_00000006"
+rm -f "$dir/sfr/model_00000006.bin" "$dir/sfr/state_00000006.bin" "$dir/sfr/DONE_00000006" "$dir/sfr/run_complete"
 expect_error "a given -sf 1 against a -sf 0 checkpoint: one line naming -sf and the recorded 0" \
     "flag -sf \(--shuffle\) is 1 in this run but was 0 in the run that wrote the checkpoint" "${base[@]}" -x 6 -n 3 -sf 1 -o "$dir/sfr" -y 1
 ./train_gpt2 "${base[@]}" -x 6 -n 3 -sf 0 -o "$dir/sfr" -y 1 > /dev/null 2>&1 && pass "a given -sf 0 equal to the record resumes" ||

@@ -163,7 +163,7 @@ make_llmc "$dir/l3" shuffle=1
     pass "a shuffled llm.c state resumes, saying its order is not this loader's" || fail "shuffled state" "$(grep -m2 '^resume' "$dir/l3.out")"
 
 # 4. Our own newer checkpoint wins over llm.c's older one.
-cp -r "$dir/l1" "$dir/l4" && make_llmc "$dir/l4"
+cp -r "$dir/l1" "$dir/l4" && rm -f "$dir/l4/run_complete" && make_llmc "$dir/l4"  # stopped after its step-8 checkpoint
 ./train_gpt2 "${run[@]}" -o "$dir/l4" -y 1 > "$dir/l4.out" 2>&1 && grep -q "^resume: step 8 from" "$dir/l4.out" &&
     ! grep -q "llm.c's checkpoint" "$dir/l4.out" && pass "our newer checkpoint (step 8) wins over llm.c's step 4" ||
     fail "newer own checkpoint" "$(grep -m2 '^resume' "$dir/l4.out")"

@@ -55,6 +55,7 @@ llmc_loop() {
             for f in "$out"/DONE_* "$out"/model_* "$out"/state_*; do
                 case "$f" in *"_$first"*) ;; *) rm -f "$f" ;; esac
             done
+            rm -f "$out/run_complete"  # a crash leaves none
         fi
         tries=$((tries + 1))
         sleep 0.1

@@ -38,7 +38,7 @@ grep -q "^s:0 trl:" "$dir/a/main.log" && grep -q "^s:9 trl:" "$dir/a/main.log" &
 # Interrupted after the step-5 checkpoint (the later files gone, main.log holding the steps after it,
 # a line cut in half at the end), then resumed: main.log is the unbroken run's, byte for byte.
 ./train_gpt2 "${run[@]}" -o "$dir/b" > /dev/null 2>&1
-rm -f "$dir/b/"*_00000010*
+rm -f "$dir/b/"*_00000010* "$dir/b/run_complete"
 printf 's:9 trl:3.14' >> "$dir/b/main.log"
 ./train_gpt2 "${run[@]}" -o "$dir/b" -y 1 > "$dir/b.out" 2>&1
 grep -q "^resume: step 5 from" "$dir/b.out" && cmp -s "$dir/a/main.log" "$dir/b/main.log" &&
@@ -88,6 +88,12 @@ png_ok() { [ -s "$1" ] && [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "8
 "$PY" scripts/plot_log.py "$dir/c" -o "$dir/one.png" > "$dir/one.out" 2>&1 && png_ok "$dir/one.png" &&
     grep -q "wrote .*one.png (loss, learning rate, gradient norm, tokens/s; 1 run)" "$dir/one.out" &&
     pass "plot_log: one run of ours to a PNG (loss, lr, norm, tokens/s)" || fail "plot_log one run" "$(cat "$dir/one.out")"
+# Run by a Python without matplotlib (here Debian's own with -S: no site packages, as a pyenv or venv
+# python3 first on PATH may be), it draws with one that has it, saying so.
+"$PY" -S scripts/plot_log.py "$dir/c" -o "$dir/nosite.png" > "$dir/nosite.out" 2>&1 && png_ok "$dir/nosite.png" &&
+    grep -q "^(drawing with /.*python3, which has matplotlib; .* lacks it)" "$dir/nosite.out" &&
+    pass "plot_log: run by a Python that lacks matplotlib, it draws with one that has it" ||
+    fail "plot_log without matplotlib" "$(cat "$dir/nosite.out")"
 "$PY" scripts/plot_log.py "$dir/c" "$dir/llmc.log" --smooth 3 -o "$dir/two.png" > "$dir/two.out" 2>&1 && png_ok "$dir/two.png" &&
     grep -q "HellaSwag acc_norm; 2 runs" "$dir/two.out" &&
     pass "plot_log: ours and an llm.c main.log overlaid in one PNG (HellaSwag panel from llm.c's eval lines)" ||

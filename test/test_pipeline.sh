@@ -207,7 +207,7 @@ resume() {
     shift 3
     rm -rf "$dir/$name"
     cp -r "$dir/$from" "$dir/$name"
-    rm -f "$dir/$name"/*_00000004*
+    rm -f "$dir/$name"/*_00000004* "$dir/$name/run_complete"
     timeout 600 mpirun -np "$np" $emu "${common[@]}" -b 2 -n 2 -o "$dir/$name" -y 1 "$@" > "$dir/$name.out" 2>&1 \
         || { fail "pp: resume $name" "$(grep -m1 'error\|cuda_cpu' "$dir/$name.out" | cut -c1-300)"; return 1; }
 }

@@ -215,12 +215,14 @@ static void test_printer(void) {
     check_print("printer_above_max", "\xF4\x90\x80\x80", FFFD FFFD FFFD FFFD);
     check_print("printer_lone_continuation", "\x80\xBF", FFFD FFFD);
     check_print("printer_lead_then_lead", "\xC3\xC3\xA9", FFFD "\xC3\xA9");
+    // Control characters (ESC's colour code, CR, DEL) as their pictures: ␆ ␛ ␍ ␡; newline and tab as they are.
+    check_print("printer_control_pictures", "a\x06" "b\x1b[31m\tc\r\x7f\n", "a\xE2\x90\x86" "b\xE2\x90\x9B[31m\tc\xE2\x90\x8D\xE2\x90\xA1\n");
 
-    // Random bytes: the output is always valid UTF-8, the same however the input is cut, and
-    // valid input comes out unchanged.
+    // Random bytes: the output is always valid UTF-8 with no control character but newline and tab,
+    // the same however the input is cut, and valid input without such controls comes out unchanged.
     uint64_t rng = rng_seed(99);
     unsigned char in[300];
-    int valid = 1, same = 1, identity = 1;
+    int valid = 1, same = 1, identity = 1, no_controls = 1;
     for (int it = 0; it < 2000; it++) {
         size_t n = random_text(&rng, in, sizeof(in));
         size_t l1, l2;
@@ -228,10 +230,15 @@ static void test_printer(void) {
         char* b = print_through(in, n, 1 + rng_below(&rng, 5), &l2);
         if (!valid_utf8((unsigned char*)a, l1)) valid = 0;
         if (l1 != l2 || memcmp(a, b, l1) != 0) same = 0;
-        if (valid_utf8(in, n) && (l1 != n || memcmp(a, in, n) != 0)) identity = 0;
+        int controls_in = 0;
+        for (size_t i = 0; i < n; i++) controls_in |= (in[i] < 0x20 && in[i] != '\n' && in[i] != '\t') || in[i] == 0x7F;
+        for (size_t i = 0; i < l1; i++)
+            if (((unsigned char)a[i] < 0x20 && a[i] != '\n' && a[i] != '\t') || a[i] == 0x7F) no_controls = 0;
+        if (valid_utf8(in, n) && !controls_in && (l1 != n || memcmp(a, in, n) != 0)) identity = 0;
         free(a); free(b);
     }
     CHECK(valid, "printer_output_is_valid_utf8");
+    CHECK(no_controls, "printer_output_has_no_control_characters_but_newline_and_tab");
     CHECK(same, "printer_chunking_does_not_matter");
     CHECK(identity, "printer_valid_input_unchanged");
 }

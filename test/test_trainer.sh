@@ -57,9 +57,11 @@ fi
 rs=("${common[@]}" -x 10 -n 5 -sf 1 -s 3 -g 8 -u 2 -l 1e-3 -q 0.1 -d 256)
 ./train_gpt2 "${rs[@]}" -o "$dir/straight" > "$dir/straight.out" 2>&1 || fail "resume: straight run" "$(tail -2 "$dir/straight.out")"
 ./train_gpt2 "${rs[@]}" -o "$dir/resumed" > "$dir/first.out" 2>&1 || fail "resume: first half" "$(tail -2 "$dir/first.out")"
-rm -f "$dir/resumed/model_00000010.bin" "$dir/resumed/state_00000010.bin"
+rm -f "$dir/resumed/model_00000010.bin" "$dir/resumed/state_00000010.bin" "$dir/resumed/run_complete"
 ./train_gpt2 "${rs[@]}" -o "$dir/resumed" -y 1 > "$dir/second.out" 2>&1 || fail "resume: second half" "$(tail -2 "$dir/second.out")"
 grep -q "resume: step 5" "$dir/second.out" && pass "resume: restarts at step 5" || fail "resume: restarts at step 5" "$(grep resume "$dir/second.out")"
+grep -q "^log: $dir/resumed/log.jsonl keeps its lines up to step 5; 6 lines after it (to step 10, an earlier attempt's, trained again now) dropped" "$dir/second.out" \
+    && pass "resume: one line says which log lines it drops (steps 6-10 and the val loss at 10)" || fail "resume: log line" "$(grep '^log:' "$dir/second.out")"
 if cmp -s "$dir/straight/model_00000010.bin" "$dir/resumed/model_00000010.bin" &&
    cmp -s "$dir/straight/state_00000010.bin" "$dir/resumed/state_00000010.bin"; then
     pass "resume: final weights and optimizer state bit-identical"
@@ -77,6 +79,42 @@ fi
 [ "$(grep -A3 '^generating' "$dir/straight.out" | tail -n 4)" = "$(grep -A3 '^generating' "$dir/second.out" | tail -n 4)" ] \
     && pass "resume: the last sample is identical" || fail "resume: the last sample" "samples differ"
 
+# --- a finished run stays finished ----------------------------------------------------------------
+# A run that reached its last step: -y 1 with its flags says it is complete, exits 0 and leaves its log
+# byte for byte; a larger -x given goes on from its last checkpoint (the steps after it trained, the
+# earlier lines kept); with -n 0 there is no checkpoint of its last step, and that is refused.
+fin=("${common[@]}" -v 0 -n 2)
+./train_gpt2 "${fin[@]}" -x 4 -o "$dir/fin" > /dev/null 2>&1
+cp "$dir/fin/log.jsonl" "$dir/fin.log"
+./train_gpt2 "${fin[@]}" -x 4 -o "$dir/fin" -y 1 > "$dir/fin.out" 2>&1
+rc=$?
+[ $rc = 0 ] && grep -q "^run complete at step 4 ($dir/fin/run_complete): nothing to train" "$dir/fin.out" \
+    && ! grep -q '^step ' "$dir/fin.out" && cmp -s "$dir/fin.log" "$dir/fin/log.jsonl" \
+    && pass "a finished run: -y 1 says run complete at step 4, exit 0, trains nothing, log.jsonl unchanged" \
+    || fail "a finished run and -y 1" "exit $rc: $(grep -E '^(run|resume|step|error)' "$dir/fin.out" | head -n 3)"
+./train_gpt2 "${fin[@]}" -x 6 -o "$dir/fin" -y 1 > "$dir/fin6.out" 2>&1
+rc=$?
+[ $rc = 0 ] && grep -q "^resume: the run in $dir/fin is complete at step 4; -x 6 goes on from there" "$dir/fin6.out" \
+    && grep -q "^resume: step 4 from " "$dir/fin6.out" && [ "$(grep -c '"train_loss"' "$dir/fin/log.jsonl")" = 6 ] \
+    && [ "$(head -n 4 "$dir/fin/log.jsonl")" = "$(cat "$dir/fin.log")" ] \
+    && ./train_gpt2 "${fin[@]}" -x 6 -o "$dir/fin" -y 1 2>&1 | grep -q "^run complete at step 6 " \
+    && pass "a finished run: -y 1 -x 6 goes on from step 4's checkpoint to step 6, then is complete there" \
+    || fail "a finished run and a larger -x" "exit $rc: $(grep -E '^(run|resume|error)' "$dir/fin6.out" | head -n 3)"
+./train_gpt2 "${fin[@]}" -x 4 -n 0 -o "$dir/fin0" > /dev/null 2>&1
+cp "$dir/fin0/log.jsonl" "$dir/fin0.log"
+./train_gpt2 "${fin[@]}" -x 4 -n 0 -o "$dir/fin0" -y 1 > "$dir/fin0.out" 2>&1 \
+    && ./train_gpt2 "${fin[@]}" -x 6 -n 0 -o "$dir/fin0" -y 1 > "$dir/fin0x.out" 2> "$dir/fin0x.err"
+rc=$?
+[ $rc = 1 ] && grep -q "^run complete at step 4 " "$dir/fin0.out" && [ "$(wc -l < "$dir/fin0x.err")" = 1 ] \
+    && grep -q "flag -x 6: the run in $dir/fin0 is complete at step 4 but kept no checkpoint of that step (it kept none: -n 0)" "$dir/fin0x.err" \
+    && cmp -s "$dir/fin0.log" "$dir/fin0/log.jsonl" \
+    && pass "a finished run without checkpoints (-n 0): complete with -y 1; -x 6 refused in one line, its log unchanged" \
+    || fail "a finished run with -n 0" "exit $rc: $(cat "$dir/fin0x.err") $(grep -E '^(run|error)' "$dir/fin0.out")"
+# -x forgotten on a resume: the message says what -1 means.
+./train_gpt2 "${fin[@]}" -o "$dir/fin" -y 1 > /dev/null 2> "$dir/finx.err"
+[ $? = 1 ] && grep -q "flag -x (--steps) is -1 (one epoch of the train data) in this run but was 6" "$dir/finx.err" \
+    && pass "-y 1 with -x left out: the error says -1 is one epoch" || fail "-x forgotten" "$(cat "$dir/finx.err")"
+
 # --- bad input -------------------------------------------------------------------------------
 write_shard "$dir/badmagic.bin" 12345 1 100 $(seq 1 100)
 write_shard "$dir/short.bin" 20240520 1 500 $(seq 1 100)
@@ -91,6 +129,9 @@ expect_error "B <= 0" "flag -b" "${base[@]}" -b 0
 expect_error "T above the model's max" "flag -t .*maximum is 1024" "${base[@]}" -t 2048
 expect_error "total batch not a multiple of B*T" "flag -d .*multiple" "${base[@]}" -b 4 -t 32 -d 1000
 expect_error "unknown flag" "unknown flag '-Z'" "${base[@]}" -Z 3
+# A long flag's value after '=' is read as the next word would be (--seq=2048 is -t 2048); a switch takes none.
+expect_error "--seq=2048 is -t 2048" "flag -t .*maximum is 1024" "${base[@]}" --seq=2048
+expect_error "a switch given a value" "flag --overwrite is a switch and takes no value, got '--overwrite=1'" "${base[@]}" --overwrite=1
 expect_error "flag without a value" "flag -l .*needs a value" "${base[@]}" -l
 expect_error "non-numeric value" "flag -l \(--lr\) expects a number, got 'abc'" "${base[@]}" -l abc
 expect_error "non-integer value" "flag -b \(--batch\) expects an integer, got '4x'" "${base[@]}" -b 4x

@@ -23,7 +23,7 @@ mkdir -p "$dir/vocab"
 run=(-t 64 -x 6 -n 3 -v 0 -s 0 -K "$TOK")
 "$TRAIN" "${run[@]}" -o "$dir/bytes" > "$dir/bytes1.out" 2>&1 || fail "byte-level run for resume" "$(tail -n 2 "$dir/bytes1.out")"
 losses "$dir/bytes/log.jsonl" > "$dir/bytes.straight"
-rm -f "$dir/bytes/model_00000006.bin" "$dir/bytes/state_00000006.bin"   # as if it had stopped at step 3
+rm -f "$dir/bytes/model_00000006.bin" "$dir/bytes/state_00000006.bin" "$dir/bytes/run_complete"   # as if it had stopped at step 3
 cp "$ROOT/test/reliability/seeds/tokenizer/tiny.bin" "$TOK"               # `make vocab`
 "$TRAIN" "${run[@]}" -o "$dir/bytes" -y 1 > "$dir/bytes2.out" 2>&1
 rc=$?
@@ -47,13 +47,13 @@ lens = d[32:32 + vocab]
 open(sys.argv[1], "wb").write(struct.pack("<8i", magic, ver, vocab - 1, merges - 1, eot if eot < vocab - 1 else -1,
     nbytes - lens[-1], 0, 0) + lens[:-1] + d[32 + vocab:32 + vocab + nbytes - lens[-1]] + d[32 + vocab + nbytes:-12])
 EOF
-rm -f "$dir/bpe/model_00000004.bin" "$dir/bpe/state_00000004.bin"
+rm -f "$dir/bpe/model_00000004.bin" "$dir/bpe/state_00000004.bin" "$dir/bpe/run_complete"
 "$TRAIN" "${run[@]}" -x 4 -n 2 -o "$dir/bpe" -y 1 > "$dir/bpe2.out" 2>&1 \
     && grep -q "^resume: this run trained on the built-in corpus $corpus and continues on it" "$dir/bpe2.out" \
     && pass "a changed tokenizer file: the BPE run resumes on its cached corpus" \
     || fail "resume after the tokenizer changed" "$(grep -E '^(error|resume)' "$dir/bpe2.out" | head -n 2)"
 # ... and with the cache gone too, one line naming the corpus and the way out.
-rm -f "$dir/bpe/model_00000004.bin" "$dir/bpe/state_00000004.bin" data/cache/builtin/${corpus}_*
+rm -f "$dir/bpe/model_00000004.bin" "$dir/bpe/state_00000004.bin" "$dir/bpe/run_complete" data/cache/builtin/${corpus}_*
 "$TRAIN" "${run[@]}" -x 4 -n 2 -o "$dir/bpe" -y 1 > "$dir/bpe3.out" 2> "$dir/bpe3.err"
 rc=$?
 [ $rc = 1 ] && [ "$(wc -l < "$dir/bpe3.err")" = 1 ] && grep -q "^error: the built-in corpus $corpus was encoded with a tokenizer file of checksum .*-K.*another -o" "$dir/bpe3.err" \

@@ -51,7 +51,7 @@ for np in 2 1 3; do
     b=$((6 / np))
     rm -rf "$dir/r$np"
     cp -r "$dir/ck" "$dir/r$np"
-    rm -f "$dir/r$np"/*_00000006*
+    rm -f "$dir/r$np"/*_00000006* "$dir/r$np/run_complete"
     mpirun --oversubscribe -np $np $emu "${common[@]}" -b $b -z 1 -n 3 -o "$dir/r$np" -y 1 > "$dir/r$np.out" 2>&1 \
         || { fail "zero e2e: resume on $np ranks" "$(tail -n 2 "$dir/r$np.out")"; continue; }
     if [ $np -eq 2 ]; then
@@ -71,7 +71,8 @@ done
 mpirun --oversubscribe -np 2 ./train_gpt2 "${common[@]}" -b 3 --engine cpu -o "" > /dev/null 2> "$dir/cpu.err"
 rc=$?
 [ $rc -ne 0 ] && grep -q "rank [01]: the C reference engine cannot run this configuration: the C reference engine is one process" "$dir/cpu.err" \
-    && pass "mpirun -np 2 --engine cpu: refused with a line naming the rank" || fail "C engine under mpirun" "exit $rc: $(head -c 300 "$dir/cpu.err")"
+    && grep -q "./train_gpt2_emu (make emu) runs the GPU engine on this CPU" "$dir/cpu.err" \
+    && pass "mpirun -np 2 --engine cpu: refused with a line naming the rank and ./train_gpt2_emu" || fail "C engine under mpirun" "exit $rc: $(head -c 300 "$dir/cpu.err")"
 # One rank given a file that does not exist: every rank ends, non-zero, the line names the rank and the file.
 start=$(date +%s)
 timeout 60 mpirun --oversubscribe -np 1 $emu "${common[@]}" -b 3 -o "" : -np 1 $emu "${common[@]}" -b 3 -o "" \

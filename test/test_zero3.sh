@@ -98,7 +98,7 @@ resume_from() {
     shift 5
     rm -rf "$dir/$out"
     cp -r "$dir/$src" "$dir/$out"
-    rm -f "$dir/$out"/*_0000000$steps*
+    rm -f "$dir/$out"/*_0000000$steps* "$dir/$out/run_complete"
     timeout 600 mpirun --oversubscribe -np $np $emu "${common[@]}" "$@" -x $steps -n 2 -o "$dir/$out" -y 1 \
         > "$dir/$out.out" 2>&1 || { fail "zero3 e2e: $what resumed on $np ranks" "$(tail -n 2 "$dir/$out.out")"; return; }
     if [ $np -eq 2 ]; then

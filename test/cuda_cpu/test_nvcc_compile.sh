@@ -120,19 +120,33 @@ for job in "${runtime_jobs[@]}"; do
     case $job in *"|-DENABLE_"*) p=${job##*ENABLE_}; case " $precisions " in *" $p "*) ;; *) continue ;; esac ;; esac
     jobs+=("$job")
 done
-# test/test_gpu_engine.cu includes train_gpt2.cu and adds host code alone: its device code is the
-# trainer's (the same 69 kernels, the same ptxas lines, compared once), so its sm_90a compile (device
-# code alone) is train_gpt2.cu's of the same precision, its device twin; the test compiles it for
-# sm_80 with its host code like any file. Were a kernel or __device__ function added to it, it would
-# be compiled for both like any other (before: its three sm_90a compiles, 50 s of CPU, and 12 s of
-# make test's build for the register table).
-declare -A device_twin
-if ! grep -qE '__global__|__device__' test/test_gpu_engine.cu; then
-    for p in FP32 FP16 BF16; do device_twin[test_gpu_engine_$p]="train_gpt2_$p|train_gpt2.cu|-DENABLE_$p"; done
+# test/test_gpu_engine.cu includes train_gpt2.cu (less its main(), under TRAIN_GPT2_NO_MAIN) and adds
+# host code alone, so each of the two compiles stands for the other's where they would do the same
+# work, its twin:
+#   - sm_90a (device code alone): test_gpu_engine.cu's device code is the trainer's (the same 69
+#     kernels, the same ptxas lines, compared once), so train_gpt2.cu's compile of the same precision
+#     stands for it (before: its three sm_90a compiles, 50 s of CPU, and 12 s of make test's build for
+#     the register table);
+#   - sm_80 with host code: test_gpu_engine.cu's compile is train_gpt2.cu's device and host code and
+#     the test's host code, all but the trainer's main(), five lines of calls that take no floatX
+#     (make train's nvcc -c compiles them, and the CPU runtime's build of each precision); it stands
+#     for train_gpt2.cu's (three compiles, 57 s of CPU, AMD EPYC).
+# Were a kernel or __device__ function added to the test, or more than main() left out of it, each
+# would be compiled for both architectures like any other file.
+declare -A twin  # "arch|name" -> "name|source|defines" of the compile that stands for it
+only_main_left_out() {  # train_gpt2.cu's one TRAIN_GPT2_NO_MAIN block holds main() and nothing else
+    [ "$(grep -c '^#if.*TRAIN_GPT2_NO_MAIN' train_gpt2.cu)" = 1 ] &&
+        [ "$(sed -n '/^#ifndef TRAIN_GPT2_NO_MAIN/,/^#endif/p' train_gpt2.cu | grep -vE '^(#ifndef|#endif|    |int main\(|}$)')" = "" ]
+}
+if ! grep -qE '__global__|__device__' test/test_gpu_engine.cu && only_main_left_out; then
+    for p in FP32 FP16 BF16; do
+        twin[sm90a|test_gpu_engine_$p]="train_gpt2_$p|train_gpt2.cu|-DENABLE_$p"
+        [ $build_only = 1 ] || twin[sm80|train_gpt2_$p]="test_gpu_engine_$p|test/test_gpu_engine.cu|-DENABLE_$p"
+    done
 fi
 [ $build_only = 1 ] || for p in FP32 FP16 BF16; do jobs+=("test_gpu_engine_$p|test/test_gpu_engine.cu|-DENABLE_$p"); done
 compile_of() {  # arch, name, source, defines -> "name|source|defines" of the compile that stands for it
-    if [ "$1" = sm90a ] && [ -n "${device_twin[$2]:-}" ]; then echo "${device_twin[$2]}"; else echo "$2|$3|$4"; fi
+    if [ -n "${twin[$1|$2]:-}" ]; then echo "${twin[$1|$2]}"; else echo "$2|$3|$4"; fi
 }
 [ $build_only = 1 ] || for src in dev/cuda/*.cu; do
     for p in FP16 BF16; do jobs+=("$(basename "$src" .cu)_$p|$src|-DENABLE_$p"); done
@@ -172,7 +186,7 @@ for job in "${jobs[@]}"; do
     fi
     names+=("$name:$src:$defs")
     for a in $archs; do
-        [ $a = sm90a ] && [ -n "${device_twin[$name]:-}" ] && continue  # its twin's compile stands for it
+        [ -n "${twin[$a|$name]:-}" ] && continue  # its twin's compile stands for it
         dir=$out/$a
         key=$(compile_key "$a" "$src" "$defs" "$name")
         keys[$a|$name]=$key

@@ -45,9 +45,10 @@ losses() { grep '"train_loss"' "$1" | sed 's/, "ms".*//'; }
 ref=(-x 8 -n 2 -sf 1)
 run "${base[@]}" "${ref[@]}" -o "$dir/ref" > "$dir/ref.out" 2>&1 || fail "reference run" "$(tail -n 2 "$dir/ref.out")"
 # fresh_copy NAME KEEP_STEP: the reference run's dir with the checkpoints after KEEP_STEP removed.
-fresh_copy() {
+fresh_copy() {  # NAME STEP: the reference run's dir as a crash after step STEP's checkpoint leaves it
     rm -rf "$dir/$1"
     cp -r "$dir/ref" "$dir/$1"
+    rm -f "$dir/$1/run_complete"
     for f in "$dir/$1"/model_*.bin "$dir/$1"/state_*.bin; do
         local s=${f##*_}
         s=${s%.bin}
@@ -64,7 +65,7 @@ rc=$?
     fail "crash: sampling from a V=256 model" "exit $rc: $(tail -n 2 "$dir/v256.out")"
 run "${base[@]}" -x 6 -a 1 -n 1 -o "$dir/of_ref" > /dev/null 2>&1
 run "${base[@]}" -x 6 -a 1 -n 1 -o "$dir/of" > /dev/null 2>&1
-rm -f "$dir/of"/*_0000000[56].bin
+rm -f "$dir/of"/*_0000000[56].bin "$dir/of/run_complete"
 run "${base[@]}" -x 6 -a 1 -n 1 -o "$dir/of" -y 1 > "$dir/of.out" 2>&1
 rc=$?
 [ $rc -eq 0 ] && same_files "$dir/of_ref" "$dir/of" 00000006 && pass "crash: resuming an overfit run (-a 1 -y 1) continues bit for bit" ||
@@ -143,6 +144,7 @@ for case in "-S 7|flag -S \(--seed\) is 7 in this run but was 1337" "-sf 0|flag 
             "-d 256|flag -d \(--total-batch\) is 256 in this run but was -1" "-l 1e-3|flag -l \(--lr\) is 0.001 in this run but was 0.003" \
             "-c 0.1|flag -c \(--weight-decay\)" "-G 0.5|flag -G \(--grad-clip\)" "-u 3|flag -u \(--warmup\)" "-q 0.5|flag -q" \
             "-B1 0.8|flag -B1" "-B2 0.99|flag -B2" "-E 1e-6|flag -E" "-x 9|flag -x" "--loss-scale 1024|flag --loss-scale" \
+            "--steps=-1|flag -x \(--steps\) is -1 \(one epoch of the train data\) in this run but was [0-9]+ in" \
             "--skip-outliers 4|flag --skip-outliers"; do
     args=${case%%|*}
     expect_error "state: resume with a changed $args is refused, naming the flag and both values" "${case#*|}" \
@@ -200,6 +202,13 @@ if [ $rc -eq 130 ] && grep -q "^stopped by SIGINT after step" "$dir/int.out" && 
 else
     fail "signals: SIGINT and resume" "exit $rc then $rc2: $(grep -E 'stopped|error' "$dir/int.out" "$dir/int2.out" | head -n 3)"
 fi
+# The interrupted-then-resumed run reached its last step: one more -y 1 finds it complete.
+cp "$dir/int/log.jsonl" "$dir/int.log"
+run "${base[@]}" -x 40 -n 20 -o "$dir/int" -y 1 > "$dir/int3.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q "^run complete at step 40 " "$dir/int3.out" && cmp -s "$dir/int.log" "$dir/int/log.jsonl" &&
+    pass "signals: after SIGINT and its resume to the end, -y 1 says run complete at step 40, its log unchanged" ||
+    fail "signals: -y 1 on the resumed run's end" "exit $rc: $(grep -E '^(run|resume|error)' "$dir/int3.out" | head -n 2)"
 
 # --- leftovers and logs -----------------------------------------------------------------------------
 fresh_copy tmps 8
@@ -315,7 +324,7 @@ else
     fail "outliers: --skip-outliers" "exit $rc: $(grep -m 2 -E 'skipped|error' "$dir/guard.out")"
 fi
 run "${spike[@]}" --skip-outliers 6 -n 35 -x 70 -o "$dir/guard2" > /dev/null 2>&1
-rm -f "$dir/guard2"/*_00000070.bin
+rm -f "$dir/guard2"/*_00000070.bin "$dir/guard2/run_complete"
 run "${spike[@]}" --skip-outliers 6 -n 35 -x 70 -o "$dir/guard2" -y 1 > /dev/null 2>&1
 run "${spike[@]}" --skip-outliers 6 -n 35 -x 70 -o "$dir/guard3" > /dev/null 2>&1
 same_files "$dir/guard3" "$dir/guard2" 00000070 && pass "outliers: the guard's statistics resume bit for bit (the skip repeats after -y 1)" ||

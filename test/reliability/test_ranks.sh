@@ -88,6 +88,7 @@ if [ -x $emu ]; then
         fail "shard of another run" "a run failed: $(tail -n 2 "$dir/a.out" "$dir/b.out")"
     cp -r "$dir/a" "$dir/a_orig"
     cp "$dir/b/state_00000004.rank001.bin" "$dir/a/"
+    rm -f "$dir/a/run_complete"  # as a run stopped after its step-4 checkpoint leaves its dir
     timeout 300 mpirun -np 2 $emu "${ck[@]}" -o "$dir/a" -y 1 > "$dir/a2.out" 2>&1
     rc=$?
     if [ $rc -eq 0 ] && grep -q "state file .*a/state_00000004.rank001.bin is from another run than .*state_00000004.bin (run id" "$dir/a2.out" &&

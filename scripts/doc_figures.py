@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""doc_figures.py: the figures in README.md and docs/*.md that this project's tools print, written
+by those tools. A figure sits between two HTML comments, which Markdown does not show:
+
+    ... down to <!-- fig ladder.bottom -->4.86<!-- /fig --> GiB ...
+
+or, for a block (a table, the lines of a code block), the same two comments on lines of their own.
+Each NAME is one of FIGURES below: a function that runs the tool (./train_gpt2 --plan --json, the
+memory ladder, a recipe's --dry) and formats what it prints, and the files it must appear in.
+
+    scripts/doc_figures.py               check: every marked figure is what its tool prints now, and
+                                         every figure is marked in each file it belongs to; one
+                                         PASS or FAIL line each, exit 1 on any FAIL (make test:
+                                         test/test_doc_figures.sh)
+    scripts/doc_figures.py --write       write what the tools print into the marks (make docs)
+    --root DIR                           the tree whose README.md and docs/ are read (default: .);
+                                         the tools are always this tree's
+
+Needs ./train_gpt2 (make train): the planner runs on any machine, no GPU. Standard library only.
+A figure a tool does not print (a paper's, a measurement's) is not marked: it says where it is from.
+
+Not marked yet (each still to be made a figure here, or checked by a test that runs its tool): in
+README.md the model states per ZeRO stage ("24.9 GB at -z 0, 8.57 ..."), the pipeline's stage sizes
+(13.29, 20.96 GiB), the recipe's 43.51 GiB, and the kernel report's figures quoted there (the
+306 ms / 2.30 s / 154.2 ms steps: docs/kernel_report_fp16.md is the report's own output); in
+docs/memory.md the level-by-level activation tables of sections 2 and 3, the per-ZeRO-stage model
+state table of section 4 and the offload paragraph's totals; docs/design.md's and docs/speed.md's
+figures.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GiB = 1 << 30
+MARK = re.compile(r"<!-- fig ([a-z0-9_.]+) -->(.*?)<!-- /fig -->", re.S)
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit("error: %s failed (exit %d): %s" % (" ".join(cmd), r.returncode, (r.stderr or r.stdout).strip()[-300:]))
+    return r.stdout
+
+
+class Tools:
+    """The tools' outputs, each run once."""
+
+    def __init__(self):
+        self.plans, self._ladder, self._recipe = {}, None, None
+        if not os.access(os.path.join(REPO, "train_gpt2"), os.X_OK):
+            sys.exit("error: ./train_gpt2 is not built (make train): the figures are its planner's")
+
+    def plan(self, flags):
+        """./train_gpt2 --plan --json FLAGS, as a dict."""
+        if flags not in self.plans:
+            self.plans[flags] = json.loads(run(["./train_gpt2", "--plan", "--json"] + flags.split()))
+        return self.plans[flags]
+
+    def ladder(self):
+        """scripts/memory_ladder.sh d48 --planned: its JSON and its Markdown table."""
+        if self._ladder is None:
+            with tempfile.TemporaryDirectory() as d:
+                run(["bash", "scripts/memory_ladder.sh", "d48", "--planned", "--out", d])
+                data = json.load(open(os.path.join(d, "ladder.json")))
+                md = open(os.path.join(d, "ladder.md")).read()
+            self._ladder = (data, md)
+        return self._ladder
+
+    def recipe(self):
+        """scripts/run_gpt2_1558M_48GB.sh --dry with FineWeb's shards, as docs/memory.md runs it."""
+        if self._recipe is None:
+            env = dict(os.environ, TRAIN="data/cache/shards/fineweb_train_*.bin", VAL="data/cache/shards/fineweb_val_*.bin")
+            self._recipe = run(["bash", "scripts/run_gpt2_1558M_48GB.sh", "--dry"], env=env)
+        return self._recipe
+
+
+def gib(b):
+    return "%.2f" % (b / GiB)
+
+
+def commas(b):
+    return "{:,}".format(b)
+
+
+def ladder_row(t, flag_part):
+    data, _ = t.ladder()
+    rows = [r for r in data["rows"] if flag_part in r["flags"]]
+    return rows[-1]
+
+
+D48 = "-e d48 -t 1024 -b 8 --precision fp16"
+
+
+# ---- the figures -----------------------------------------------------------------------------------
+
+def ladder_table(t):
+    """The ladder's table, as scripts/memory_ladder.sh writes it."""
+    _, md = t.ladder()
+    return "\n".join(l for l in md.splitlines() if l.startswith("|"))
+
+
+def zero_comm_ratio(t, extra=""):
+    sent = lambda z: t.plan("%s -r 3 -z %d --ranks 8 %s" % (D48, z, extra))["communication"]["sent_per_step"]
+    return "%.2f" % (sent(3) / sent(1))
+
+
+LINKS = (("nvlink", "450 GB/s"), ("pcie", "25"), ("ib", "50"))
+
+
+def comm_table(t):
+    """docs/memory.md's stage-by-stage traffic at three links (8 ranks, -r 3)."""
+    out = ["| stage | sent a rank a step | %s | could hide |" % " | ".join("%s (%s): time, exposed" % l for l in LINKS),
+           "| --- | --- | --- | --- | --- | --- |"]
+    for z in range(4):
+        cells, hides = [], []
+        for link, _ in LINKS:
+            c = t.plan("%s -r 3 -z %d --ranks 8 --link %s" % (D48, z, link))["communication"]
+            cells.append("%.2f ms, %.2f" % (c["comm_seconds"] * 1e3, c["exposed_seconds"] * 1e3))
+            hides.append(c["hides_if_overlapped"])
+            sent = c["sent_per_step"]
+        if all(hides):
+            could = "yes"
+        elif not any(hides):
+            could = "no"
+        else:
+            could = "yes (not at %s)" % ", ".join(l for (l, _), h in zip(LINKS, hides) if not h)
+        out.append("| %d | %.3f GB | %s | %s |" % (z, sent / 1e9, " | ".join(cells), could))
+    return "\n".join(out)
+
+
+def comm_compute_ms(t):
+    return "%.1f" % (t.plan("%s -r 3 -z 0 --ranks 8" % D48)["communication"]["compute_seconds"] * 1e3)
+
+
+def comm(t, z, extra=""):
+    """The communication plan of rank 0 of 8 at -r 3 -z Z (and EXTRA flags)."""
+    return t.plan("%s -r 3 -z %d --ranks 8 %s" % (D48, z, extra))["communication"]
+
+
+def gathers_gb(t, extra=""):
+    c = comm(t, 3, extra)
+    return "%.2f" % (sum(i["sent"] for i in c["items"] if i["what"].startswith("parameters, gathered")) / 1e9)
+
+
+def accum(t, z, what):
+    """-d 131072 (2 micro-steps of 8 x 1024 tokens a rank): what = gb, ms, exposed_ms or compute_ms."""
+    c = comm(t, z, "-d 131072")
+    return {"gb": "%.2f" % (c["sent_per_step"] / 1e9), "ms": "%.2f" % (c["comm_seconds"] * 1e3),
+            "exposed_ms": "%.2f" % (c["exposed_seconds"] * 1e3), "compute_ms": "%.1f" % (c["compute_seconds"] * 1e3)}[what]
+
+
+def zero3_fit_table(t):
+    """-z 3 at 4 and 8 ranks against the cards they are meant for (docs/memory.md)."""
+    out = ["| ranks | allocated by the engine | with the estimates (CUDA context 0.5 GiB, NCCL 0.375 GiB) | meant to fit in | fits? |",
+           "| --- | --- | --- | --- | --- |"]
+    for n, cap in ((4, 12), (8, 8)):
+        p = t.plan("%s -r 3 -z 3 --ranks %d" % (D48, n))
+        dev, tot = p["device_bytes"], p["device_total"]
+        fits = "yes, %.2f GiB spare" % (cap - tot / GiB) if tot <= cap * GiB else "no, %.2f GiB over" % (tot / GiB - cap)
+        out.append("| %d | %s B = %s GiB | %s B = **%s GiB** | %d GiB | %s |" % (n, commas(dev), gib(dev), commas(tot), gib(tot), cap, fits))
+    return "\n".join(out)
+
+
+def offload_z3_table(t):
+    """Rank 0 of 4 at -z 3 --offload optimizer, component by component (docs/memory.md)."""
+    p = t.plan("%s -r 3 -z 3 --ranks 4 --offload optimizer" % D48)
+    comp = {c["name"]: c for c in p["components"]}
+    out = ["| component (rank 0 of 4) | where | bytes | GiB |", "| --- | --- | --- | --- |"]
+    row = lambda name, where, b, bold=False: out.append(
+        "| %s | %s | %s | %s |" % (name, where, commas(b) if isinstance(b, int) else b, ("**%.2f**" if bold else "%.3f") % (b / GiB)))
+    for name in ("parameter shard", "parameter gather buffers", "gradient buckets", "gradient shard", "gradient accumulator (fp32)"):
+        row(name, "device", comp[name]["bytes"])
+    row("activations (segments of %d layers)" % p["options"]["recompute_every"], "device", comp["activations"]["bytes"])
+    row("scratch, cuBLASLt workspace, checkpoint staging", "device",
+        sum(comp[n]["bytes"] for n in ("scratch", "cuBLASLt workspace", "checkpoint staging")))
+    row("allocated by the engine", "device", p["device_bytes"], True)
+    row("with the estimates (CUDA context 0.5 GiB, NCCL 0.375 GiB)", "device", p["device_total"], True)
+    fp32 = comp["master weights (fp32)"]["bytes"]
+    assert comp["AdamW m (fp32)"]["bytes"] == fp32 == comp["AdamW v (fp32)"]["bytes"]
+    out.append("| master weights, AdamW m, AdamW v (fp32) | host | 3 × %s | 3 × %.3f |" % (commas(fp32), fp32 / GiB))
+    row("offload buffers (pinned), host staging, encoder plan", "host",
+        sum(comp[n]["bytes"] for n in ("offload buffers (pinned)", "host staging (pinned)", "encoder plan (host)")))
+    out.append("| total | host | %s | %.2f |" % (commas(p["host_bytes"]), p["host_bytes"] / GiB))
+    return "\n".join(out)
+
+
+def recipe_lines(t):
+    """The 48 GB recipe's plan and command lines (its --dry)."""
+    return "\n".join(l for l in t.recipe().splitlines() if l.startswith(("plan: ", "command: ")))
+
+
+# name -> (function, the files it belongs in, relative to the root)
+FIGURES = {
+    "ladder.table": (ladder_table, ["docs/memory.md"]),
+    "ladder.top": (lambda t: gib(ladder_row(t, "--precision fp32")["device_total"]), ["README.md"]),
+    "ladder.bottom": (lambda t: gib(ladder_row(t, "--offload grads")["device_total"]), ["README.md"]),
+    "ladder.bottom_host": (lambda t: gib(ladder_row(t, "--offload grads")["host_bytes"]), ["README.md"]),
+    "zero3.comm_ratio": (zero_comm_ratio, ["README.md"]),
+    "zero3.comm_ratio_k7": (lambda t: zero_comm_ratio(t, "--recompute-every 7"), ["README.md"]),
+    "comm.table": (comm_table, ["docs/memory.md"]),
+    "comm.compute_ms": (comm_compute_ms, ["docs/memory.md"]),
+    "zero3.comm_ratio.memory": (zero_comm_ratio, ["docs/memory.md"]),
+    "zero3.comm_ratio_k7.memory": (lambda t: zero_comm_ratio(t, "--recompute-every 7"), ["docs/memory.md"]),
+    "zero3.gathers_gb": (gathers_gb, ["docs/memory.md"]),
+    "zero3.gathers_gb_k7": (lambda t: gathers_gb(t, "--recompute-every 7"), ["docs/memory.md"]),
+    "zero3.accum_gb": (lambda t: accum(t, 3, "gb"), ["docs/memory.md"]),
+    "zero3.accum_ms": (lambda t: accum(t, 3, "ms"), ["docs/memory.md"]),
+    "zero2.accum_gb": (lambda t: accum(t, 2, "gb"), ["docs/memory.md"]),
+    "zero2.accum_ms": (lambda t: accum(t, 2, "ms"), ["docs/memory.md"]),
+    "zero2.accum_exposed_ms": (lambda t: accum(t, 2, "exposed_ms"), ["docs/memory.md"]),
+    "zero2.accum_compute_ms": (lambda t: accum(t, 2, "compute_ms"), ["docs/memory.md"]),
+    "zero3.fit_table": (zero3_fit_table, ["docs/memory.md"]),
+    "offload.z3_table": (offload_z3_table, ["docs/memory.md"]),
+    "recipe.48gb": (recipe_lines, ["docs/memory.md"]),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help="write the tools' figures into the marks")
+    ap.add_argument("--root", default=REPO, help="the tree whose README.md and docs/*.md are read")
+    a = ap.parse_args()
+    files = [os.path.join(a.root, "README.md")] + sorted(glob.glob(os.path.join(a.root, "docs", "*.md")))
+    tools = Tools()
+    values = {}
+    failed = 0
+    seen = {name: [] for name in FIGURES}
+    for path in files:
+        rel = os.path.relpath(path, a.root)
+        text = open(path, encoding="utf-8").read()
+
+        def replace(m):
+            nonlocal failed
+            name, old = m.group(1), m.group(2)
+            if name not in FIGURES:
+                print("FAIL doc figure %s in %s: no such figure (scripts/doc_figures.py's FIGURES)" % (name, rel))
+                failed += 1
+                return m.group(0)
+            seen[name].append(rel)
+            if name not in values:
+                values[name] = FIGURES[name][0](tools)
+            new = values[name]
+            block = old.startswith("\n")
+            if block:
+                new = "\n" + new + "\n"
+            if old == new:
+                print("PASS doc figure %s in %s: %s" % (name, rel, "a block of %d lines" % (new.count("\n") - 1) if block else new))
+            elif a.write:
+                print("wrote doc figure %s in %s" % (name, rel))
+            else:
+                first = next((o, n) for o, n in zip(old.splitlines() + [""], new.splitlines() + [""]) if o != n)
+                print("FAIL doc figure %s in %s: the tool prints %r where the doc says %r (scripts/doc_figures.py --write, "
+                      "or make docs)" % (name, rel, first[1][:160], first[0][:160]))
+                failed += 1
+            return "<!-- fig %s -->%s<!-- /fig -->" % (name, new if a.write else old)
+
+        out = MARK.sub(replace, text)
+        if a.write and out != text:
+            tmp = path + ".tmp"
+            open(tmp, "w", encoding="utf-8").write(out)
+            os.replace(tmp, path)
+    for name, (_, where) in FIGURES.items():
+        for rel in where:
+            if rel not in seen[name]:
+                print("FAIL doc figure %s: not marked in %s, where it belongs (<!-- fig %s -->...<!-- /fig -->)" % (name, rel, name))
+                failed += 1
+    sys.exit(1 if failed and not a.write else 0)
+
+
+if __name__ == "__main__":
+    main()
