@@ -101,10 +101,11 @@ KERNEL_HEADERS = $(wildcard kernels/*.cuh) kernels/sizes.h
 TESTS :=
 TESTS_LONG :=
 TEST_LONG_DEPS :=
-# The sanitizer pass (make test-sanitize) runs make test's tests less TESTS_SAN_SKIP, plus TESTS_SAN_LONG
-# (make test-long's tests of host code that the sanitizers have most to say about). A module that
-# skips a test there says beside it why the sanitizers add nothing to it; a new test runs there unless
-# its module says so.
+# The sanitizer pass (make test-sanitize) runs make test's tests less TESTS_SAN_SKIP, plus TESTS_SAN_LONG:
+# host-code tests too long for make test, which run there, under ASan and UBSan, and not again in make
+# test-long (the same code and checks, every report fatal; running them twice took 70 s of
+# test-long's 20 minutes). A module that skips a test there says beside it why the sanitizers add
+# nothing to it; a new test runs there unless its module says so.
 TESTS_SAN_SKIP :=
 TESTS_SAN_LONG :=
 BENCHES :=

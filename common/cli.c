@@ -280,6 +280,13 @@ int cli_given(const TrainOptions* opts, const char* long_name) {
     return given_bit(opts, (int)(f - FLAGS));
 }
 
+int cli_preset_filled(const TrainOptions* opts, const char* long_name) {
+    const Flag* f = flag_by_long_name(long_name);
+    if (!f) fatal("cli_preset_filled: no flag %s", long_name);
+    int bit = (int)(f - FLAGS);
+    return (int)((opts->preset[bit / 64] >> (bit % 64)) & 1);
+}
+
 char* cli_record_all(const TrainOptions* opts, int for_run_id) {
     size_t cap = 1024, used = 0;
     char* out = (char*)malloc_check(cap, "flag record");

@@ -103,6 +103,8 @@ int cli_record_value(const char* record, const char* name, char* out, size_t cap
 
 // Whether the flag (by its long name, "--loss-scale") was given on the command line.
 int cli_given(const TrainOptions* opts, const char* long_name);
+// Whether the built-in run's preset filled the flag (cli_preset_apply).
+int cli_preset_filled(const TrainOptions* opts, const char* long_name);
 // Every flag's value, "name value" per line (control characters escaped), in a malloc'd string:
 // what the ranks of a run compare before anything else. for_run_id: only the flags that can change
 // a byte of a checkpoint (what the run id hashes).

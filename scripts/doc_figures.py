@@ -28,10 +28,12 @@ state table of section 4 and the offload paragraph's totals; docs/design.md's an
 figures.
 """
 import argparse
+import atexit
 import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,8 +43,17 @@ GiB = 1 << 30
 MARK = re.compile(r"<!-- fig ([a-z0-9_.]+) -->(.*?)<!-- /fig -->", re.S)
 
 
-def run(cmd, **kw):
-    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, **kw)
+# The tools' own python3 calls run this Python: the python3 first on PATH may be a slow shim (pyenv's
+# takes a third of a second to start, and the ladder and the recipe start a few).
+_BIN = tempfile.mkdtemp(prefix="doc_figures.")
+os.symlink(sys.executable, os.path.join(_BIN, "python3"))
+atexit.register(shutil.rmtree, _BIN, True)
+
+
+def run(cmd, env=None):
+    env = dict(env or os.environ)
+    env["PATH"] = _BIN + os.pathsep + env.get("PATH", "")
+    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         sys.exit("error: %s failed (exit %d): %s" % (" ".join(cmd), r.returncode, (r.stderr or r.stdout).strip()[-300:]))
     return r.stdout
@@ -58,6 +69,7 @@ class Tools:
 
     def plan(self, flags):
         """./train_gpt2 --plan --json FLAGS, as a dict."""
+        flags = " ".join(flags.split())
         if flags not in self.plans:
             self.plans[flags] = json.loads(run(["./train_gpt2", "--plan", "--json"] + flags.split()))
         return self.plans[flags]
@@ -66,7 +78,7 @@ class Tools:
         """scripts/memory_ladder.sh d48 --planned: its JSON and its Markdown table."""
         if self._ladder is None:
             with tempfile.TemporaryDirectory() as d:
-                run(["bash", "scripts/memory_ladder.sh", "d48", "--planned", "--out", d])
+                run(["bash", "scripts/memory_ladder.sh", "d48", "--planned", "--no-chart", "--out", d])
                 data = json.load(open(os.path.join(d, "ladder.json")))
                 md = open(os.path.join(d, "ladder.md")).read()
             self._ladder = (data, md)

@@ -91,6 +91,7 @@ def gib(x):
 
 def main():
     out, model, T, B, budget_label, budget_bytes = sys.argv[1:7]
+    draw = sys.argv[7:8] != ["--no-chart"]
     T, B, budget_bytes = int(T), int(B), int(budget_bytes)
     rows = []
     with open(os.path.join(out, "rows.tsv")) as f:
@@ -189,7 +190,7 @@ def main():
     with open(os.path.join(out, "ladder.md"), "w") as f:
         f.write(table)
     print(table, end="")
-    panels = chart(rows, out, model, T, B, budget_label, budget_bytes, any_measured)
+    panels = chart(rows, out, model, T, B, budget_label, budget_bytes, any_measured) if draw else chart_layout(rows)
     with open(os.path.join(out, "ladder.json"), "w") as f:
         json.dump({"model": model, "parameters": params, "T": T, "B": B, "budget_bytes": budget_bytes,
                    "columns": COLUMNS, "colors": COLORS, "host_color": HOST_COLOR, "panels": panels, "rows": rows},

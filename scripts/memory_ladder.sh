@@ -17,8 +17,9 @@
 #       --trainer-fp32 build/emu/train_gpt2_emu_fp32     the measuring path on the CPU runtime (slow)
 #   options: -t T (1024)  -b B (8: every row's micro-batch; the accumulation row takes B/2)
 #            --out DIR (build/ladder/MODEL)  --planned  --measured (run even where nvidia-smi finds
-#            no GPU)  --trainer PATH (./train_gpt2)  --trainer-fp32 PATH (an FP32 build, for the
-#            baseline row on a GPU: make train PRECISION=FP32, then copy ./train_gpt2 aside)
+#            no GPU)  --no-chart (the table and JSON, no ladder.png)  --trainer PATH (./train_gpt2)
+#            --trainer-fp32 PATH (an FP32 build, for the baseline row on a GPU: make train
+#            PRECISION=FP32, then copy ./train_gpt2 aside)
 #            -x STEPS (3)  --gpus N (what nvidia-smi counts)  --budget SIZE (48GiB: the "fits" column)
 #            --zero-ranks "2 4 8"  --pp-stages 4 (the pipeline rows' stages; "" for none)
 #            -- ARGS... (passed to every run, e.g. -- -i 'train_*.bin' -j '')
@@ -31,7 +32,7 @@ set -u
 cd "$(dirname "$0")/.."
 
 model=d48 T=1024 B=8 out="" mode=auto trainer=./train_gpt2 trainer_fp32="" steps=3 gpus="" budget=48GiB
-zero_ranks="2 4 8" pp_stages=4
+zero_ranks="2 4 8" pp_stages=4 chart=""
 extra=()
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then model=$1; shift; fi
 while [ $# -gt 0 ]; do
@@ -42,6 +43,7 @@ while [ $# -gt 0 ]; do
         -x) steps=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
         --planned) mode=planned; shift ;;
+        --no-chart) chart=--no-chart; shift ;;
         --measured) mode=measured; shift ;;
         --trainer) trainer=$2; shift 2 ;;
         --trainer-fp32) trainer_fp32=$2; shift 2 ;;
@@ -194,5 +196,5 @@ done
 # Debian's python3 has python3-matplotlib; another python3 first on PATH (pyenv, a venv) may not.
 py=python3
 if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import matplotlib' 2> /dev/null; then py=/usr/bin/python3; fi
-"$py" scripts/ladder_report.py "$out" "$model" "$T" "$B" "$budget" "$budget_bytes" || die "the report failed"
+"$py" scripts/ladder_report.py "$out" "$model" "$T" "$B" "$budget" "$budget_bytes" $chart || die "the report failed"
 echo "memory_ladder: wrote $out/ladder.md${out:+, $out/ladder.json}$( [ -f "$out/ladder.png" ] && echo ", $out/ladder.png")"

@@ -26,18 +26,17 @@ TESTS += test/test_no_tracker.sh test/test_includes.sh test/test_repetition.sh
 # They read the tree and run no program built here: nothing for the sanitizers.
 TESTS_SAN_SKIP += test/test_no_tracker.sh test/test_includes.sh test/test_repetition.sh
 # -y 1 resumes llm.c's checkpoints (state_STEP_RANK.bin), written by an independent Python writer.
-TESTS += test/test_llmc_resume.sh
+# (make test-long: about 20 s of CPU, which make test's 6 minutes no longer had room for.)
+TESTS_LONG += test/test_llmc_resume.sh
 # main.log in llm.c's format, and scripts/plot_log.py.
 TESTS += test/test_logs.sh
-# -h 1: HellaSwag in llm.c's format, against PyTorch (about 33 s of CPU: make test-long, and the
-# sanitizer pass, where its reader meets the files it writes).
-TESTS_LONG += test/test_hellaswag.sh
+# -h 1: HellaSwag in llm.c's format, against PyTorch (about 37 s of CPU: the sanitizer pass, where its
+# reader meets the files it writes).
 TESTS_SAN_LONG += test/test_hellaswag.sh
 # build/export_hf: a Hugging Face GPT-2 directory, read back independently.
 TESTS += test/test_export_hf.sh
-# A descriptor model starts as llm.c's (PyTorch's generator), and llm.c's descriptors (about 24 s of
-# CPU, most of it d6 checkpoints written and read: make test-long, and the sanitizer pass).
-TESTS_LONG += test/test_llmc_init.sh
+# A descriptor model starts as llm.c's (PyTorch's generator), and llm.c's descriptors (about 25 s of
+# CPU, most of it d6 checkpoints written and read: the sanitizer pass).
 TESTS_SAN_LONG += test/test_llmc_init.sh
 # llm.c's run_gpt2_124M.sh and run_gpt2_1558M.sh command lines (shrunk) in llm.c's restart loop; the
 # 1558M line on the emulated GPU engine (about a minute of CPU: make test-long).
@@ -68,13 +67,15 @@ TESTS_LONG += test/test_build_config.sh
 TESTS += test/test_vocab_resume.sh
 # The built-in run with one more flag (-x 3, -b 8, -e d4 ...): the preset fills the rest, and trains.
 TESTS += test/test_builtin_flags.sh
+# README's commands one after another in one working dir: the built-in run's out, out-2, ... (C
+# engine, the emulated GPU trainer, 2 ranks under mpirun), and -y 1 finding the first run.
+TESTS += test/test_run_dirs.sh
 # The no-argument run, its whole epoch (a few minutes on 2 cores); make test's built-in runs are
 # test_builtin_flags.sh's, a few steps each.
 TESTS_LONG += test/test_default_run.sh
 # The memory ladder (planned) and the run recipes' --dry: ./train_gpt2 --plan only (test_ladder.sh;
-# about 19 s of CPU, make test-long and the sanitizer pass; the planner's own checks in make test are
-# test_defects.sh's limits and suggestions).
-TESTS_LONG += test/test_ladder.sh
+# about 24 s of CPU, the sanitizer pass; the planner's own checks in make test are test_defects.sh's
+# limits and suggestions, and test_doc_figures.sh's figures from the ladder).
 TESTS_SAN_LONG += test/test_ladder.sh
 
 # gen_data: model files of any shape and learnable token shards, without Python (the GPU check

@@ -8,8 +8,8 @@
 # (14244). In a scratch working dir: the byte-level corpus, the preset's out/ there. Also: llm.c's
 # command lines (-i data, a model file) keep llm.c's defaults; --plan too; a run on the built-in
 # corpus checkpointed with llm.c's values (as one was before the preset filled them) resumes with
-# its own command line, the recorded values adopted (-t among them), bit for bit; the emulated GPU
-# trainer (README's `make emu && ./train_gpt2_emu -x 3`) trains the same way.
+# its own command line, the recorded values adopted (-t among them), bit for bit. (The emulated GPU
+# trainer, README's `make emu && ./train_gpt2_emu -x 3`, with the same preset: test_run_dirs.sh.)
 set -u
 # d2 at T = 64: one OpenMP thread (spinning threads on a shared machine cost far more than the step);
 # -m 2 (two val batches, not llm.c's 20) on every row but the first, README's `./train_gpt2 -x 3` as
@@ -80,15 +80,7 @@ print("%d samples, %d characters, %d of them U+FFFD, %d control pictures" % (len
 PYEOF
 ) && pass "byte-level samples are valid UTF-8 without control characters: $r" || fail "byte-level samples as text" "$r"
 builtin "./train_gpt2 -x 1 -t 32 -o logs -v 0 (given values are kept)" 1 128 "$root/train_gpt2" -x 1 -t 32 -o logs -v 0
-# The emulated GPU trainer (the CPU runtime): the same preset, so README's door trains in seconds.
-emu=build/emu/train_gpt2_emu_fp16
-if [ -x "$emu" ]; then
-    builtin "the GPU trainer, emulated (./train_gpt2_emu -x 1 -v 0 -s 0)" 1 256 "$root/$emu" -x 1 -v 0 -s 0
-    grep -q "^recompute: level 0 " "$dir/run.out" && pass "the emulated GPU trainer: the preset's -r 0 (keep every activation)" ||
-        fail "emulated -r" "$(grep -m1 '^recompute' "$dir/run.out")"
-else
-    echo "SKIP the emulated GPU trainer: $emu is not built (make emu)"
-fi
+# The emulated GPU trainer with the same preset (README's `./train_gpt2_emu -x 3`): test_run_dirs.sh.
 
 # llm.c's command lines keep llm.c's defaults: llm.c's data (-i, -j) with a descriptor, and --plan.
 tiny_data 1 5000

@@ -216,7 +216,8 @@ for (const n of Object.keys(big)) {
     }
 }
 
-// ---- the UTF-8 printer against TextDecoder (replacement per maximal invalid subpart) -----------
+// ---- the UTF-8 printer against TextDecoder (replacement per maximal invalid subpart; control ----
+// ---- characters as their pictures) ------------------------------------------------------------
 {
     const parts = [];
     for (let i = 0; i < 20000; i++) {
@@ -236,7 +237,11 @@ for (const n of Object.keys(big)) {
     if (Buffer.compare(raw, bytes) === 0) pass('bytes_only_roundtrip_via_cli');
     else fail('bytes_only_roundtrip_via_cli', `${raw.length} bytes back, expected ${bytes.length}`);
     const safe = execFileSync(tokenizeBin, ['--bytes', '--decode', '--safe', file + '.ids'], { maxBuffer: 1 << 28 });
-    const want = Buffer.from(new TextDecoder('utf-8').decode(bytes), 'utf8');
+    // TextDecoder's text, with each control character but newline and tab as its Unicode picture
+    // (U+2400 + code, DEL U+2421), as the printer shows them.
+    const text = new TextDecoder('utf-8').decode(bytes).replace(/[\x00-\x08\x0b-\x1f\x7f]/g,
+        c => String.fromCharCode(c === '\x7f' ? 0x2421 : 0x2400 + c.charCodeAt(0)));
+    const want = Buffer.from(text, 'utf8');
     if (Buffer.compare(safe, want) === 0) pass('printer_matches_textdecoder');
     else fail('printer_matches_textdecoder', `${safe.length} bytes printed, TextDecoder gives ${want.length} (first difference at byte ${firstDiff(safe, want)})`);
 }

@@ -30,18 +30,14 @@ fuzz: $(FUZZ_BINS) train_gpt2
 	FUZZ_SECONDS=$(or $(FUZZ_SECONDS),60) bash $(REL_DIR)/test_fuzz.sh
 
 TESTS += $(REL_DIR)/test_defects.sh $(REL_DIR)/test_ranks.sh
-# 4 kill -9 trials (about 10 s of CPU): make test-long and the sanitizer pass; CI's reliability stage
-# runs the same script for 20 trials. In make test, test_defects.sh's signal checks resume bit for bit.
-TESTS_LONG += $(REL_DIR)/test_kill_resume.sh
+# 4 kill -9 trials (about 12 s of CPU): the sanitizer pass; CI's reliability stage runs the same
+# script for 20 trials. In make test, test_defects.sh's signal checks resume bit for bit.
 TESTS_SAN_LONG += $(REL_DIR)/test_kill_resume.sh
-# Fuzzing, 4 s per reader (25 s of CPU, and 16 s more to build its two AFL++ targets): make test-long,
-# and `make fuzz` for 60 s per reader, as CI runs it. The fuzz targets are built under ASan and UBSan
-# with flags of their own, so the sanitizer pass does not run them again.
-TESTS_LONG += $(REL_DIR)/test_fuzz.sh
-TEST_LONG_DEPS += $(FUZZ_BINS)
-# The corpus of 1,400 bad inputs: about 90 s of CPU, make test-long; and the sanitizer pass, where
-# every reader and flag parser meets bad input.
-TESTS_LONG += $(REL_DIR)/test_bad_inputs.sh
+# Fuzzing: `make fuzz`, 60 s per reader, CI's reliability stage (FUZZ_SECONDS=4 for a short run; the
+# targets are built under ASan and UBSan with flags of their own, so the sanitizer pass does not run
+# them again).
+# The corpus of 1,400 bad inputs (about 17 s of CPU): the sanitizer pass, where every reader and flag
+# parser meets bad input.
 TESTS_SAN_LONG += $(REL_DIR)/test_bad_inputs.sh
 # test_preempt.sh (SIGTERM to mpirun mid-step with steps longer than its kill delay, about 3 minutes)
 # is in neither: .ci/run runs it after the fuzzing and kill trials.
