@@ -658,7 +658,7 @@ static double stats_std(double mean, double var) {
 // two micro-steps (its gradients dropped, the data rewound to its start; a resumed run does it
 // again, bit for bit), so the checkpoint starts within one micro-step of the signal. Every rank
 // stops at the same micro-step (stop_requested is collective). mpirun forwards SIGUSR1 and SIGUSR2
-// at once and SIGTERM only after its kill delay (README, "Preemption"). Launchers and schedulers
+// at once and SIGTERM only after its kill delay (docs/reliability.md, "Preemption"). Launchers and schedulers
 // deliver a stop more than once (mpirun forwards its SIGTERM after the scheduler's own; Slurm
 // signals every process): repeats are ignored, except a second SIGINT (Ctrl-C twice), which ends
 // the process at once (the files stay safe: every write is to a temporary name first).

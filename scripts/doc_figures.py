@@ -9,7 +9,8 @@ Each NAME is one of FIGURES below: a function that runs the tool (./train_gpt2 -
 memory ladder, a recipe's --dry) and formats what it prints, and the files it must appear in.
 
     scripts/doc_figures.py               check: every marked figure is what its tool prints now, and
-                                         every figure is marked in each file it belongs to; one
+                                         every figure is marked in each file it belongs to; and the
+                                         docs' links resolve and README is at most 200 lines; one
                                          PASS or FAIL line each, exit 1 on any FAIL (make test:
                                          test/test_doc_figures.sh)
     scripts/doc_figures.py --write       write what the tools print into the marks (make docs)
@@ -20,12 +21,11 @@ Needs ./train_gpt2 (make train): the planner runs on any machine, no GPU. Standa
 A figure a tool does not print (a paper's, a measurement's) is not marked: it says where it is from.
 
 Not marked yet (each still to be made a figure here, or checked by a test that runs its tool): in
-README.md the model states per ZeRO stage ("24.9 GB at -z 0, 8.57 ..."), the pipeline's stage sizes
-(13.29, 20.96 GiB), the recipe's 43.51 GiB, and the kernel report's figures quoted there (the
-306 ms / 2.30 s / 154.2 ms steps: docs/kernel_report_fp16.md is the report's own output); in
-docs/memory.md the level-by-level activation tables of sections 2 and 3, the per-ZeRO-stage model
-state table of section 4 and the offload paragraph's totals; docs/design.md's and docs/speed.md's
-figures.
+docs/memory.md the level-by-level activation tables of sections 2 and 3, the pipeline's per-stage
+table of section 4b (its largest stage is marked; the plan's JSON gives every stage's total, not its
+model states and activations), the offload paragraph's totals and the planner's advice lines quoted
+in "The memory planner"; docs/design.md's and docs/speed.md's figures other than the kernel report's
+side-by-side and calibration steps.
 """
 import argparse
 import atexit
@@ -63,7 +63,7 @@ class Tools:
     """The tools' outputs, each run once."""
 
     def __init__(self):
-        self.plans, self._ladder, self._recipe = {}, None, None
+        self.plans, self._ladder, self._recipe, self._kr = {}, None, None, None
         if not os.access(os.path.join(REPO, "train_gpt2"), os.X_OK):
             sys.exit("error: ./train_gpt2 is not built (make train): the figures are its planner's")
 
@@ -83,6 +83,13 @@ class Tools:
                 md = open(os.path.join(d, "ladder.md")).read()
             self._ladder = (data, md)
         return self._ladder
+
+    def kernel_report(self):
+        """docs/kernel_report_fp16.json: the kernel report's own output (make kernel-report writes it
+        and its .md; a run needs llm.c's checkout, so the committed JSON is the report's word)."""
+        if self._kr is None:
+            self._kr = json.load(open(os.path.join(REPO, "docs", "kernel_report_fp16.json")))
+        return self._kr
 
     def recipe(self):
         """scripts/run_gpt2_1558M_48GB.sh --dry with FineWeb's shards, as docs/memory.md runs it."""
@@ -202,19 +209,86 @@ def offload_z3_table(t):
     return "\n".join(out)
 
 
+NOT_MODEL_STATES = ("activations", "scratch", "cuBLASLt workspace", "checkpoint staging")
+
+
+def model_states(t, z, n):
+    """A rank's model states at -z Z on N ranks (d48): every device component the engine allocates
+    but the activations and the scratch (parameters, gradients, fp32 master weights, m, v, and at
+    -z 2 and 3 the fp32 gradient sum, the buckets and the gather buffers)."""
+    p = t.plan("%s -r 3 -z %d --ranks %d" % (D48, z, n))
+    return sum(c["bytes"] for c in p["components"]
+               if c["where"] == "device" and not c["estimate"] and c["name"] not in NOT_MODEL_STATES)
+
+
+def zero_states_table(t):
+    """docs/memory.md's model states per rank, stage by stage, beside the published formulas."""
+    psi = next(c["bytes"] for c in t.plan("%s -r 3 -z 0 --ranks 2" % D48)["components"]
+               if c["name"] == "master weights (fp32)") // 4
+    ns = (2, 4, 8)
+    ours = lambda z: " | ".join("%.2f GB (%.2f GiB)" % (model_states(t, z, n) / 1e9, model_states(t, z, n) / GiB) for n in ns)
+    formula = lambda f: " | ".join("%.2f GB" % (f(n) * psi / 1e9) for n in ns)
+    assert all(model_states(t, 0, n) == 16 * psi for n in ns), "stage 0's model states are not 16 psi"
+    return "\n".join([
+        "| model states per rank | published | this project | d48, N = 2 | N = 4 | N = 8 |",
+        "| --- | --- | --- | --- | --- | --- |",
+        "| stage 0 (data parallel) | 16Ψ | 16Ψ | %s |" % " | ".join("%.2f GB" % (16 * psi / 1e9) for n in ns),
+        "| stage 1 (optimizer state sharded) | 4Ψ + 12Ψ/N | **4Ψ + 12Ψ/N**, to the byte (gradients reduce-scattered in place) | %s |" % ours(1),
+        "| stage 2 (gradients too), the paper | 2Ψ + 14Ψ/N | – | %s |" % formula(lambda n: 2 + 14 / n),
+        "| stage 2, DeepSpeed's estimator | 2Ψ + 18Ψ/N | – | %s |" % formula(lambda n: 2 + 18 / n),
+        "| stage 2, this project | – | **2Ψ + 18Ψ/N + buckets** | %s |" % ours(2),
+        "| stage 3 (parameters too), the paper | 16Ψ/N | – | %s |" % formula(lambda n: 16 / n),
+        "| stage 3, this project | – | **16Ψ/N** to the byte, **+ 4Ψ/N + buckets + gather buffers** | %s |" % ours(3)])
+
+
+def pipeline_plan(t):
+    """The four-card pipeline of docs/guide.md: d48, -b 4 -r 0 -pp 4 on 4 ranks, 128 micro-steps."""
+    return t.plan("-e d48 -t 1024 -b 4 -r 0 -pp 4 --ranks 4 -d 524288")
+
+
+def recipe_gib(t):
+    """The 48 GB recipe's GiB per rank, from its plan line."""
+    m = re.search(r"; ([0-9.]+) GiB per rank", t.recipe())
+    assert m, "the recipe's --dry printed no plan line with GiB per rank"
+    return m.group(1)
+
+
 def recipe_lines(t):
     """The 48 GB recipe's plan and command lines (its --dry)."""
     return "\n".join(l for l in t.recipe().splitlines() if l.startswith(("plan: ", "command: ")))
 
 
+def kr_side(t, gpu, model, key):
+    return t.kernel_report()["side_by_side"][gpu][model][key]
+
+
+def kr_side_table(t):
+    """docs/speed.md's table: ours beside llm.c, every GPU, d12 and d48, by the same model."""
+    out = ["| predicted | d12 ours | d12 llm.c | d48 ours | d48 llm.c |", "| --- | ---: | ---: | ---: | ---: |"]
+    for gpu, models in t.kernel_report()["side_by_side"].items():
+        d12, d48 = models["d12"], models["d48"]
+        att = d48["llmc_attention"]
+        note = " (llm.c's own attention: no rate published)" if att.startswith("its own") else ""
+        out.append("| %s%s | %.1f ms | %.1f ms | %.1f ms (%.1f%% MFU) | %.1f ms (%.1f%%) |" % (
+            gpu, note, d12["ours_ms"], d12["llmc_ms"], d48["ours_ms"], d48["ours_mfu"] * 100, d48["llmc_ms"], d48["llmc_mfu"] * 100))
+    return "\n".join(out)
+
+
+def kr_calibration(t, anchor, fmt, scale=1):
+    """A calibration row's predicted value (the step in s; SCALE 1e3 for ms)."""
+    rows = [c for c in t.kernel_report()["calibration"] if c["anchor"] == anchor]
+    assert len(rows) == 1, anchor
+    return fmt % (rows[0]["predicted"] * scale)
+
+
 # name -> (function, the files it belongs in, relative to the root)
 FIGURES = {
     "ladder.table": (ladder_table, ["docs/memory.md"]),
-    "ladder.top": (lambda t: gib(ladder_row(t, "--precision fp32")["device_total"]), ["README.md"]),
-    "ladder.bottom": (lambda t: gib(ladder_row(t, "--offload grads")["device_total"]), ["README.md"]),
-    "ladder.bottom_host": (lambda t: gib(ladder_row(t, "--offload grads")["host_bytes"]), ["README.md"]),
-    "zero3.comm_ratio": (zero_comm_ratio, ["README.md"]),
-    "zero3.comm_ratio_k7": (lambda t: zero_comm_ratio(t, "--recompute-every 7"), ["README.md"]),
+    "ladder.top": (lambda t: gib(ladder_row(t, "--precision fp32")["device_total"]), ["README.md", "docs/guide.md"]),
+    "ladder.bottom": (lambda t: gib(ladder_row(t, "--offload grads")["device_total"]), ["README.md", "docs/guide.md"]),
+    "ladder.bottom_host": (lambda t: gib(ladder_row(t, "--offload grads")["host_bytes"]), ["docs/guide.md"]),
+    "zero3.comm_ratio": (zero_comm_ratio, ["docs/guide.md"]),
+    "zero3.comm_ratio_k7": (lambda t: zero_comm_ratio(t, "--recompute-every 7"), ["docs/guide.md"]),
     "comm.table": (comm_table, ["docs/memory.md"]),
     "comm.compute_ms": (comm_compute_ms, ["docs/memory.md"]),
     "zero3.comm_ratio.memory": (zero_comm_ratio, ["docs/memory.md"]),
@@ -230,7 +304,73 @@ FIGURES = {
     "zero3.fit_table": (zero3_fit_table, ["docs/memory.md"]),
     "offload.z3_table": (offload_z3_table, ["docs/memory.md"]),
     "recipe.48gb": (recipe_lines, ["docs/memory.md"]),
+    "zero.states_table": (zero_states_table, ["docs/memory.md"]),
+    "zero.states_z0": (lambda t: "%.2f" % (model_states(t, 0, 8) / 1e9), ["docs/guide.md"]),
+    "zero.states_z1": (lambda t: "%.2f" % (model_states(t, 1, 8) / 1e9), ["docs/guide.md"]),
+    "zero.states_z2": (lambda t: "%.2f" % (model_states(t, 2, 8) / 1e9), ["docs/guide.md"]),
+    "zero.states_z3": (lambda t: "%.2f" % (model_states(t, 3, 8) / 1e9), ["docs/guide.md"]),
+    "pp.split": (lambda t: "/".join(str(s["layers"]) for s in pipeline_plan(t)["by_stage"]), ["docs/guide.md"]),
+    "pp.largest_gib": (lambda t: gib(max(s["device_total"] for s in pipeline_plan(t)["by_stage"])), ["docs/guide.md", "docs/memory.md"]),
+    "pp.bubble_pct": (lambda t: "%.1f" % (100 * pipeline_plan(t)["pipeline"]["bubble"]), ["docs/guide.md", "docs/memory.md"]),
+    "pp.zero1_gib": (lambda t: gib(t.plan("-e d48 -t 1024 -b 4 -r 0 -z 1 --ranks 4")["device_total"]), ["docs/guide.md", "docs/memory.md"]),
+    "recipe.gib": (recipe_gib, ["README.md", "docs/guide.md", "docs/memory.md"]),
+    "kr.d48_h100_ours": (lambda t: "%.1f" % kr_side(t, "H100 SXM", "d48", "ours_ms"), ["README.md"]),
+    "kr.d48_h100_llmc": (lambda t: "%.1f" % kr_side(t, "H100 SXM", "d48", "llmc_ms"), ["README.md"]),
+    "kr.side_by_side": (kr_side_table, ["docs/speed.md"]),
+    "kr.cal_124m_ms": (lambda t: kr_calibration(t, "llm.c GPT-2 124M, 8x A100 80GB SXM: step", "%.0f", 1e3),
+                       ["docs/speed.md", "docs/guide.md"]),
+    "kr.cal_1558m_s": (lambda t: kr_calibration(t, "llm.c GPT-2 1558M, 8x H100 SXM: step", "%.2f"), ["docs/speed.md", "docs/guide.md"]),
 }
+
+
+README_MAX_LINES = 200  # README is a door: what it is, the two commands, the doors, where it stands, links
+
+
+def heading_anchors(path):
+    """The anchors GitHub gives a Markdown file's headings (lower case, punctuation dropped, spaces
+    to hyphens), headings inside fenced code left out."""
+    out, fence = set(), False
+    for line in open(path, encoding="utf-8"):
+        if line.startswith("```"):
+            fence = not fence
+            continue
+        m = None if fence else re.match(r"#+ (.*)", line)
+        if m:
+            out.add(re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-"))
+    return out
+
+
+def check_links(root, files):
+    """Every relative link of FILES names a file that exists and, with #anchor into Markdown, a heading
+    it has; README.md is at most README_MAX_LINES lines. Returns the number of failures."""
+    failed = 0
+    readme = os.path.join(root, "README.md")
+    n = sum(1 for _ in open(readme, encoding="utf-8"))
+    if n <= README_MAX_LINES:
+        print("PASS README.md: %d lines (at most %d)" % (n, README_MAX_LINES))
+    else:
+        print("FAIL README.md: %d lines, more than %d (move the details to docs/, with a link)" % (n, README_MAX_LINES))
+        failed += 1
+    links = 0
+    for f in files:
+        text = re.sub(r"```.*?```", "", open(f, encoding="utf-8").read(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            links += 1
+            path, _, frag = target.partition("#")
+            dest = os.path.normpath(os.path.join(os.path.dirname(f), path)) if path else f
+            why = None
+            if not os.path.exists(dest):
+                why = "no such file"
+            elif frag and dest.endswith(".md") and frag not in heading_anchors(dest):
+                why = "no such heading in %s" % os.path.relpath(dest, root)
+            if why:
+                print("FAIL doc link %s in %s: %s" % (target, os.path.relpath(f, root), why))
+                failed += 1
+    if not failed:
+        print("PASS doc links: %d relative links in %d files resolve, anchors included" % (links, len(files)))
+    return failed
 
 
 def main():
@@ -282,6 +422,9 @@ def main():
             if rel not in seen[name]:
                 print("FAIL doc figure %s: not marked in %s, where it belongs (<!-- fig %s -->...<!-- /fig -->)" % (name, rel, name))
                 failed += 1
+    if not a.write:
+        failed += check_links(a.root, [os.path.join(a.root, f) for f in ("data/README.md", "test/cuda_cpu/README.md")
+                                       if os.path.exists(os.path.join(a.root, f))] + files)
     sys.exit(1 if failed and not a.write else 0)
 
 

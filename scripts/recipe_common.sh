@@ -8,7 +8,7 @@
 #   data_flags           -i/-j from TRAIN and VAL; the built-in corpus when TRAIN is empty
 #   launch_ranks NP      LAUNCH: how NP ranks start (mpirun for preemption; nothing for one)
 #   show_and_run CMD...  prints the command, then runs it (unless --dry)
-# The planner is ./train_gpt2 --plan --json (any machine, no GPU); its cost model (README, "The
+# The planner is ./train_gpt2 --plan --json (any machine, no GPU); its cost model (docs/memory.md, "The
 # memory planner") ranks recompute levels, micro-batch halvings, ZeRO stages and offload.
 cd "$(dirname "$0")/.." || exit 1
 DRY=0
@@ -85,7 +85,7 @@ data_flags() {
 gib() { python3 -c 'import sys; print(f"{int(sys.argv[1]) / 2**30:.2f}")' "$1"; }
 
 # launch_ranks NP: sets LAUNCH, what starts NP ranks (nothing for one: the trainer takes a SIGTERM
-# itself). Several ranks start under mpirun set up for preemption (README, "Preemption"):
+# itself). Several ranks start under mpirun set up for preemption (docs/reliability.md, "Preemption"):
 # scripts/preemptible.sh turns a scheduler's SIGTERM into SIGUSR1, which mpirun forwards to the ranks
 # at once (they abandon the step under way and write a checkpoint), and a kill delay of 20 s, within
 # which a rank signalled directly (Slurm signals every process) finishes one micro-step and its

@@ -196,7 +196,7 @@ if line is None: print("no 'command:' line"); sys.exit(1)
 if "(--dry: not run)" not in out: print("--dry did not say it ran nothing"); sys.exit(1)
 argv = shlex.split(line[len("command: "):])
 np = 1
-if argv[0] == "scripts/preemptible.sh":  # several ranks: mpirun set up for preemption (README, "Preemption")
+if argv[0] == "scripts/preemptible.sh":  # several ranks: mpirun set up for preemption (docs/reliability.md, "Preemption")
     argv = argv[1:]
     if argv[0] != "mpirun": print(f"scripts/preemptible.sh runs {argv[0]}, not mpirun"); sys.exit(1)
     for setting in (["--mca", "odls_base_sigkill_timeout", "20"],):
