@@ -17,6 +17,7 @@
 
 #include <link.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <mutex>
 #include <string>
@@ -34,10 +35,13 @@ struct Rec {
 };
 static_assert(sizeof(Rec) == 16, "Rec is 16 bytes");
 
-enum { R_ATOMIC = 1, R_MLANE = 2, R_MWARP = 4, R_MBLOCK = 8 };
+// R_FIRST (a write record): atomic writes of several blocks, none ordered after another, reached the
+// byte since its last plain write; the record is the newest, g_first holds the first (see race_byte).
+enum { R_ATOMIC = 1, R_MLANE = 2, R_MWARP = 4, R_MBLOCK = 8, R_FIRST = 16 };
 // ACC_NOCOUNT: a check made for runtime code (WMMA, ldmatrix, cp.async, float atomics), which counts
 // its bytes itself once a warp (count_range), so CUDA_CPU_COUNT gives the same figures checked or not.
-enum { ACC_WRITE = 1, ACC_ATOMIC = 2, ACC_NOCOUNT = 4 };
+// ACC_CAS: the access is a compare-and-swap (it settles a pending plain read of the same bytes).
+enum { ACC_WRITE = 1, ACC_ATOMIC = 2, ACC_NOCOUNT = 4, ACC_CAS = 8 };
 enum { S_NONE = 0, S_UNINIT = 1, S_INIT = 2 };
 const size_t kPage = 4096;
 
@@ -70,6 +74,14 @@ int find_exe(struct dl_phdr_info* info, size_t, void*) {
     g_static_hi = hi;
     return 1;
 }
+
+// The first of several blocks' unordered atomic writes to a byte (by address), beside its write record,
+// which keeps the newest: a plain read must be ordered after both. One record cannot hold them all, and
+// the newest alone hid the race from the block that wrote last, as the last block of a reduction often
+// does (the reads of a reduction whose blocks add into one buffer, then count themselves in with no
+// __threadfence between, were caught only when another block's addition happened to land last).
+std::mutex g_first_mu;
+std::unordered_map<uintptr_t, Rec> g_first;
 
 // Fenced atomics: each global address an atomic touched keeps what the threads that reached it after
 // a __threadfence released: (their block instance, barrier interval, thread).
@@ -197,10 +209,13 @@ std::string where(const Ctx& c, uintptr_t a) {
 }
 
 // A write over an unordered write of another thread: kept until the store is done (see PendingWrite).
+// The bytes before it are what the other write left: another block's, running on another OS thread,
+// may have been checked and not yet stored (wait_for_store).
 void defer_write(const Ctx& c, const Rec& W, uintptr_t a, size_t size) {
     PendingWrite& p = c.w->pending;
     if (p.on && p.a == a) return;  // another byte of the same access
     if (size > sizeof(p.before)) race(c, a, size, true, W, true);
+    if (c.device && W.blk != c.blk) wait_for_store(c.w, W.blk);
     p.on = true;
     p.device = c.device;
     p.a = a;
@@ -210,17 +225,34 @@ void defer_write(const Ctx& c, const Rec& W, uintptr_t a, size_t size) {
     memcpy(p.prior, &W, sizeof(W));
 }
 
-// The race detector's work for one byte.
-inline void race_byte(const Ctx& c, Rec& W, Rec& R, bool write, bool atomic, uintptr_t a, size_t size) {
+// The race detector's work for one byte (B: its address; A, SIZE: the access's).
+inline void race_byte(const Ctx& c, Rec& W, Rec& R, bool write, bool atomic, uintptr_t a, size_t size, uintptr_t b) {
     if (rec_valid(c, W) && !(atomic && (rec_flags(W) & R_ATOMIC)) && !write_ordered(c, W)) {
         if (!write) race(c, a, size, false, W, true);
         if (!atomic) defer_write(c, W, a, size);
         else race(c, a, size, true, W, true);
     }
+    if (!write && !atomic && c.device && (rec_flags(W) & R_FIRST) && rec_valid(c, W)) {
+        Rec first;
+        {
+            std::lock_guard<std::mutex> lk(g_first_mu);
+            first = g_first[b];
+        }
+        if (rec_valid(c, first) && !write_ordered(c, first)) race(c, a, size, false, first, true);
+    }
     if (write) {
         if (rec_valid(c, R) && !(atomic && (rec_flags(R) & R_ATOMIC)) && !reads_ordered(c, R))
             race(c, a, size, true, R, false);
-        W = me(c, atomic ? R_ATOMIC : 0);
+        unsigned keep = 0;
+        if (atomic && c.device && rec_valid(c, W) && (rec_flags(W) & R_ATOMIC)) {
+            if (rec_flags(W) & R_FIRST) keep = R_FIRST;
+            else if (W.blk != c.blk && !write_ordered(c, W)) {
+                std::lock_guard<std::mutex> lk(g_first_mu);
+                g_first[b] = W;
+                keep = R_FIRST;
+            }
+        }
+        W = me(c, atomic ? R_ATOMIC | keep : 0);
         R.blk = 0;
         return;
     }
@@ -321,6 +353,8 @@ void atomic_release_acquire(const Ctx& c, uintptr_t a) {
 }
 
 void device_access(Worker* w, uintptr_t a, size_t size, int acc, uintptr_t pc) {
+    // this thread's previous access has landed (wait_for_store); only this OS thread writes the count
+    w->accesses.store(w->accesses.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     DevAlloc* A = find_alloc(a);
     if (!A || A->freed || a < A->start || a + size > A->start + A->size) {
         t_runtime++;
@@ -335,6 +369,7 @@ void device_access(Worker* w, uintptr_t a, size_t size, int acc, uintptr_t pc) {
     Rec* W = (Rec*)A->wrec + off;
     Rec* R = (Rec*)A->rrec + off;
     bool write = acc & ACC_WRITE, atomic = acc & ACC_ATOMIC;
+    bool defer = !write && !atomic && size <= 16;  // a plain load: its race check waits (PendingRead)
     for (size_t i = 0; i < size; i++) {
         uint8_t& st = A->state[off + i];
         if (!write && st != S_INIT) {
@@ -345,9 +380,11 @@ void device_access(Worker* w, uintptr_t a, size_t size, int acc, uintptr_t pc) {
                           "by a kernel or a copy since cudaMalloc)%s", size, d, i, at_source(pc, false).c_str());
         }
         if (write) st = S_INIT;
-        race_byte(c, W[i], R[i], write, atomic, a, size);
+        if (!defer) race_byte(c, W[i], R[i], write, atomic, a, size, a + i);
         if (g_cur_op) hb_byte(A, off + i, (uint32_t)g_cur_op->id, write, atomic, a, size, pc);
     }
+    if (defer) w->pread = PendingRead{true, true, a, pc, size};
+    if (g_store_delay_us && write && !atomic) usleep(g_store_delay_us);
 }
 
 void shadow_arena(Worker* w) {
@@ -400,8 +437,34 @@ void shared_access(Worker* w, uintptr_t a, size_t size, int acc, uintptr_t pc) {
             t_runtime++, die_in_kernel("reads %zu bytes of uninitialised shared memory at %s (no thread of this block wrote byte %zu "
                           "of them yet)%s", size, where_shared(w, off).c_str(), i, at_source(pc, false).c_str());
         if (write) st = S_INIT;
-        race_byte(c, W[i], R[i], write, atomic, a, size);
+        if (write || atomic || size > 16) race_byte(c, W[i], R[i], write, atomic, a, size, a + i);
     }
+    if (!write && !atomic && size <= 16) w->pread = PendingRead{true, false, a, pc, size};  // as in device_access
+}
+
+// A plain load's race check, made at the thread's next access to memory other than its own (its
+// stack, the arguments), or before it waits or exits, as if made at the load (the thread's barrier
+// interval and warp operations have not changed since). Not made when that next access is a
+// compare-and-swap of the same bytes: the load was the first guess of a CAS loop (the CUDA
+// programming guide's atomicAdd for double reads the old value plainly, then atomicCAS checks it and
+// retries), whose value the CAS validates, so its racing with other threads' atomics is harmless. A
+// load whose value is used otherwise, or whose next access is anything else, is checked as ever.
+void resolve_pending_read(Worker* w, uintptr_t a, size_t size, int acc) {
+    PendingRead p = w->pread;
+    w->pread.on = false;
+    if ((acc & ACC_CAS) && a == p.a && size == p.size) return;
+    Ctx c = make_ctx(w, p.device, p.pc);
+    Rec *W, *R;
+    if (p.device) {
+        DevAlloc* A = find_alloc(p.a);
+        if (!A || !A->wrec) return;
+        W = (Rec*)A->wrec + (p.a - A->start);
+        R = (Rec*)A->rrec + (p.a - A->start);
+    } else {
+        W = (Rec*)w->sm_wrec + (p.a - (uintptr_t)w->arena);
+        R = (Rec*)w->sm_rrec + (p.a - (uintptr_t)w->arena);
+    }
+    for (size_t i = 0; i < p.size; i++) race_byte(c, W[i], R[i], false, false, p.a, p.size, p.a + i);
 }
 
 [[noreturn]] void host_memory(Worker* w, uintptr_t a, size_t size, int acc, uintptr_t pc) {
@@ -489,6 +552,12 @@ inline void cc_access(const volatile void* p, size_t size, int acc, uintptr_t pc
     acc &= ~ACC_NOCOUNT;
     if (!g_check_run) return;
     if (w->pending.on) check_pending_write(w);
+    if (w->pread.on) {
+        const Fiber* f = w->cur;
+        bool own = a - (uintptr_t)f->stack < f->stack_size || a - w->launch->params_lo < w->launch->params_size ||
+                   a - w->tls_lo < w->tls_hi - w->tls_lo;
+        if (!own) resolve_pending_read(w, a, size, acc);
+    }
     if (a - g_dev_lo < g_dev_span) return device_access(w, a, size, acc, pc);
     if (a - (uintptr_t)w->arena < w->arena_size + kPage) return shared_access(w, a, size, acc, pc);
     Fiber* f = w->cur;
@@ -576,6 +645,8 @@ void check_run_start(const Launch* L) {
 }
 
 // The deferred write is done: if it changed the bytes the earlier write left, the two raced.
+void check_pending_read(Worker* w) { resolve_pending_read(w, 0, 0, 0); }
+
 void check_pending_write(Worker* w) {
     PendingWrite& p = w->pending;
     p.on = false;
@@ -674,15 +745,15 @@ static int cc_cas_access(const volatile T* a, T expected) {
     CC_ATOMIC_RMW(n, T, fetch_nand, __atomic_fetch_nand)                                                         \
     extern "C" bool __tsan_atomic##n##_compare_exchange_strong(volatile void* p, void* c, T v, int, int) {      \
         volatile T* a = (volatile T*)p;                                                                          \
-        CC_ATOMIC_LOCK; cc_access(a, sizeof(T), cc_cas_access(a, *(T*)c), CC_PC);                                \
+        CC_ATOMIC_LOCK; cc_access(a, sizeof(T), cc_cas_access(a, *(T*)c) | ACC_CAS, CC_PC);                      \
         return __atomic_compare_exchange_n(a, (T*)c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); }           \
     extern "C" bool __tsan_atomic##n##_compare_exchange_weak(volatile void* p, void* c, T v, int, int) {        \
         volatile T* a = (volatile T*)p;                                                                          \
-        CC_ATOMIC_LOCK; cc_access(a, sizeof(T), cc_cas_access(a, *(T*)c), CC_PC);                                \
+        CC_ATOMIC_LOCK; cc_access(a, sizeof(T), cc_cas_access(a, *(T*)c) | ACC_CAS, CC_PC);                      \
         return __atomic_compare_exchange_n(a, (T*)c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); }           \
     extern "C" T __tsan_atomic##n##_compare_exchange_val(volatile void* p, T c, T v, int, int) {                \
         volatile T* a = (volatile T*)p;                                                                          \
-        CC_ATOMIC_LOCK; cc_access(a, sizeof(T), cc_cas_access(a, c), CC_PC);                                     \
+        CC_ATOMIC_LOCK; cc_access(a, sizeof(T), cc_cas_access(a, c) | ACC_CAS, CC_PC);                           \
         __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); return c; }
 #define CC_ATOMIC_RMW(n, T, op, builtin)                                                                         \
     extern "C" T __tsan_atomic##n##_##op(volatile void* p, T v, int) {                                          \

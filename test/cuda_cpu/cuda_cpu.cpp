@@ -18,11 +18,13 @@
 #include <execinfo.h>
 #include <fcntl.h>
 #include <link.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <pthread.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -105,6 +107,7 @@ bool g_check;
 bool g_check_run;
 bool g_protect;
 int g_strict_exit;
+unsigned g_store_delay_us;
 std::vector<Schedule> g_schedules;
 static double g_watchdog_s;
 static uint64_t g_atomic_seed;  // CUDA_CPU_ATOMIC_SEED: the order float atomics are summed in
@@ -159,6 +162,7 @@ static void modes_init() {
     static const char* const strict[] = {"off", "warn", "abort"};
     g_strict_exit = env_choice("CUDA_CPU_STRICT_EXIT", strict, 3, 0);
     g_watchdog_s = (double)env_size("CUDA_CPU_WATCHDOG_S", 60, true);
+    g_store_delay_us = (unsigned)env_size("CUDA_CPU_STORE_DELAY_US", 0, true);
     const char* s = getenv("CUDA_CPU_SCHEDULES");
     parse_schedules(s && *s ? s : g_instrumented ? "forward,reverse" : "forward");
     const char* seed = getenv("CUDA_CPU_ATOMIC_SEED");
@@ -429,6 +433,7 @@ static void fiber_entry() {
     for (;;) {
         w = tw;
         w->launch->fn(w->launch->arg);
+        if (w->pread.on) check_pending_read(w);
         if (w->pending.on) check_pending_write(w);
         wgmma_thread_exit(w);
         f->state = F_DONE;
@@ -661,16 +666,34 @@ static std::string describe_block(Worker* w) {
     cuda_cpu_fail("kernel '%s' block %s: %s%s", L->name, block_name(L, w->block_linear).c_str(), what, describe_block(w).c_str());
 }
 
-// Releases every group of lanes in warp [base, end) that all wait at the same warp operation.
+// A lane's shuffle names a source lane of its mask that has exited: the PTX ISA leaves the value
+// undefined (shfl.sync reads the mask's non-exited lanes), so the read is the bug, not a hang.
+[[noreturn]] static void die_exited_source(Worker* w, unsigned base, unsigned lane, unsigned src, const Fiber* f) {
+    char what[400];
+    snprintf(what, sizeof(what), "lane %u of warp %u reads lane %u in %s at %s, and lane %u has exited: the value is "
+             "undefined (a shuffle reads only the non-exited lanes of its mask): ",
+             lane, base / 32, src, f->name, source_of(f->site).c_str(), src);
+    die_divergent(w, what);
+}
+
+// Releases every group of lanes in warp [base, end) that all wait at the same warp operation. The
+// sync intrinsics (__shfl*_sync, votes, __reduce*_sync, __match*_sync, __syncwarp) wait for the
+// non-exited lanes of their mask (the PTX ISA; the CUDA programming guide: "all non-exited threads
+// named in mask must execute the same intrinsic"), so lanes that returned early are not waited for.
+// The matrix primitives (mma, ldmatrix, wgmma, WMMA: .aligned) need every lane of the warp.
 static bool release_warp(Worker* w, unsigned base, unsigned end) {
     unsigned width = end - base;
     unsigned exist = width == 32 ? 0xffffffffu : ((1u << width) - 1u);
     bool released = false;
     Fiber** F = w->fibers.data() + base;
+    unsigned exited = 0;
+    for (unsigned l = 0; l < width; l++) exited |= (unsigned)(F[l]->state == F_DONE) << l;
     for (unsigned lane = 0; lane < width; lane++) {
         Fiber* f = F[lane];
         if (f->state != F_WARP) continue;
-        unsigned m = f->mask & exist;
+        unsigned given = f->mask & exist;
+        bool aligned = f->op == CUDA_CPU_WARP_CONVERGE || f->op == CUDA_CPU_WARP_MATRIX;
+        unsigned m = aligned ? given : given & ~exited;
         if (!(m & (1u << lane))) {
             char what[200];
             snprintf(what, sizeof(what), "lane %u of warp %u calls %s with mask 0x%08x, which leaves it out: ",
@@ -681,7 +704,7 @@ static bool release_warp(Worker* w, unsigned base, unsigned end) {
         for (unsigned l = 0; l < width && ready; l++) {
             if (!(m & (1u << l))) continue;
             Fiber* g = F[l];
-            if (g->state != F_WARP || (g->mask & exist) != m) ready = false;
+            if (g->state != F_WARP || (g->mask & exist) != given) ready = false;
             else if (g->op != f->op) {
                 char what[200];
                 snprintf(what, sizeof(what), "lanes of warp %u meet at different warp operations (%s, %s): ",
@@ -726,7 +749,9 @@ static bool release_warp(Worker* w, unsigned base, unsigned end) {
             case CUDA_CPU_WARP_SHFL: {
                 // A source lane outside the group holds nothing defined: hand back NaN bits.
                 unsigned s = (unsigned)g->src;
-                g->out = (s < 32 && ((m >> s) & 1u)) ? F[s]->in : ~0ull;
+                if (s < width && ((m >> s) & 1u)) g->out = F[s]->in;
+                else if (s < width && ((given >> s) & 1u)) die_exited_source(w, base, l, s, g);
+                else g->out = ~0ull;
                 break;
             }
             case CUDA_CPU_WARP_MATCH: {
@@ -893,6 +918,7 @@ static void run_block(Worker* w, const Launch* L, uint64_t b) {
     w->ndone = 0;
     w->nwarps = (n + 31) / 32;
     w->blk = g_blk_counter.fetch_add(1, std::memory_order_relaxed) + 1;
+    w->running_blk.store(w->blk, std::memory_order_release);
     w->epoch = 1;
     if (g_check_run) check_block_start(w);
     block_order(w, L, b);
@@ -910,7 +936,32 @@ static void run_block(Worker* w, const Launch* L, uint64_t b) {
         if (w->ndone == n) break;
         release_block(w);
     }
+    w->running_blk.store(0, std::memory_order_release);
     if (g_count_run) count_block_instructions(w);
+}
+
+// Another block's write the race detector found unordered with this thread's: its check ran, its
+// store may not have yet (the two run on different OS threads). The same-value test must compare
+// with what that store leaves, so wait for it: the other thread's next checked access, or its block's
+// end. Between a check and its store a thread takes no lock, so the wait ends within a time slice;
+// two threads each waiting here for the other (two locations, opposite orders) give up after 50 ms
+// and compare with what they see.
+void wait_for_store(Worker* self, uint32_t blk) {
+    Worker* other = nullptr;
+    {
+        std::lock_guard<std::mutex> lk(g_workers_mu);
+        for (Worker* w : g_workers)
+            if (w != self && w->running_blk.load(std::memory_order_acquire) == blk) other = w;
+    }
+    if (!other) return;  // ended, or ran on this OS thread: its stores have landed
+    uint64_t seen = other->accesses.load(std::memory_order_acquire);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (other->running_blk.load(std::memory_order_acquire) == blk && other->accesses.load(std::memory_order_acquire) == seen) {
+        sched_yield();
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000000000ll + (t.tv_nsec - t0.tv_nsec) > 50000000ll) return;
+    }
 }
 
 static Worker* current_thread_worker(const char* what) {
@@ -924,8 +975,10 @@ uint64_t cuda_cpu_warp(int op, const char* name, unsigned mask, uint64_t value, 
     // counted: shuffles, votes, reductions, matches, __syncwarp (WARPSYNC); the matrix primitives'
     // meetings are counted as the primitive itself
     if (op != CUDA_CPU_WARP_CONVERGE && op != CUDA_CPU_WARP_MATRIX) count_ins(CUDA_CPU_INS_SHFL);
+    if (w->pread.on) check_pending_read(w);
     if (w->pending.on) check_pending_write(w);
     Fiber* f = w->cur;
+    f->site = (uintptr_t)__builtin_return_address(0);
     f->state = F_WARP;
     f->op = op;
     f->name = name;
@@ -940,6 +993,7 @@ uint64_t cuda_cpu_warp(int op, const char* name, unsigned mask, uint64_t value, 
 int cuda_cpu_block(int op, const char* name, int pred) {
     Worker* w = current_thread_worker(name);
     count_ins(CUDA_CPU_INS_BAR);
+    if (w->pread.on) check_pending_read(w);
     if (w->pending.on) check_pending_write(w);
     Fiber* f = w->cur;
     f->site = (uintptr_t)__builtin_return_address(0);

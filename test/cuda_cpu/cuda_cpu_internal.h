@@ -43,7 +43,7 @@ struct Fiber {
     void* asan_fake;
     uint32_t wsync;     // warp operations this thread took part in, this block (race detector)
     uint64_t natomics;  // float atomics this thread made, this block (their identity for reordering)
-    uintptr_t site;     // the block barrier it waits at (its call's return address)
+    uintptr_t site;     // the block barrier or warp operation it waits at (its call's return address)
     uint32_t fence_epoch;  // the block's barrier interval of its last __threadfence (0: none)
     uint64_t c_ins[CUDA_CPU_INS_N];  // CUDA_CPU_COUNT: this thread's instructions of each class, this block
 };
@@ -111,6 +111,15 @@ struct PendingWrite {
     unsigned char prior[16];   // its record (check_cpu.cpp's Rec)
 };
 
+// A plain load of global or shared memory whose race check waits for the thread's next access
+// (check_cpu.cpp: a compare-and-swap of the same bytes next makes it the CAS loop's first guess).
+struct PendingRead {
+    bool on;
+    bool device;
+    uintptr_t a, pc;
+    size_t size;
+};
+
 struct Worker {
     jmp_buf sched;
     std::vector<Fiber*> fibers;
@@ -137,6 +146,11 @@ struct Worker {
     pthread_t thread;
     uintptr_t tls_lo, tls_hi;        // this OS thread's static TLS (the built-in variables)
     std::atomic<uint64_t> progress;  // fiber switches, for the watchdog
+    // The race detector's view from other OS threads (wait_for_store): the block instance running
+    // here (0 between blocks) and a count of its checked global accesses. An access's check runs
+    // just before its store, so a count past the one seen means that store has landed.
+    std::atomic<uint32_t> running_blk;
+    std::atomic<uint64_t> accesses;
     std::atomic<const Launch*> active;
     std::vector<uintptr_t> fatomics;  // float atomic targets of this run (schedule comparison)
     std::vector<FloatAtomic> flog;    // float atomic additions of this run
@@ -150,6 +164,7 @@ struct Worker {
     // the arena ranges marked addressable for the running block (reset at the next block)
     std::vector<std::pair<size_t, size_t>> sm_marked;
     PendingWrite pending;
+    PendingRead pread;
     // CUDA_CPU_COUNT: this launch's global bytes read and written, the 32-byte sectors first touched
     // by it, shared memory bytes, tensor-core FLOPs of mma.sync and WMMA, and of wgmma
     uint64_t c_gread, c_gwrite, c_gread_sectors, c_gwrite_sectors, c_sread, c_swrite, c_mma_flops, c_wgmma_flops;
@@ -386,6 +401,9 @@ extern bool g_wgmma_fault;   // CUDA_CPU_FAULT=wgmma: wgmma reads B the wrong wa
 void count_global(Worker* w, uintptr_t a, size_t size, bool write);
 void count_line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 extern bool g_protect;       // device allocations inaccessible to the host outside the runtime
+extern unsigned g_store_delay_us;  // CUDA_CPU_STORE_DELAY_US: a checked global store waits this long
+                                   // after its check (a test hook: another OS thread then sees it
+                                   // checked and not landed)
 extern int g_strict_exit;    // 0: exited threads count as arrived at __syncthreads; 1 warn; 2 abort
 extern std::vector<Schedule> g_schedules;
 void runtime_init_once();
@@ -405,6 +423,10 @@ void check_block_start(Worker* w);
 void check_shared_var(Worker* w, size_t off, size_t size);
 void check_warp_released(Worker* w, unsigned base, unsigned mask);
 void check_pending_write(Worker* w);  // the running thread is about to wait or exit
+void check_pending_read(Worker* w);   // the same, for a plain load not yet checked for races
+// Waits until block instance BLK, if another OS thread runs it now, has made its next checked access
+// or ended: its last store has then landed (cuda_cpu.cpp).
+void wait_for_store(Worker* self, uint32_t blk);
 void check_alloc(DevAlloc* a);
 void check_fence(Worker* w);  // __threadfence in a checked run
 void check_free(DevAlloc* a);

@@ -681,9 +681,32 @@ __global__ void exit_before_barrier_kernel(float* x) {
     x[threadIdx.x] = 1.0f;
 }
 __global__ void divergent_shuffle_kernel(float* x) {
+    // Half the warp at a full-mask shuffle, the other half at a __syncwarp: each waits for the other
+    // at another warp operation, which neither will reach (a hang, or undefined, on a GPU).
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     float v = x[i];
     if (threadIdx.x % 32 < 16) v = __shfl_xor_sync(0xffffffffu, v, 1);
+    else __syncwarp();
+    x[i] = v;
+}
+// Legal: the warp's last 8 lanes return first; a full-mask shuffle, ballot and __syncwarp wait for
+// the mask's non-exited lanes only (the PTX ISA), and the shuffle reads partners that are there.
+__global__ void early_exit_warp_ops_kernel(float* x, unsigned* ballot) {
+    if (threadIdx.x % 32 >= 24) return;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = x[i];
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    unsigned b = __ballot_sync(0xffffffffu, 1);
+    __syncwarp();
+    x[i] = v;
+    if (threadIdx.x % 32 == 0) ballot[i / 32] = b;
+}
+// Its buggy twin: lanes 8-15 read lanes 24-31 (xor 16), which have exited: an undefined value.
+__global__ void exited_source_shuffle_kernel(float* x) {
+    if (threadIdx.x % 32 >= 24) return;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = x[i];
+    v += __shfl_xor_sync(0xffffffffu, v, 16);
     x[i] = v;
 }
 __global__ void uneven_barrier_loop_kernel(float* x) {
@@ -697,6 +720,109 @@ static int child_exit_before_barrier() {
     float* d;
     CK(cudaMalloc(&d, 64 * sizeof(float)));
     exit_before_barrier_kernel<<<1, 64>>>(d);
+    return 0;
+}
+// Legal: every block stores the same value to one place (a flag all of them set): unordered writes
+// of one value are benign. Run on 2 OS threads with each checked store held back 300 us after its
+// check (CUDA_CPU_STORE_DELAY_US), where the check once compared with the bytes before the other
+// block's store had landed, and called the same value "a different value" in most launches.
+__global__ void same_value_from_blocks_kernel(float* flag) { *flag = 1.0f; }
+// Its buggy twin: each block stores its own index.
+__global__ void own_value_from_blocks_kernel(float* flag) { *flag = (float)blockIdx.x; }
+
+static int child_same_value(bool twin) {
+    float* d;
+    CK(cudaMalloc(&d, sizeof(float)));
+    for (int r = 0; r < (twin ? 1 : 20); r++) {
+        CK(cudaMemset(d, 0, sizeof(float)));
+        if (twin) own_value_from_blocks_kernel<<<64, 1>>>(d);
+        else same_value_from_blocks_kernel<<<64, 1>>>(d);
+        CK(cudaDeviceSynchronize());
+    }
+    float h = 0;
+    CK(cudaMemcpy(&h, d, sizeof(float), cudaMemcpyDeviceToHost));
+    printf("%g\n", h);
+    return 0;
+}
+
+// Legal: a double addition built from a compare-and-swap loop, as the CUDA programming guide builds
+// atomicAdd for double where the hardware has none: the old value is first read plainly (it races
+// with the other threads' swaps), then atomicCAS keeps the sum only if the value is still the one read,
+// else the loop retries with what the CAS returned.
+__device__ double add_by_cas(double* p, double v) {
+    unsigned long long* u = (unsigned long long*)p;
+    unsigned long long seen = *u, guess;
+    do {
+        guess = seen;
+        seen = atomicCAS(u, guess, __double_as_longlong(v + __longlong_as_double(guess)));
+    } while (guess != seen);
+    return __longlong_as_double(seen);
+}
+__global__ void cas_loop_add_kernel(double* sum) { add_by_cas(sum, 1.0); }
+// Its buggy twin: the value read plainly is used without a CAS to check it (a lost update).
+__global__ void read_then_exchange_kernel(double* sum) {
+    double seen = *sum;
+    atomicExch((unsigned long long*)sum, (unsigned long long)__double_as_longlong(seen + 1.0));
+}
+
+static int child_cas_loop(bool twin) {
+    double* d;
+    CK(cudaMalloc(&d, sizeof(double)));
+    double total = 0;
+    for (int r = 0; r < (twin ? 1 : 20); r++) {
+        CK(cudaMemset(d, 0, sizeof(double)));
+        if (twin) read_then_exchange_kernel<<<16, 64>>>(d);
+        else cas_loop_add_kernel<<<16, 64>>>(d);
+        CK(cudaDeviceSynchronize());
+        double h = 0;
+        CK(cudaMemcpy(&h, d, sizeof(double), cudaMemcpyDeviceToHost));
+        total += h;
+    }
+    printf("%g\n", total);
+    return 0;
+}
+
+// A reduction across blocks: every block adds its part into one buffer with atomics, then thread 0
+// counts the block in; the block that counts last reads the buffer. Legal with a __threadfence before
+// the count (the programming guide's threadFenceReduction); its twin without one is a race on a GPU,
+// which the detector used to catch only when another block's addition happened to land last.
+template <bool fence>
+__global__ void last_block_reads_kernel(unsigned* acc, unsigned* count, unsigned* out) {
+    __shared__ bool last;
+    atomicAdd(&acc[threadIdx.x], blockIdx.x + 1);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        if (fence) __threadfence();
+        last = atomicAdd(count, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (last) out[threadIdx.x] = acc[threadIdx.x];
+}
+
+static int child_last_block(bool fence) {
+    unsigned *acc, *count, *out;
+    CK(cudaMalloc(&acc, 32 * sizeof(unsigned)));
+    CK(cudaMalloc(&count, sizeof(unsigned)));
+    CK(cudaMalloc(&out, 32 * sizeof(unsigned)));
+    unsigned bad = 0;
+    for (int r = 0; r < 20; r++) {
+        CK(cudaMemset(acc, 0, 32 * sizeof(unsigned)));
+        CK(cudaMemset(count, 0, sizeof(unsigned)));
+        if (fence) last_block_reads_kernel<true><<<16, 32>>>(acc, count, out);
+        else last_block_reads_kernel<false><<<16, 32>>>(acc, count, out);
+        std::vector<unsigned> h(32);
+        CK(cudaMemcpy(h.data(), out, 32 * sizeof(unsigned), cudaMemcpyDeviceToHost));
+        for (unsigned v : h) bad += v != 16 * 17 / 2;
+    }
+    printf("%u\n", bad);
+    return 0;
+}
+
+static int child_exited_source() {
+    float* d;
+    CK(cudaMalloc(&d, 128 * sizeof(float)));
+    CK(cudaMemset(d, 0, 128 * sizeof(float)));
+    exited_source_shuffle_kernel<<<2, 64>>>(d);
     return 0;
 }
 static int child_shuffle() {
@@ -713,6 +839,111 @@ static void check_aborts(const char* name, const char* child, std::vector<std::s
     bool named = r.err.find(kernel) != std::string::npos && r.err.find(what) != std::string::npos;
     std::string why = std::string(r.aborted() ? "" : "child did not abort; ") + (named ? "" : "message lacks kernel/what: ") + r.why();
     test_report(r.aborted() && named, name, why.c_str());
+}
+
+// The reduction's last block: with the fence, 20 launches on 1 and on 2 OS threads, no alarm and the
+// sums right; without it, caught in 20 runs of 20 (each run a fresh process: another interleaving).
+static void test_last_block_reads() {
+    for (const char* threads : {"CUDA_CPU_THREADS=1", "CUDA_CPU_THREADS=2"}) {
+        ChildResult ok = run_child_case("last_block_fenced", {threads});
+        std::string name = std::string("reduction_last_block_reads_after_fence_no_alarm_20_runs_") + (threads + strlen(threads) - 1) + "_threads";
+        test_report(ok.exited_ok() && ok.out == "0\n", name.c_str(), (ok.out + ok.why()).c_str());
+    }
+    int caught = 0;
+    std::string why;
+    for (int r = 0; r < 20; r++) {
+        ChildResult c = run_child_case("last_block_unfenced", {r % 2 ? "CUDA_CPU_THREADS=2" : "CUDA_CPU_THREADS=1"});
+        if (c.aborted() && c.err.find("last_block_reads_kernel") != std::string::npos &&
+            c.err.find("data race on global memory: this thread reads 4 bytes") != std::string::npos)
+            caught++;
+        else
+            why = c.why();
+    }
+    char msg[600];
+    snprintf(msg, sizeof(msg), "caught in %d of 20 runs; %s", caught, why.c_str());
+    test_report(caught == 20, "reduction_without_fence_caught_in_20_of_20_runs_1_and_2_threads", msg);
+}
+
+// The CAS loop: 20 launches of 1,024 additions, on 1 and on 2 OS threads: no alarm, every addition
+// kept (20,480); the twin that uses its plain read without a CAS: caught in 20 runs of 20.
+static void test_cas_loop() {
+    for (const char* threads : {"CUDA_CPU_THREADS=1", "CUDA_CPU_THREADS=2"}) {
+        ChildResult ok = run_child_case("cas_loop", {threads});
+        std::string name = std::string("cas_loop_seeded_by_a_plain_read_no_alarm_20_runs_") + (threads + strlen(threads) - 1) + "_threads";
+        test_report(ok.exited_ok() && ok.out == "20480\n", name.c_str(), (ok.out + ok.why()).c_str());
+    }
+    int caught = 0;
+    std::string why;
+    for (int r = 0; r < 20; r++) {
+        ChildResult c = run_child_case("read_then_exchange", {});
+        if (c.aborted() && c.err.find("read_then_exchange_kernel") != std::string::npos &&
+            c.err.find("data race on global memory: this thread reads 8 bytes") != std::string::npos)
+            caught++;
+        else
+            why = c.why();
+    }
+    char msg[600];
+    snprintf(msg, sizeof(msg), "caught in %d of 20 runs; %s", caught, why.c_str());
+    test_report(caught == 20, "plain_read_used_without_a_cas_caught_in_20_of_20_runs", msg);
+}
+
+// 64 blocks storing one value to one place, on 2 OS threads, stores held back: no alarm in 20 runs;
+// storing each its own value: caught in 20 runs of 20.
+static void test_same_value_from_blocks() {
+    ChildResult ok = run_child_case("same_value", {"CUDA_CPU_THREADS=2", "CUDA_CPU_STORE_DELAY_US=300"});
+    test_report(ok.exited_ok() && ok.out == "1\n", "blocks_storing_one_value_to_one_place_no_alarm_20_runs_2_threads", ok.why().c_str());
+    int caught = 0;
+    std::string why;
+    for (int r = 0; r < 20; r++) {
+        ChildResult c = run_child_case("own_value", {"CUDA_CPU_THREADS=2", "CUDA_CPU_STORE_DELAY_US=300"});
+        if (c.aborted() && c.err.find("own_value_from_blocks_kernel") != std::string::npos &&
+            c.err.find("data race on global memory") != std::string::npos && c.err.find("a different value") != std::string::npos)
+            caught++;
+        else
+            why = c.why();
+    }
+    char msg[600];
+    snprintf(msg, sizeof(msg), "caught in %d of 20 runs; %s", caught, why.c_str());
+    test_report(caught == 20, "blocks_storing_different_values_to_one_place_caught_in_20_of_20_runs", msg);
+}
+
+// A full-mask warp operation after some lanes of the mask returned: legal, 20 runs (each launch a new
+// schedule of lanes and blocks), the sums and the ballot right; the twin that reads an exited lane
+// aborts naming the lanes, the shuffle and that the value is undefined, 20 runs of 20.
+static void test_early_exit_warp_ops() {
+    const int n = 4 * 64, runs = 20;
+    float* d;
+    unsigned* b;
+    CK(cudaMalloc(&d, n * sizeof(float)));
+    CK(cudaMalloc(&b, (n / 32) * sizeof(unsigned)));
+    std::vector<float> h(n), in(n);
+    std::vector<unsigned> hb(n / 32);
+    for (int i = 0; i < n; i++) in[i] = (float)(i * 3 + 1);
+    int bad = 0;
+    for (int r = 0; r < runs; r++) {
+        CK(cudaMemcpy(d, in.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+        early_exit_warp_ops_kernel<<<4, 64>>>(d, b);
+        CK(cudaGetLastError());
+        CK(cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(hb.data(), b, (n / 32) * sizeof(unsigned), cudaMemcpyDeviceToHost));
+        for (int i = 0; i < n; i++) bad += h[i] != (i % 32 >= 24 ? in[i] : in[i] + in[i ^ 1]);
+        for (int k = 0; k < n / 32; k++) bad += hb[k] != 0x00ffffffu;
+    }
+    CHECK(bad == 0, "full_mask_warp_ops_after_lanes_returned_wait_for_the_non_exited_20_runs");
+    CK(cudaFree(d));
+    CK(cudaFree(b));
+    int caught = 0;
+    std::string why;
+    for (int r = 0; r < runs; r++) {
+        ChildResult c = run_child_case("exited_source", {});
+        bool named = c.err.find("exited_source_shuffle_kernel") != std::string::npos &&
+                     c.err.find("__shfl_xor_sync") != std::string::npos && c.err.find("has exited: the value is undefined") != std::string::npos;
+        if (c.aborted() && named) caught++;
+        else why = c.why();
+    }
+    char msg[600];
+    snprintf(msg, sizeof(msg), "caught in %d of %d runs; %s", caught, runs, why.c_str());
+    test_report(caught == runs, "shuffle_reading_an_exited_lane_caught_in_20_of_20_runs", msg);
 }
 
 // Since Volta an exiting thread counts as arrived at a barrier (the PTX ISA): a block whose early
@@ -739,6 +970,10 @@ static void test_divergence() {
     test_report(w.exited_ok() && w.err.find("warning: kernel 'exit_before_barrier_kernel'") != std::string::npos,
                 "strict_exit_warn_names_the_kernel", w.why().c_str());
     check_aborts("divergence_abort_half_warp_shuffle", "shuffle", {}, "divergent_shuffle_kernel", "__shfl_xor_sync");
+    test_early_exit_warp_ops();
+    test_same_value_from_blocks();
+    test_cas_loop();
+    test_last_block_reads();
 }
 
 static void test_properties() {
@@ -763,6 +998,13 @@ int main(int argc, char** argv) {
         if (c == "poison_smem") return child_poison_smem();
         if (c == "exit_before_barrier") return child_exit_before_barrier();
         if (c == "shuffle") return child_shuffle();
+        if (c == "exited_source") return child_exited_source();
+        if (c == "same_value") return child_same_value(false);
+        if (c == "cas_loop") return child_cas_loop(false);
+        if (c == "last_block_fenced") return child_last_block(true);
+        if (c == "last_block_unfenced") return child_last_block(false);
+        if (c == "read_then_exchange") return child_cas_loop(true);
+        if (c == "own_value") return child_same_value(true);
         fprintf(stderr, "test_runtime: unknown child case %s\n", argv[2]);
         return 2;
     }
