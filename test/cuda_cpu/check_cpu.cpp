@@ -193,16 +193,17 @@ std::string where(const Ctx& c, uintptr_t a) {
     return where_shared(c.w, a - (uintptr_t)c.w->arena);
 }
 
-[[noreturn]] void race(const Ctx& c, uintptr_t a, size_t size, bool write, const Rec& prior, bool prior_write,
-                       bool other_value = false) {
-    t_runtime++;
+// A data race (kernel_alarm: the end of the program, or with CUDA_CPU_ALARMS=report one more count).
+void race(const Ctx& c, uintptr_t a, size_t size, bool write, const Rec& prior, bool prior_write,
+          bool other_value = false) {
+    RuntimeScope scope;
     const char* space = c.device ? "global" : "shared";
     const char* between = c.device ? (prior.blk != c.blk && !(rec_flags(prior) & (R_MWARP | R_MLANE))
                                           ? "blocks of one launch are not ordered (unless the writer's __threadfence "
                                             "and an atomic after it, met by an atomic of the reader's block, order them)"
                                           : "no __syncthreads (or __syncwarp within a warp) between them")
                                    : "no __syncthreads (or __syncwarp within a warp) between them";
-    die_in_kernel("data race on %s memory: this thread %s %zu bytes at %s%s, which %s %s in the same barrier "
+    kernel_alarm("data race", a, c.pc, "data race on %s memory: this thread %s %zu bytes at %s%s, which %s %s in the same barrier "
                   "interval%s; %s", space, write ? (other_value ? "wrote" : "writes") : "reads", size, where(c, a).c_str(),
                   at_source(c.pc, false).c_str(), who(c, prior, !prior_write).c_str(),
                   prior_write ? "wrote" : "read", other_value ? ", a different value" : "", between);
@@ -214,7 +215,7 @@ std::string where(const Ctx& c, uintptr_t a) {
 void defer_write(const Ctx& c, const Rec& W, uintptr_t a, size_t size) {
     PendingWrite& p = c.w->pending;
     if (p.on && p.a == a) return;  // another byte of the same access
-    if (size > sizeof(p.before)) race(c, a, size, true, W, true);
+    if (size > sizeof(p.before)) return race(c, a, size, true, W, true);
     if (c.device && W.blk != c.blk) wait_for_store(c.w, W.blk);
     p.on = true;
     p.device = c.device;
@@ -229,7 +230,7 @@ void defer_write(const Ctx& c, const Rec& W, uintptr_t a, size_t size) {
 inline void race_byte(const Ctx& c, Rec& W, Rec& R, bool write, bool atomic, uintptr_t a, size_t size, uintptr_t b) {
     if (rec_valid(c, W) && !(atomic && (rec_flags(W) & R_ATOMIC)) && !write_ordered(c, W)) {
         if (!write) race(c, a, size, false, W, true);
-        if (!atomic) defer_write(c, W, a, size);
+        else if (!atomic) defer_write(c, W, a, size);
         else race(c, a, size, true, W, true);
     }
     if (!write && !atomic && c.device && (rec_flags(W) & R_FIRST) && rec_valid(c, W)) {
@@ -302,8 +303,8 @@ const char* verb(int acc) { return (acc & ACC_WRITE) ? "writes" : "reads"; }
 // write, and a write after the reads too; atomics of different ops do not conflict with each other.
 const uint32_t kHbAtomic = 0x80000000u;
 
-[[noreturn]] void hb_race(uintptr_t a, size_t size, bool write, uint32_t other, bool other_write, uintptr_t pc) {
-    t_runtime++;
+void hb_race(uintptr_t a, size_t size, bool write, uint32_t other, bool other_write, uintptr_t pc) {
+    RuntimeScope scope;
     std::string me = g_cur_op ? op_description(g_cur_op->id) : std::string("host code");
     std::string them = op_description(other & ~kHbAtomic);
     char d[256];
@@ -315,10 +316,12 @@ const uint32_t kHbAtomic = 0x80000000u;
                                  "cudaDeviceSynchronize first; on a GPU it may still be running)";
     Worker* w = tw;
     if (w && w->cur && w->launch)
-        die_in_kernel("%s %zu bytes at %s%s, which %s %s; %s (this launch: %s)", write ? "writes" : "reads", size, d,
-                      at.c_str(), them.c_str(), other_write ? "writes" : "reads", how, me.c_str());
-    cuda_cpu_fail("%s %s %zu bytes at %s%s, which %s %s; %s", me.c_str(), write ? "writes" : "reads", size, d, at.c_str(),
-                  them.c_str(), other_write ? "writes" : "reads", how);
+        kernel_alarm("unordered device work", a, pc, "%s %zu bytes at %s%s, which %s %s; %s (this launch: %s)",
+                     write ? "writes" : "reads", size, d, at.c_str(), them.c_str(), other_write ? "writes" : "reads", how,
+                     me.c_str());
+    else
+        kernel_alarm("unordered device work", a, pc, "%s %s %zu bytes at %s%s, which %s %s; %s", me.c_str(),
+                     write ? "writes" : "reads", size, d, at.c_str(), them.c_str(), other_write ? "writes" : "reads", how);
 }
 
 inline void hb_byte(DevAlloc* A, size_t off, uint32_t me, bool write, bool atomic, uintptr_t a, size_t size, uintptr_t pc) {
@@ -373,11 +376,12 @@ void device_access(Worker* w, uintptr_t a, size_t size, int acc, uintptr_t pc) {
     for (size_t i = 0; i < size; i++) {
         uint8_t& st = A->state[off + i];
         if (!write && st != S_INIT) {
-            t_runtime++;
+            RuntimeScope scope;
             char d[256];
             describe_device_address(a, d, sizeof(d));
-            die_in_kernel("reads %zu bytes of uninitialised device memory at %s (byte %zu of them was never written "
-                          "by a kernel or a copy since cudaMalloc)%s", size, d, i, at_source(pc, false).c_str());
+            kernel_alarm("uninitialised read", a, pc, "reads %zu bytes of uninitialised device memory at %s (byte %zu of "
+                         "them was never written by a kernel or a copy since cudaMalloc)%s", size, d, i,
+                         at_source(pc, false).c_str());
         }
         if (write) st = S_INIT;
         if (!defer) race_byte(c, W[i], R[i], write, atomic, a, size, a + i);
@@ -433,9 +437,12 @@ void shared_access(Worker* w, uintptr_t a, size_t size, int acc, uintptr_t pc) {
         if (off + i >= w->arena_size || w->sm_state[off + i] == S_NONE)
             t_runtime++, die_in_kernel("%s %zu bytes at %s%s", verb(acc), size, where_shared(w, off + i).c_str(), at_source(pc, false).c_str());
         uint8_t& st = w->sm_state[off + i];
-        if (!write && st != S_INIT)
-            t_runtime++, die_in_kernel("reads %zu bytes of uninitialised shared memory at %s (no thread of this block wrote byte %zu "
-                          "of them yet)%s", size, where_shared(w, off).c_str(), i, at_source(pc, false).c_str());
+        if (!write && st != S_INIT) {
+            RuntimeScope scope;
+            kernel_alarm("uninitialised read", a, pc, "reads %zu bytes of uninitialised shared memory at %s (no thread of "
+                         "this block wrote byte %zu of them yet)%s", size, where_shared(w, off).c_str(), i,
+                         at_source(pc, false).c_str());
+        }
         if (write) st = S_INIT;
         if (write || atomic || size > 16) race_byte(c, W[i], R[i], write, atomic, a, size, a + i);
     }
@@ -784,7 +791,7 @@ const char* const kCheckKinds[] = {"load of", "store to", "reference binding to"
                                    "member call on", "constructor call on", "downcast of", "downcast of",
                                    "upcast of", "cast to virtual base of", "_Nonnull binding to", "dynamic operation on"};
 
-void type_mismatch(TypeMismatchData* d, uintptr_t ptr) {
+void type_mismatch(TypeMismatchData* d, uintptr_t ptr, uintptr_t pc) {
     if (t_runtime) return;
     Worker* w = tw;
     bool in_kernel = w && w->cur && w->launch;
@@ -795,14 +802,19 @@ void type_mismatch(TypeMismatchData* d, uintptr_t ptr) {
         return;
     }
     if (!(ptr & (align - 1)) || !in_kernel) return;  // host code's alignment is not ours to judge
-    die_in_kernel("misaligned %s %p of type %s, which needs %zu-byte alignment: on a GPU a misaligned address "
-                  "faults (%s:%u:%u)", kind, (void*)ptr, d->type->name, (size_t)align, d->loc.file, d->loc.line, d->loc.column);
+    kernel_alarm("misaligned access", ptr, pc, "misaligned %s %p of type %s, which needs %zu-byte alignment: on "
+                 "a GPU a misaligned address faults (%s:%u:%u)", kind, (void*)ptr, d->type->name, (size_t)align,
+                 d->loc.file, d->loc.line, d->loc.column);
 }
 }  // namespace
 
 extern "C" {
-void __ubsan_handle_type_mismatch_v1(void* d, void* ptr) { type_mismatch((TypeMismatchData*)d, (uintptr_t)ptr); }
-void __ubsan_handle_type_mismatch_v1_abort(void* d, void* ptr) { type_mismatch((TypeMismatchData*)d, (uintptr_t)ptr); }
+void __ubsan_handle_type_mismatch_v1(void* d, void* ptr) {
+    type_mismatch((TypeMismatchData*)d, (uintptr_t)ptr, (uintptr_t)__builtin_return_address(0));
+}
+void __ubsan_handle_type_mismatch_v1_abort(void* d, void* ptr) {
+    type_mismatch((TypeMismatchData*)d, (uintptr_t)ptr, (uintptr_t)__builtin_return_address(0));
+}
 }
 
 // ============================================================================================

@@ -61,8 +61,11 @@ __thread dim3 gridDim;
 __thread unsigned cuda_cpu_linear_tid;
 __thread int t_runtime;
 
+static void print_alarms();
+
 void cuda_cpu_fail(const char* fmt, ...) {
     t_runtime++;
+    print_alarms();  // CUDA_CPU_ALARMS=report: what was seen before this
     fflush(stdout);
     va_list ap;
     va_start(ap, fmt);
@@ -107,6 +110,7 @@ bool g_check;
 bool g_check_run;
 bool g_protect;
 int g_strict_exit;
+int g_alarms_report;
 unsigned g_store_delay_us;
 std::vector<Schedule> g_schedules;
 static double g_watchdog_s;
@@ -162,6 +166,8 @@ static void modes_init() {
     static const char* const strict[] = {"off", "warn", "abort"};
     g_strict_exit = env_choice("CUDA_CPU_STRICT_EXIT", strict, 3, 0);
     g_watchdog_s = (double)env_size("CUDA_CPU_WATCHDOG_S", 60, true);
+    static const char* const alarms[] = {"abort", "report"};
+    g_alarms_report = env_choice("CUDA_CPU_ALARMS", alarms, 2, 0);
     g_store_delay_us = (unsigned)env_size("CUDA_CPU_STORE_DELAY_US", 0, true);
     const char* s = getenv("CUDA_CPU_SCHEDULES");
     parse_schedules(s && *s ? s : g_instrumented ? "forward,reverse" : "forward");
@@ -210,7 +216,26 @@ bool runtime_source(const std::string& s) {
 // addr2line -i's lines for a code address (fork + exec, so it also works from a signal handler that is
 // about to abort), innermost inlined call first, the project's files relative to the current
 // directory; none when it cannot be told.
+static std::vector<std::string> addr2line_lines_uncached(uintptr_t pc);
+
+// Each code address is looked up once (addr2line is a process start; CUDA_CPU_ALARMS=report names the
+// same lines many times).
 static std::vector<std::string> addr2line_lines(uintptr_t pc) {
+    static std::mutex mu;
+    static std::unordered_map<uintptr_t, std::vector<std::string>>& cache =
+        *new std::unordered_map<uintptr_t, std::vector<std::string>>();
+    {
+        std::lock_guard<std::mutex> lk(mu);
+        auto it = cache.find(pc);
+        if (it != cache.end()) return it->second;
+    }
+    std::vector<std::string> out = addr2line_lines_uncached(pc);
+    std::lock_guard<std::mutex> lk(mu);
+    cache.emplace(pc, out);
+    return out;
+}
+
+static std::vector<std::string> addr2line_lines_uncached(uintptr_t pc) {
     std::vector<std::string> out;
     if (!pc) return out;
     char addr[32], exe[4096];
@@ -354,6 +379,58 @@ std::string block_name(const Launch* L, uint64_t linear) {
 }
 
 // One line naming the kernel, the block and the running thread, then the reason; aborts.
+// CUDA_CPU_ALARMS=report: each distinct alarm (class, kernel, source line) -> its count and first message.
+struct Alarm {
+    uint64_t count;
+    std::string message;
+};
+static std::mutex g_alarm_mu;
+static std::map<std::string, Alarm>& g_alarms = *new std::map<std::string, Alarm>();
+static __thread uintptr_t t_alarm_a, t_alarm_pc;  // the last access reported on this OS thread
+
+static void print_alarms() {
+    std::lock_guard<std::mutex> lk(g_alarm_mu);
+    if (g_alarms.empty()) return;
+    uint64_t n = 0;
+    for (const auto& a : g_alarms) n += a.second.count;
+    fflush(stdout);
+    fprintf(stderr, "cuda_cpu: %llu alarms, %zu distinct (CUDA_CPU_ALARMS=report: each once, with its count):\n",
+            (unsigned long long)n, g_alarms.size());
+    for (const auto& a : g_alarms)
+        fprintf(stderr, "cuda_cpu: %llu x %s\n", (unsigned long long)a.second.count, a.second.message.c_str());
+}
+
+void kernel_alarm(const char* cls, uintptr_t a, uintptr_t pc, const char* fmt, ...) {
+    RuntimeScope scope;
+    char why[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    Worker* w = tw;
+    const char* kernel = w && w->cur && w->launch ? w->launch->name : nullptr;
+    if (!g_alarms_report) {
+        if (kernel) die_in_kernel("%s", why);
+        cuda_cpu_fail("%s", why);
+    }
+    if (a == t_alarm_a && pc == t_alarm_pc) return;  // another byte of the access just reported
+    t_alarm_a = a;
+    t_alarm_pc = pc;
+    std::string key = std::string(cls) + "|" + (kernel ? kernel : "") + "|" + (pc ? source_of(pc) : "");
+    std::lock_guard<std::mutex> lk(g_alarm_mu);
+    Alarm& e = g_alarms[key];
+    if (!e.count) {
+        char where[2048];
+        if (kernel)
+            snprintf(where, sizeof(where), "%s: kernel '%s' block %s thread %s: %s", cls, kernel,
+                     block_name(w->launch, w->block_linear).c_str(), thread_name(w->launch, w->cur->linear).c_str(), why);
+        else
+            snprintf(where, sizeof(where), "%s: %s", cls, why);
+        e.message = where;
+    }
+    e.count++;
+}
+
 void die_in_kernel(const char* fmt, ...) {
     t_runtime++;
     char why[2048];
@@ -1513,6 +1590,7 @@ static void runtime_init() {
     wd.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigaction(SIGUSR2, &wd, nullptr);
     start_watchdog();
+    if (g_alarms_report) atexit(print_alarms);
 }
 
 void runtime_init_once() { std::call_once(g_init_once, runtime_init); }

@@ -410,6 +410,13 @@ void runtime_init_once();
 
 // ---- reports ----
 [[noreturn]] void die_in_kernel(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+// An alarm the program can run on after (a data race, a read of uninitialised memory, a misaligned
+// access, work the streams leave unordered): by default it ends the program as die_in_kernel does;
+// with CUDA_CPU_ALARMS=report it is counted, the program goes on, and at exit each distinct alarm (its
+// class, kernel and source line) is printed once with its count. A (the address) and PC (the access)
+// make the bytes of one access one alarm, not one per byte.
+void kernel_alarm(const char* cls, uintptr_t a, uintptr_t pc, const char* fmt, ...) __attribute__((format(printf, 4, 5)));
+extern int g_alarms_report;  // CUDA_CPU_ALARMS=report
 std::string source_of(uintptr_t pc);       // "file:line" of a code address, or ""
 std::string thread_name(const Launch* L, unsigned linear);  // "(x,y,z)"
 std::string block_name(const Launch* L, uint64_t linear);   // "(x,y,z)"

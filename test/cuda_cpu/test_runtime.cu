@@ -818,6 +818,30 @@ static int child_last_block(bool fence) {
     return 0;
 }
 
+// Alarms a program can run on after: shared-memory races at two lines (thread t writes s[t] after
+// thread t - 1 read it, and thread 63 reads s[0] after thread 0 wrote it, no barrier between) and a
+// read of device memory nothing wrote (each thread's first, under the default schedule).
+__global__ void two_alarms_kernel(const float* never_written, float* out) {
+    __shared__ float s[64];
+    if (threadIdx.x == 0)
+        for (int i = 0; i < 64; i++) s[i] = 0.0f;
+    __syncthreads();
+    float v = s[(threadIdx.x + 1) % 64];
+    s[threadIdx.x] = (float)threadIdx.x;
+    if (v < -1.0f) out[threadIdx.x] = v;  // never: the racing value stays out of the result
+    out[threadIdx.x] = never_written[threadIdx.x];
+}
+
+static int child_two_alarms() {
+    float *in, *out;
+    CK(cudaMalloc(&in, 64 * sizeof(float)));
+    CK(cudaMalloc(&out, 64 * sizeof(float)));
+    for (int r = 0; r < 2; r++) two_alarms_kernel<<<1, 64>>>(in, out);
+    CK(cudaDeviceSynchronize());
+    printf("after the launches\n");
+    return 0;
+}
+
 static int child_exited_source() {
     float* d;
     CK(cudaMalloc(&d, 128 * sizeof(float)));
@@ -862,6 +886,25 @@ static void test_last_block_reads() {
     char msg[600];
     snprintf(msg, sizeof(msg), "caught in %d of 20 runs; %s", caught, why.c_str());
     test_report(caught == 20, "reduction_without_fence_caught_in_20_of_20_runs_1_and_2_threads", msg);
+}
+
+// CUDA_CPU_ALARMS=report: the program runs on and, at exit, prints each distinct alarm once with its
+// count, class, kernel and source line; by default the first alarm ends it.
+static void test_alarms_report() {
+    ChildResult r = run_child_case("two_alarms", {"CUDA_CPU_ALARMS=report", "CUDA_CPU_THREADS=1"});
+    bool listed = r.err.find("alarms, 3 distinct (CUDA_CPU_ALARMS=report") != std::string::npos &&
+                  r.err.find("x data race: kernel 'two_alarms_kernel'") != std::string::npos &&
+                  r.err.find("x uninitialised read: kernel 'two_alarms_kernel'") != std::string::npos &&
+                  r.err.find("test_runtime.cu:") != std::string::npos;
+    test_report(r.exited_ok() && r.out == "after the launches\n" && listed, "alarms_report_mode_runs_on_and_lists_each_distinct_alarm",
+                (r.out + r.err.substr(0, 600) + r.why()).c_str());
+    // 2 launches: 64 uninitialised reads each, 63 writes after another thread's read, 1 read after
+    // another thread's write
+    test_report(r.err.find("cuda_cpu: 256 alarms") != std::string::npos && r.err.find("cuda_cpu: 128 x uninitialised read") != std::string::npos &&
+                r.err.find("cuda_cpu: 126 x data race") != std::string::npos && r.err.find("cuda_cpu: 2 x data race") != std::string::npos,
+                "alarms_report_mode_counts_each_access", r.err.substr(0, 600).c_str());
+    check_aborts("alarms_default_mode_aborts_at_the_first", "two_alarms", {"CUDA_CPU_THREADS=1"}, "two_alarms_kernel",
+                 "uninitialised device memory");
 }
 
 // The CAS loop: 20 launches of 1,024 additions, on 1 and on 2 OS threads: no alarm, every addition
@@ -974,6 +1017,7 @@ static void test_divergence() {
     test_same_value_from_blocks();
     test_cas_loop();
     test_last_block_reads();
+    test_alarms_report();
 }
 
 static void test_properties() {
@@ -1001,6 +1045,7 @@ int main(int argc, char** argv) {
         if (c == "exited_source") return child_exited_source();
         if (c == "same_value") return child_same_value(false);
         if (c == "cas_loop") return child_cas_loop(false);
+        if (c == "two_alarms") return child_two_alarms();
         if (c == "last_block_fenced") return child_last_block(true);
         if (c == "last_block_unfenced") return child_last_block(false);
         if (c == "read_then_exchange") return child_cas_loop(true);
