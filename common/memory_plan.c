@@ -367,8 +367,14 @@ void memory_plan_print_json_members(const MemoryPlan* p, size_t budget, int accu
             so.rank = memory_plan_stage_rank(o, s);
             memory_plan_make(&q, &p->cfg, &so);
             fprintf(f, "%s\n  {\"stage\": %d, \"first_layer\": %d, \"layers\": %d, \"in_flight\": %d, \"device_bytes\": %zu, "
-                       "\"device_total\": %zu}", s ? "," : "", s, q.pipe.first_layer, q.pipe.num_layers, q.pipe.in_flight,
-                    q.device_bytes, q.device_total);
+                       "\"device_total\": %zu, \"components\": {", s ? "," : "", s, q.pipe.first_layer, q.pipe.num_layers,
+                    q.pipe.in_flight, q.device_bytes, q.device_total);
+            for (int k = 0; k < MEM_COUNT; k++) {  // name -> bytes (where and estimate: as in "components")
+                fprintf(f, "%s", k ? ", " : "");
+                json_string(f, q.items[k].name);
+                fprintf(f, ": %zu", q.items[k].bytes);
+            }
+            fprintf(f, "}}");
         }
         fprintf(f, "]");
     }

@@ -129,7 +129,8 @@ void memory_plan_print(const MemoryPlan* p, FILE* f);
 // "model" to the last, without the object's braces or a newline, so that the caller can add members
 // of its own (--plan --json adds comm_plan.h's "communication") and close it. With -pp also
 // "pipeline" (stages, data-parallel ranks, micro-steps, bubble, the plan's stage) and "by_stage"
-// (each stage's first layer, layers, micro-batches in flight, device_bytes, device_total).
+// (each stage's first layer, layers, micro-batches in flight, device_bytes, device_total, and its
+// components as name -> bytes).
 void memory_plan_print_json_members(const MemoryPlan* p, size_t budget, int accum, int keep_step, FILE* f);
 
 // What fits in a budget of device bytes per rank (with -pp: on the largest stage).

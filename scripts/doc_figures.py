@@ -21,11 +21,13 @@ Needs ./train_gpt2 (make train): the planner runs on any machine, no GPU. Standa
 A figure a tool does not print (a paper's, a measurement's) is not marked: it says where it is from.
 
 Not marked yet (each still to be made a figure here, or checked by a test that runs its tool): in
-docs/memory.md the level-by-level activation tables of sections 2 and 3, the pipeline's per-stage
-table of section 4b (its largest stage is marked; the plan's JSON gives every stage's total, not its
-model states and activations), the offload paragraph's totals and the planner's advice lines quoted
-in "The memory planner"; docs/design.md's and docs/speed.md's figures other than the kernel report's
-side-by-side and calibration steps.
+docs/memory.md the tables of "What each saves and costs" (dev/bench_memory.sh's, measured on the CPU
+runtime: a measurement says where it was made, but its byte columns are the planner's), the ladder's
+prose summary under its table, section 1's 16 bytes per parameter in bytes and GB, section 4's
+paragraph on ZeRO-3's parts beside the fit table, section 4b's prose beside the stage table (one
+card, ZeRO-3 on 4 ranks, 4 stages x 2 ranks, the traffic), section 6's cost-model paragraph and
+section 8; docs/design.md's and docs/speed.md's figures other than the kernel report's side-by-side
+and calibration steps.
 """
 import argparse
 import atexit
@@ -246,6 +248,113 @@ def pipeline_plan(t):
     return t.plan("-e d48 -t 1024 -b 4 -r 0 -pp 4 --ranks 4 -d 524288")
 
 
+MiB = 1 << 20
+
+
+def activations(t, flags, precision="fp16"):
+    """The activations component of a d48 plan at T=1024."""
+    p = t.plan("-e d48 -t 1024 --precision %s %s" % (precision, flags))
+    return next(c["bytes"] for c in p["components"] if c["name"] == "activations")
+
+
+def per_layer_bytes(t):
+    """What one layer keeps for one sequence at -r 0: the tensors kept for every layer, per layer."""
+    p = t.plan("-e d48 -t 1024 --precision fp16 -b 1 -r 0")
+    L = p["model"]["layers"]
+    return sum(a["bytes"] // L for a in p["activations"] if a["layers"] == L)
+
+
+def mib1(b):
+    return "{:,.1f}".format(b / MiB)
+
+
+def recompute_table(t):
+    """docs/memory.md's activations and totals by recompute level, d48, B=8."""
+    out = ["| d48, B=8, T=1024, FP16 | activations | total per rank |", "| --- | --- | --- |"]
+    for label, flags in (("`-r 0`", "-r 0"), ("`-r 1`", "-r 1"), ("`-r 2`", "-r 2"),
+                         ("`-r 3` (K = %d, the default)", "-r 3"), ("`-r 3 --recompute-every 7` (√L)", "-r 3 --recompute-every 7")):
+        p = t.plan("%s %s" % (D48, flags))
+        act = next(c["bytes"] for c in p["components"] if c["name"] == "activations")
+        if "%d" in label:
+            label = label % p["options"]["recompute_every"]
+        out.append("| %s | %.2f GiB | %s GiB |" % (label, act / GiB, gib(p["device_total"])))
+    return "\n".join(out)
+
+
+def pipeline_stage_table(t):
+    """docs/memory.md's four stages of d48 at -b 4 -r 0 -pp 4: each stage's layers, micro-batches in
+    flight, model states, activations and device total."""
+    p = pipeline_plan(t)
+    stages = p["by_stage"]
+    largest = max(s["device_total"] for s in stages)
+    out = ["| stage | layers | in flight | model states | activations | device total (with estimates) |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for s in stages:
+        c = s["components"]
+        states = sum(b for n, b in c.items() if n not in NOT_MODEL_STATES and n in DEVICE_ALLOCATED)
+        layers = "%d–%d (%d)" % (s["first_layer"], s["first_layer"] + s["layers"] - 1, s["layers"])
+        if s["stage"] == 0:
+            layers += " and the embeddings"
+        if s["stage"] == len(stages) - 1:
+            layers += ", final LayerNorm, classifier"
+        total = "%s GiB" % gib(s["device_total"])
+        if s["device_total"] == largest:
+            total = "**%s**, the largest" % total
+        out.append("| %d | %s | %d | %s GiB | %s GiB | %s |" % (s["stage"], layers, s["in_flight"], gib(states),
+                                                               gib(c["activations"]), total))
+    return "\n".join(out)
+
+
+# the components the engine allocates on the device (the plan's estimates and host buffers are not)
+DEVICE_ALLOCATED = ("parameters", "parameter shard", "parameter gather buffers", "gradients", "gradient buckets",
+                    "gradient shard", "gradient accumulator (fp32)", "master weights (fp32)", "AdamW m (fp32)",
+                    "AdamW v (fp32)", "activations", "scratch", "cuBLASLt workspace", "checkpoint staging")
+
+
+ADVICE = "./train_gpt2 --plan -e d48 -t 1024 -b 32 -r 0 --precision fp16 --memory-budget 48GiB"
+
+
+def advice_line(t):
+    """The planner's answer to a budget, as docs/memory.md shows it: the command and the text report's
+    last line, as a fenced block (a mark inside a fence would show)."""
+    last = run(ADVICE.split()).rstrip("\n").splitlines()[-1]
+    return "```\n$ %s | tail -n 1\n%s\n```" % (ADVICE, last)
+
+
+def plan_value(t, flags, what):
+    """One number of a plan: device_total, device_bytes, host_bytes, max_B (with --memory-budget),
+    advice_total (the advice's device_total), host_down (the host link's bytes down a step),
+    activations, or device_states (the device's parameters, gradients and their buffers: every
+    device component but the activations, the scratch and the fp32 optimizer state)."""
+    p = t.plan(flags)
+    comp = {c["name"]: c for c in p["components"]}
+    if what in ("device_total", "device_bytes", "host_bytes"):
+        return p[what]
+    if what == "max_B":
+        return p["budget"]["max_B"]
+    if what == "advice_total":
+        return p["budget"]["advice"]["device_total"]
+    if what == "host_down":
+        return p["communication"]["host_down_per_step"]
+    if what == "activations":
+        return comp["activations"]["bytes"]
+    if what == "device_states":
+        skip = NOT_MODEL_STATES + ("master weights (fp32)", "AdamW m (fp32)", "AdamW v (fp32)")
+        return sum(c["bytes"] for c in p["components"] if c["where"] == "device" and not c["estimate"] and c["name"] not in skip)
+    raise KeyError(what)
+
+
+FORMATS = {"gib": lambda b: gib(b), "gb": lambda b: "%.2f" % (b / 1e9), "commas": commas, "int": str}
+
+
+def pfig(flags, what, fmt="gib", files=("docs/memory.md",)):
+    """A figure that is one number of one plan (plan_value), formatted."""
+    return (lambda t: FORMATS[fmt](plan_value(t, flags, what)), list(files))
+
+
+Z3N4 = D48.replace("-b 8", "-b 8 -r 3 -z 3 --ranks 4")
+
+
 def recipe_gib(t):
     """The 48 GB recipe's GiB per rank, from its plan line."""
     m = re.search(r"; ([0-9.]+) GiB per rank", t.recipe())
@@ -254,8 +363,8 @@ def recipe_gib(t):
 
 
 def recipe_lines(t):
-    """The 48 GB recipe's plan and command lines (its --dry)."""
-    return "\n".join(l for l in t.recipe().splitlines() if l.startswith(("plan: ", "command: ")))
+    """The 48 GB recipe's plan and command lines (its --dry), as a fenced block."""
+    return "```\n%s\n```" % "\n".join(l for l in t.recipe().splitlines() if l.startswith(("plan: ", "command: ")))
 
 
 def kr_side(t, gpu, model, key):
@@ -310,9 +419,58 @@ FIGURES = {
     "zero.states_z2": (lambda t: "%.2f" % (model_states(t, 2, 8) / 1e9), ["docs/guide.md"]),
     "zero.states_z3": (lambda t: "%.2f" % (model_states(t, 3, 8) / 1e9), ["docs/guide.md"]),
     "pp.split": (lambda t: "/".join(str(s["layers"]) for s in pipeline_plan(t)["by_stage"]), ["docs/guide.md"]),
-    "pp.largest_gib": (lambda t: gib(max(s["device_total"] for s in pipeline_plan(t)["by_stage"])), ["docs/guide.md", "docs/memory.md"]),
+    "pp.largest_gib": (lambda t: gib(max(s["device_total"] for s in pipeline_plan(t)["by_stage"])), ["docs/guide.md"]),
     "pp.bubble_pct": (lambda t: "%.1f" % (100 * pipeline_plan(t)["pipeline"]["bubble"]), ["docs/guide.md", "docs/memory.md"]),
     "pp.zero1_gib": (lambda t: gib(t.plan("-e d48 -t 1024 -b 4 -r 0 -z 1 --ranks 4")["device_total"]), ["docs/guide.md", "docs/memory.md"]),
+    "act.per_layer_bytes": (lambda t: commas(per_layer_bytes(t)), ["docs/memory.md"]),
+    "act.per_layer_mib": (lambda t: "%.2f" % (per_layer_bytes(t) / MiB), ["docs/memory.md"]),
+    "act.layers_gib": (lambda t: "%.2f" % (48 * per_layer_bytes(t) / GiB), ["docs/memory.md"]),
+    "act.r0_mib": (lambda t: mib1(activations(t, "-b 1 -r 0")), ["docs/memory.md"]),
+    "act.r0_gib": (lambda t: "%.2f" % (activations(t, "-b 1 -r 0") / GiB), ["docs/memory.md"]),
+    "act.r1_mib": (lambda t: mib1(activations(t, "-b 1 -r 1")), ["docs/memory.md"]),
+    "act.r2_mib": (lambda t: mib1(activations(t, "-b 1 -r 2")), ["docs/memory.md"]),
+    "act.r3k7_mib": (lambda t: mib1(activations(t, "-b 1 -r 3 --recompute-every 7")), ["docs/memory.md"]),
+    "act.r3k2_mib": (lambda t: mib1(activations(t, "-b 1 -r 3 --recompute-every 2")), ["docs/memory.md"]),
+    "act.r3k1_mib": (lambda t: mib1(activations(t, "-b 1 -r 3 --recompute-every 1")), ["docs/memory.md"]),
+    "act.fp32_gib": (lambda t: "%.2f" % (activations(t, "-b 1 -r 0", "fp32") / GiB), ["docs/memory.md"]),
+    "act.fp32_b8_gib": (lambda t: "%.2f" % (activations(t, "-b 8 -r 0", "fp32") / GiB), ["docs/memory.md"]),
+    "act.fp16_b8_gib": (lambda t: "%.2f" % (activations(t, "-b 8 -r 0") / GiB), ["docs/memory.md"]),
+    "recompute.table": (recompute_table, ["docs/memory.md"]),
+    "pp.stage_table": (pipeline_stage_table, ["docs/memory.md"]),
+    "planner.advice": (advice_line, ["docs/memory.md"]),
+    # docs/memory.md, section 4: stage 3 with offload
+    "off.z3n4_opt_total": pfig(Z3N4 + " --offload optimizer", "device_total"),
+    "off.z3n4_grads_bytes": pfig(Z3N4 + " --offload grads", "device_bytes"),
+    "off.z3n4_grads_total": pfig(Z3N4 + " --offload grads", "device_total"),
+    "off.z3n4_grads_host": pfig(Z3N4 + " --offload grads", "host_bytes"),
+    "off.z3n8_opt_total": pfig(Z3N4.replace("--ranks 4", "--ranks 8") + " --offload optimizer", "device_total"),
+    "off.z3n8_grads_total": pfig(Z3N4.replace("--ranks 4", "--ranks 8") + " --offload grads", "device_total"),
+    "off.z3n4_host_down": pfig(Z3N4 + " --offload optimizer", "host_down", "commas"),
+    "off.advice_before": pfig("-e d48 -t 1024 --precision fp16 -b 1 -r 3 -z 3 --ranks 4 --memory-budget 5GiB", "device_total"),
+    "off.advice_after": pfig("-e d48 -t 1024 --precision fp16 -b 1 -r 3 -z 3 --ranks 4 --memory-budget 5GiB", "advice_total"),
+    # section 5: micro-batch
+    "mb.act_b8": pfig(D48 + " -r 3", "activations"),
+    "mb.act_b4": pfig(D48.replace("-b 8", "-b 4") + " -r 3", "activations"),
+    "mb.total_b8": pfig(D48 + " -r 3", "device_total"),
+    "mb.total_b4": pfig(D48.replace("-b 8", "-b 4") + " -r 3", "device_total"),
+    "mb.maxb_r0": pfig(D48 + " -r 0 --memory-budget 48GiB", "max_B", "int"),
+    "mb.maxb_r1": pfig(D48 + " -r 1 --memory-budget 48GiB", "max_B", "int"),
+    "mb.maxb_r2": pfig(D48 + " -r 2 --memory-budget 48GiB", "max_B", "int"),
+    "mb.maxb_r3": pfig(D48 + " -r 3 --memory-budget 48GiB", "max_B", "int"),
+    "mb.maxb_r3k7": pfig(D48 + " -r 3 --recompute-every 7 --memory-budget 48GiB", "max_B", "int"),
+    # section 6: offload on one card
+    "off.opt_states_gb": pfig(D48 + " -r 3 --offload optimizer", "device_states", "gb"),
+    "off.opt_states_gib": pfig(D48 + " -r 3 --offload optimizer", "device_states"),
+    "off.opt_host": pfig(D48 + " -r 3 --offload optimizer", "host_bytes"),
+    "off.grads_states_gb": pfig(D48 + " -r 3 --offload grads", "device_states", "gb"),
+    "off.grads_states_gib": pfig(D48 + " -r 3 --offload grads", "device_states"),
+    "off.grads_host": pfig(D48 + " -r 3 --offload grads", "host_bytes"),
+    "off.r3b8_opt": pfig(D48 + " -r 3 --offload optimizer", "device_total"),
+    "off.r3b8_grads": pfig(D48 + " -r 3 --offload grads", "device_total"),
+    "off.r3b4_opt": pfig(D48.replace("-b 8", "-b 4") + " -r 3 --offload optimizer", "device_total"),
+    "off.r3b4_grads": pfig(D48.replace("-b 8", "-b 4") + " -r 3 --offload grads", "device_total"),
+    "off.r3b1_grads": pfig(D48.replace("-b 8", "-b 1") + " -r 3 --offload grads", "device_total"),
+    "off.r1b8_opt": pfig(D48 + " -r 1 --offload optimizer", "device_total"),
     "recipe.gib": (recipe_gib, ["README.md", "docs/guide.md", "docs/memory.md"]),
     "kr.d48_h100_ours": (lambda t: "%.1f" % kr_side(t, "H100 SXM", "d48", "ours_ms"), ["README.md"]),
     "kr.d48_h100_llmc": (lambda t: "%.1f" % kr_side(t, "H100 SXM", "d48", "llmc_ms"), ["README.md"]),

@@ -132,6 +132,23 @@ for name in pp2:2:2 pp2z1:4:1; do
         || fail "pp: $run_name's rank 0 against --plan's stage 0" "--plan $want, start-up $got"
 done
 
+# --plan --json's by_stage gives each stage's components; the plan's own stage's are its components,
+# and every stage's device components sum to its device bytes.
+out=$(./train_gpt2 --plan --json -e d48 -t 1024 -b 4 -r 0 -pp 4 --ranks 4 -d 524288 | "$PY" -c '
+import json, sys
+p = json.load(sys.stdin)
+own = {c["name"]: c["bytes"] for c in p["components"]}
+dev = {c["name"] for c in p["components"] if c["where"] == "device" and not c["estimate"]}
+bad = []
+if p["by_stage"][p["pipeline"]["stage"]]["components"] != own:
+    bad.append("the plan'"'"'s stage differs from its components")
+for s in p["by_stage"]:
+    if sum(b for n, b in s["components"].items() if n in dev) != s["device_bytes"]:
+        bad.append("stage %d: components do not sum to device_bytes" % s["stage"])
+print("; ".join(bad) or "ok")')
+[ "$out" = ok ] && pass "pp: --plan --json's by_stage components: the plan's own stage's equal its components, each stage's sum to its device bytes" \
+    || fail "pp: by_stage components" "$out"
+
 # One stage's overflow skips the step on every stage. Layer 0 (stage 0's) rescaled by 1024, a power
 # of two, so that its forward is bit for bit the original's: its LayerNorm's weight and bias and its
 # value rows' bias times 1024, its query and key rows' weights and attproj's weight over 1024. Only
