@@ -20,14 +20,14 @@ memory ladder, a recipe's --dry) and formats what it prints, and the files it mu
 Needs ./train_gpt2 (make train): the planner runs on any machine, no GPU. Standard library only.
 A figure a tool does not print (a paper's, a measurement's) is not marked: it says where it is from.
 
-Not marked yet (each still to be made a figure here, or checked by a test that runs its tool): in
-docs/memory.md the tables of "What each saves and costs" (dev/bench_memory.sh's, measured on the CPU
-runtime: a measurement says where it was made, but its byte columns are the planner's), the ladder's
-prose summary under its table, section 1's 16 bytes per parameter in bytes and GB, section 4's
-paragraph on ZeRO-3's parts beside the fit table, section 4b's prose beside the stage table (one
-card, ZeRO-3 on 4 ranks, 4 stages x 2 ranks, the traffic), section 6's cost-model paragraph and
-section 8; docs/design.md's and docs/speed.md's figures other than the kernel report's side-by-side
-and calibration steps.
+Not marked: docs/memory.md section 6's cost-model paragraph (the planner's offload costs, its
+assumed 25 GB/s and 20 GB/s, which the one time model will replace); docs/design.md's descriptor
+table (GPT-2's and llm.c's model names, 124M ... 12.2B, not counts: --plan prints the counts) and its
+peak table (common/gpu_peak.c's rows, each with its datasheet); docs/speed.md's share of the product
+term in llm.c's 1558M step (74%, from the report's run, not its JSON) and the mma.sync attention's
+21.3 ms of an earlier report. Figures from a formula or a paper (Korthikanti's, the ZeRO paper's,
+DeepSpeed's estimator) and measurements (each says where it was made) are not the tools' and are
+not marked.
 """
 import argparse
 import atexit
@@ -65,7 +65,7 @@ class Tools:
     """The tools' outputs, each run once."""
 
     def __init__(self):
-        self.plans, self._ladder, self._recipe, self._kr = {}, None, None, None
+        self.plans, self._ladder, self._recipe, self._kr, self._sass = {}, None, None, None, None
         if not os.access(os.path.join(REPO, "train_gpt2"), os.X_OK):
             sys.exit("error: ./train_gpt2 is not built (make train): the figures are its planner's")
 
@@ -92,6 +92,12 @@ class Tools:
         if self._kr is None:
             self._kr = json.load(open(os.path.join(REPO, "docs", "kernel_report_fp16.json")))
         return self._kr
+
+    def sass_mix(self):
+        """docs/sass_mix_fp16.json: make sass-mix's own output (it needs CUDA 11.8's nvdisasm)."""
+        if self._sass is None:
+            self._sass = json.load(open(os.path.join(REPO, "docs", "sass_mix_fp16.json")))
+        return self._sass
 
     def recipe(self):
         """scripts/run_gpt2_1558M_48GB.sh --dry with FineWeb's shards, as docs/memory.md runs it."""
@@ -355,6 +361,54 @@ def pfig(flags, what, fmt="gib", files=("docs/memory.md",)):
 Z3N4 = D48.replace("-b 8", "-b 8 -r 3 -z 3 --ranks 4")
 
 
+PP = "-e d48 -t 1024 --precision fp16 -b 4 -r 0"
+
+
+def pp_comm(t, what):
+    """The four-card pipeline's middle stage (rank 2) at -d 524288 over PCIe: what = sent_gb, ms or
+    compute_s."""
+    c = t.plan(PP + " -pp 4 --ranks 4 -d 524288 --link pcie")["communication"]
+    return {"sent_gb": "%.2f" % (c["sent_per_step"] / 1e9), "ms": "%.0f" % (c["comm_seconds"] * 1e3),
+            "compute_s": "%.1f" % c["compute_seconds"]}[what]
+
+
+def ladder_at(t, flags, ranks=1):
+    """The ladder's row with exactly these flags on this many ranks."""
+    data, _ = t.ladder()
+    rows = [r for r in data["rows"] if r["flags"] == flags and r["ranks"] == ranks]
+    assert len(rows) == 1, (flags, ranks)
+    return rows[0]
+
+
+def gib1(b):
+    return "%.1f" % (b / GiB)
+
+
+def zero3_parts(t, n):
+    """A ZeRO-3 rank's 16Ψ/N (parameter, gradient and optimizer shards) and its gather buffers."""
+    comp = {c["name"]: c["bytes"] for c in t.plan("%s -r 3 -z 3 --ranks %d" % (D48, n))["components"]}
+    return sum(comp[k] for k in ("parameter shard", "parameter gather buffers", "gradient shard", "master weights (fp32)",
+                                 "AdamW m (fp32)", "AdamW v (fp32)"))
+
+
+D2 = "-e d2 -t 64 -b 4 --precision fp16"  # dev/bench_memory.sh's default model and batch
+
+
+def d2_act(t, flags):
+    return next(c["bytes"] for c in t.plan("%s %s" % (D2, flags))["components"] if c["name"] == "activations")
+
+
+def d2_states(t, z):
+    """d2's model states a rank at -z Z on 2 ranks (as model_states, for bench_memory's table)."""
+    p = t.plan("%s -r 0 -z %d --ranks 2" % (D2, z))
+    return sum(c["bytes"] for c in p["components"]
+               if c["where"] == "device" and not c["estimate"] and c["name"] not in NOT_MODEL_STATES)
+
+
+def mib2(b):
+    return "%.2f" % (b / MiB)
+
+
 def recipe_gib(t):
     """The 48 GB recipe's GiB per rank, from its plan line."""
     m = re.search(r"; ([0-9.]+) GiB per rank", t.recipe())
@@ -388,6 +442,47 @@ def kr_calibration(t, anchor, fmt, scale=1):
     rows = [c for c in t.kernel_report()["calibration"] if c["anchor"] == anchor]
     assert len(rows) == 1, anchor
     return fmt % (rows[0]["predicted"] * scale)
+
+
+def kr_ours_attention(t, gpu, T, both):
+    """Our flash attention's predicted TFLOP/s at FlashAttention-2's benchmark configuration (the
+    report's comparison rows): forward, or forward and backward."""
+    what = "forward+backward" if both else "forward"
+    rows = [c for c in t.kernel_report()["calibration"] if c["kind"] == "comparison" and c["anchor"].endswith(" " + what)
+            and c["config"].startswith(gpu + ",") and "T=%d " % T in c["config"]]
+    assert rows, (gpu, T, what)
+    return "%.0f" % rows[0]["predicted"]
+
+
+def sass_loop(t, kernel, key="instrs"):
+    """A kernel's hot loop in the SASS mix: its instructions, or its count of one class."""
+    return str(t.sass_mix()[kernel]["hot_loop"][key])
+
+
+def kr_family(t, family, who):
+    """A kernel family's predicted ms in a d48 step on an H100 (ours or llm.c's)."""
+    return t.kernel_report()["side_by_side"]["H100 SXM"]["d48"]["families"][family][who + "_ms"]
+
+
+def fa3_row(t):
+    """The report's row of our forward beside FlashAttention-3's measured one at T=2048."""
+    rows = [c for c in t.kernel_report()["calibration"] if c["anchor"] == "ours beside FlashAttention-3 forward"
+            and "T=2048 " in c["config"]]
+    assert len(rows) == 1
+    return rows[0]
+
+
+def step_margin_pct(t):
+    """How far under its bar the d48 step target is, in percent."""
+    r = next(r for r in t.kernel_report()["targets"] if r["target"].startswith("d48 step"))
+    return "%.1f" % (100 * (1 - r["ours"] / r["bar"]))
+
+
+def kr_target(t, prefix, key, fmt):
+    """A target of the report's: ours or the bar."""
+    rows = [r for r in t.kernel_report()["targets"] if r["target"].startswith(prefix)]
+    assert len(rows) == 1, prefix
+    return fmt % rows[0][key]
 
 
 # name -> (function, the files it belongs in, relative to the root)
@@ -471,12 +566,99 @@ FIGURES = {
     "off.r3b4_grads": pfig(D48.replace("-b 8", "-b 4") + " -r 3 --offload grads", "device_total"),
     "off.r3b1_grads": pfig(D48.replace("-b 8", "-b 1") + " -r 3 --offload grads", "device_total"),
     "off.r1b8_opt": pfig(D48 + " -r 1 --offload optimizer", "device_total"),
+    # docs/memory.md, section 4b: the four-card pipeline beside its alternatives
+    "pp.one_card_gib": pfig(PP, "device_total"),
+    "pp.one_card_act": pfig(PP, "activations"),
+    "pp.zero3_gib": pfig(PP + " -z 3 --ranks 4", "device_total"),
+    "pp.dp2_gib": (lambda t: gib(max(s["device_total"] for s in t.plan(PP + " -pp 4 -z 1 --ranks 8 -d 524288")["by_stage"])),
+                   ["docs/memory.md"]),
+    "pp.dp2_split": (lambda t: "/".join(str(s["layers"]) for s in t.plan(PP + " -pp 4 -z 1 --ranks 8 -d 524288")["by_stage"]),
+                     ["docs/memory.md"]),
+    "pp.bubble_m4_pct": (lambda t: "%.1f" % (100 * t.plan(PP + " -pp 4 --ranks 4")["pipeline"]["bubble"]), ["docs/memory.md"]),
+    "pp.sent_gb": (lambda t: pp_comm(t, "sent_gb"), ["docs/memory.md"]),
+    "pp.comm_ms": (lambda t: pp_comm(t, "ms"), ["docs/memory.md"]),
+    "pp.compute_s": (lambda t: pp_comm(t, "compute_s"), ["docs/memory.md"]),
+    # docs/memory.md: what the ladder shows, under its table
+    "ladder.states_1f": (lambda t: gib1(model_states(t, 0, 2)), ["docs/memory.md"]),
+    "ladder.spare_1f": (lambda t: "%.1f" % (48 - ladder_at(t, "--precision fp16 -b 8 -r 0")["device_total"] / GiB), ["docs/memory.md"]),
+    "ladder.act_r0_1f": (lambda t: gib1(activations(t, "-b 8 -r 0")), ["docs/memory.md"]),
+    "ladder.act_r3_1f": (lambda t: gib1(activations(t, "-b 8 -r 3")), ["docs/memory.md"]),
+    "ladder.z3n8_1f": (lambda t: gib1(ladder_at(t, "--precision fp16 -b 8 -r 3 -z 3", 8)["device_total"]), ["docs/memory.md"]),
+    "ladder.off_opt_1f": (lambda t: gib1(ladder_at(t, "--precision fp16 -b 4 -r 3 -d 8192 --offload optimizer")["device_total"]), ["docs/memory.md"]),
+    "ladder.off_grads_1f": (lambda t: gib1(ladder_at(t, "--precision fp16 -b 4 -r 3 -d 8192 --offload grads")["device_total"]), ["docs/memory.md"]),
+    "ladder.off_host_range": (lambda t: "%.0f–%.0f" % tuple(ladder_at(t, "--precision fp16 -b 4 -r 3 -d 8192 --offload " + o)["host_bytes"] / GiB
+                                                          for o in ("optimizer", "grads")), ["docs/memory.md"]),
+    "ladder.pp_1f": (lambda t: gib1(ladder_at(t, "--precision fp16 -b 8 -r 3 -pp 4", 4)["device_total"]), ["docs/memory.md"]),
+    "ladder.z1n4_1f": (lambda t: gib1(ladder_at(t, "--precision fp16 -b 8 -r 3 -z 1", 4)["device_total"]), ["docs/memory.md"]),
+    # docs/memory.md, section 1 and section 8
+    "model.psi": (lambda t: commas(t.plan(D48)["model"]["parameters"]), ["docs/memory.md"]),
+    "states.bytes": (lambda t: commas(model_states(t, 0, 2)), ["docs/memory.md"]),
+    "states.gb1": (lambda t: "%.1f" % (model_states(t, 0, 2) / 1e9), ["docs/memory.md"]),
+    "states.gib": (lambda t: gib(model_states(t, 0, 2)), ["docs/memory.md"]),
+    "states.b1_gib1": (lambda t: gib1(t.plan("-e d48 -t 1024 --precision fp16 -b 1 -r 0")["device_total"]), ["docs/memory.md"]),
+    "zero.z1_n2_gb": (lambda t: "%.2f" % (model_states(t, 1, 2) / 1e9), ["docs/memory.md"]),
+    "zero.z2_n2_gb": (lambda t: "%.2f" % (model_states(t, 2, 2) / 1e9), ["docs/memory.md"]),
+    # docs/memory.md, section 4: what a ZeRO-3 rank holds beside its 16Ψ/N
+    "zero3.states_n4": (lambda t: gib(zero3_parts(t, 4)), ["docs/memory.md"]),
+    "zero3.states_n8": (lambda t: gib(zero3_parts(t, 8)), ["docs/memory.md"]),
+    "zero3.logits_gib": (lambda t: gib(next(a["bytes"] for a in t.plan("%s -r 3 -z 3 --ranks 4" % D48)["activations"]
+                                            if a["name"] == "logits")), ["docs/memory.md"]),
+    "zero3.accum_n4": (lambda t: gib(next(c["bytes"] for c in t.plan("%s -r 3 -z 3 --ranks 4" % D48)["components"]
+                                          if c["name"] == "gradient accumulator (fp32)")), ["docs/memory.md"]),
+    # docs/memory.md, "What each saves and costs": the byte columns (the GPU engine's, as planned)
+    "bench.act_r0": (lambda t: mib2(d2_act(t, "-r 0")), ["docs/memory.md"]),
+    "bench.act_r123": (lambda t: " / ".join(mib2(d2_act(t, "-r %d" % r)) for r in (1, 2, 3)), ["docs/memory.md"]),
+    "bench.saved_r123": (lambda t: " / ".join(commas(d2_act(t, "-r 0") - d2_act(t, "-r %d" % r)) for r in (1, 2, 3)) + " B (" +
+                         " / ".join("%.1f" % (100 * (1 - d2_act(t, "-r %d" % r) / d2_act(t, "-r 0"))) for r in (1, 2, 3)) + "%)",
+                         ["docs/memory.md"]),
+    "bench.act_accum": (lambda t: mib2(d2_act(t, "-r 0 -b 2 -d 256")), ["docs/memory.md"]),
+    "bench.saved_accum": (lambda t: "%s B (%.0f%%)" % (commas(d2_act(t, "-r 0") - d2_act(t, "-r 0 -b 2 -d 256")),
+                                                      100 * (1 - d2_act(t, "-r 0 -b 2 -d 256") / d2_act(t, "-r 0"))), ["docs/memory.md"]),
+    "bench.z0": (lambda t: mib2(d2_states(t, 0)), ["docs/memory.md"]),
+    "bench.z1": (lambda t: mib2(d2_states(t, 1)), ["docs/memory.md"]),
+    "bench.z2": (lambda t: mib2(d2_states(t, 2)), ["docs/memory.md"]),
+    "bench.saved_z1": (lambda t: "%s B (%.1f%%)" % (commas(d2_states(t, 0) - d2_states(t, 1)), 100 * (1 - d2_states(t, 1) / d2_states(t, 0))),
+                       ["docs/memory.md"]),
+    "bench.saved_z2": (lambda t: "%s B (%.1f%%)" % (commas(d2_states(t, 0) - d2_states(t, 2)), 100 * (1 - d2_states(t, 2) / d2_states(t, 0))),
+                       ["docs/memory.md"]),
+    "bench.psi": (lambda t: commas(t.plan(D2)["model"]["parameters"]), ["docs/memory.md"]),
+    "bench.traffic": (lambda t: commas(next(i["sent"] for i in t.plan(D2 + " -z 0 --ranks 2")["communication"]["items"]
+                                            if i["what"].startswith("gradients"))), ["docs/memory.md"]),
+    "kr.fa3_over_ours_pct": (lambda t: "%.0f" % (100 * (fa3_row(t)["measured"] / fa3_row(t)["predicted"] - 1)), ["docs/speed.md"]),
+    "kr.step_margin_pct": (step_margin_pct, ["docs/speed.md", "docs/guide.md"]),
     "recipe.gib": (recipe_gib, ["README.md", "docs/guide.md", "docs/memory.md"]),
     "kr.d48_h100_ours": (lambda t: "%.1f" % kr_side(t, "H100 SXM", "d48", "ours_ms"), ["README.md"]),
     "kr.d48_h100_llmc": (lambda t: "%.1f" % kr_side(t, "H100 SXM", "d48", "llmc_ms"), ["README.md"]),
     "kr.side_by_side": (kr_side_table, ["docs/speed.md"]),
     "kr.cal_124m_ms": (lambda t: kr_calibration(t, "llm.c GPT-2 124M, 8x A100 80GB SXM: step", "%.0f", 1e3),
                        ["docs/speed.md", "docs/guide.md"]),
+    "kr.flash_h100_1k_f": (lambda t: kr_ours_attention(t, "H100 SXM", 1024, False), ["docs/speed.md"]),
+    "kr.flash_h100_1k_fb": (lambda t: kr_ours_attention(t, "H100 SXM", 1024, True), ["docs/speed.md"]),
+    "kr.flash_h100_2k_f": (lambda t: kr_ours_attention(t, "H100 SXM", 2048, False), ["docs/speed.md"]),
+    "kr.flash_h100_2k_fb": (lambda t: kr_ours_attention(t, "H100 SXM", 2048, True), ["docs/speed.md"]),
+    "kr.flash_a100_1k_fb": (lambda t: kr_ours_attention(t, "A100 SXM 80GB", 1024, True), ["docs/speed.md"]),
+    "kr.target_step_ratio": (lambda t: "%.3f" % (kr_side(t, "H100 SXM", "d48", "ours_ms") / kr_side(t, "H100 SXM", "d48", "llmc_ms")),
+                             ["docs/speed.md"]),
+    "kr.target_step_bar": (lambda t: kr_target(t, "d48 step", "bar", "%.1f"), ["docs/speed.md"]),
+    "kr.target_ln": (lambda t: kr_target(t, "LayerNorm", "ours", "%.1f"), ["docs/speed.md"]),
+    "kr.target_ln_bar": (lambda t: kr_target(t, "LayerNorm", "bar", "%.1f"), ["docs/speed.md"]),
+    "kr.target_gelu": (lambda t: kr_target(t, "GELU", "ours", "%.1f"), ["docs/speed.md"]),
+    "kr.target_adamw": (lambda t: kr_target(t, "optimizer", "ours", "%.2f"), ["docs/speed.md"]),
+    "kr.target_adamw_bar": (lambda t: kr_target(t, "optimizer", "bar", "%.2f"), ["docs/speed.md"]),
+    "kr.target_classifier": (lambda t: kr_target(t, "classifier", "ours", "%.3f"), ["docs/speed.md"]),
+    "kr.target_classifier_bar": (lambda t: kr_target(t, "classifier", "bar", "%.3f"), ["docs/speed.md"]),
+    "kr.fam_matmul": (lambda t: "%.1f" % kr_family(t, "matmul (cuBLASLt)", "ours"), ["docs/speed.md"]),
+    "kr.fam_llmc_gelu_bias": (lambda t: "%.1f" % (kr_family(t, "GELU", "llmc") + kr_family(t, "bias gradient", "llmc")), ["docs/speed.md"]),
+    "kr.fam_att_ours": (lambda t: "%.1f" % kr_family(t, "attention", "ours"), ["docs/speed.md"]),
+    "kr.fam_att_llmc": (lambda t: "%.1f" % kr_family(t, "attention", "llmc"), ["docs/speed.md"]),
+    "sass.fwd_wgmma": (lambda t: sass_loop(t, "attention_forward_flash_wgmma_kernel<__half, 64>"), ["docs/speed.md"]),
+    "sass.fwd_wgmma_hgmma": (lambda t: sass_loop(t, "attention_forward_flash_wgmma_kernel<__half, 64>", "HGMMA"), ["docs/speed.md"]),
+    "sass.fwd_wgmma_mufu": (lambda t: sass_loop(t, "attention_forward_flash_wgmma_kernel<__half, 64>", "MUFU"), ["docs/speed.md"]),
+    "sass.dq_wgmma": (lambda t: sass_loop(t, "flash_backward_dq_wgmma_kernel<__half, 64>"), ["docs/speed.md"]),
+    "sass.kv_wgmma": (lambda t: sass_loop(t, "flash_backward_kv_wgmma_kernel<__half, 64>"), ["docs/speed.md"]),
+    "sass.fwd_mma": (lambda t: sass_loop(t, "attention_forward_flash_kernel<__half, 64>"), ["docs/speed.md"]),
+    "sass.dq_mma": (lambda t: sass_loop(t, "flash_backward_dq_kernel<__half, 64>"), ["docs/speed.md"]),
+    "sass.kv_mma": (lambda t: sass_loop(t, "flash_backward_kv_kernel<__half, 64>"), ["docs/speed.md"]),
     "kr.cal_1558m_s": (lambda t: kr_calibration(t, "llm.c GPT-2 1558M, 8x H100 SXM: step", "%.2f"), ["docs/speed.md", "docs/guide.md"]),
 }
 
