@@ -220,11 +220,11 @@ def offload_z3_table(t):
 NOT_MODEL_STATES = ("activations", "scratch", "cuBLASLt workspace", "checkpoint staging")
 
 
-def model_states(t, z, n):
-    """A rank's model states at -z Z on N ranks (d48): every device component the engine allocates
-    but the activations and the scratch (parameters, gradients, fp32 master weights, m, v, and at
-    -z 2 and 3 the fp32 gradient sum, the buckets and the gather buffers)."""
-    p = t.plan("%s -r 3 -z %d --ranks %d" % (D48, z, n))
+def model_states(t, z, n, base=None):
+    """A rank's model states at -z Z on N ranks (d48 at -r 3, or BASE's flags): every device component
+    the engine allocates but the activations and the scratch (parameters, gradients, fp32 master
+    weights, m, v, and at -z 2 and 3 the fp32 gradient sum, the buckets and the gather buffers)."""
+    p = t.plan("%s -z %d --ranks %d" % (base or D48 + " -r 3", z, n))
     return sum(c["bytes"] for c in p["components"]
                if c["where"] == "device" and not c["estimate"] and c["name"] not in NOT_MODEL_STATES)
 
@@ -399,10 +399,8 @@ def d2_act(t, flags):
 
 
 def d2_states(t, z):
-    """d2's model states a rank at -z Z on 2 ranks (as model_states, for bench_memory's table)."""
-    p = t.plan("%s -r 0 -z %d --ranks 2" % (D2, z))
-    return sum(c["bytes"] for c in p["components"]
-               if c["where"] == "device" and not c["estimate"] and c["name"] not in NOT_MODEL_STATES)
+    """d2's model states a rank at -z Z on 2 ranks, for bench_memory's table."""
+    return model_states(t, z, 2, D2 + " -r 0")
 
 
 def mib2(b):

@@ -355,6 +355,10 @@ void atomic_release_acquire(const Ctx& c, uintptr_t a) {
     if (f->fence_epoch && f->fence_epoch == c.epoch) rel.push_back({c.blk, c.epoch, c.tid});
 }
 
+// A plain load (global or shared): its race check waits for the thread's next access
+// (resolve_pending_read), so that a CAS loop's first guess is seen as one.
+inline bool deferred_load(bool write, bool atomic, size_t size) { return !write && !atomic && size <= 16; }
+
 void device_access(Worker* w, uintptr_t a, size_t size, int acc, uintptr_t pc) {
     // this thread's previous access has landed (wait_for_store); only this OS thread writes the count
     w->accesses.store(w->accesses.load(std::memory_order_relaxed) + 1, std::memory_order_release);
@@ -372,7 +376,7 @@ void device_access(Worker* w, uintptr_t a, size_t size, int acc, uintptr_t pc) {
     Rec* W = (Rec*)A->wrec + off;
     Rec* R = (Rec*)A->rrec + off;
     bool write = acc & ACC_WRITE, atomic = acc & ACC_ATOMIC;
-    bool defer = !write && !atomic && size <= 16;  // a plain load: its race check waits (PendingRead)
+    bool defer = deferred_load(write, atomic, size);
     for (size_t i = 0; i < size; i++) {
         uint8_t& st = A->state[off + i];
         if (!write && st != S_INIT) {
@@ -430,6 +434,7 @@ std::string where_shared(Worker* w, size_t off) {
 void shared_access(Worker* w, uintptr_t a, size_t size, int acc, uintptr_t pc) {
     size_t off = a - (uintptr_t)w->arena;
     bool write = acc & ACC_WRITE, atomic = acc & ACC_ATOMIC;
+    bool defer = deferred_load(write, atomic, size);
     Ctx c = make_ctx(w, false, pc);
     Rec* W = (Rec*)w->sm_wrec + off;
     Rec* R = (Rec*)w->sm_rrec + off;
@@ -444,9 +449,9 @@ void shared_access(Worker* w, uintptr_t a, size_t size, int acc, uintptr_t pc) {
                          at_source(pc, false).c_str());
         }
         if (write) st = S_INIT;
-        if (write || atomic || size > 16) race_byte(c, W[i], R[i], write, atomic, a, size, a + i);
+        if (!defer) race_byte(c, W[i], R[i], write, atomic, a, size, a + i);
     }
-    if (!write && !atomic && size <= 16) w->pread = PendingRead{true, false, a, pc, size};  // as in device_access
+    if (defer) w->pread = PendingRead{true, false, a, pc, size};
 }
 
 // A plain load's race check, made at the thread's next access to memory other than its own (its

@@ -400,6 +400,13 @@ static void print_alarms() {
         fprintf(stderr, "cuda_cpu: %llu x %s\n", (unsigned long long)a.second.count, a.second.message.c_str());
 }
 
+// "kernel 'k' block (x,y,z) thread (x,y,z): " for the thread running on this OS thread, or "".
+static std::string running_thread(Worker* w) {
+    if (!w || !w->cur || !w->launch) return "";
+    return std::string("kernel '") + w->launch->name + "' block " + block_name(w->launch, w->block_linear) + " thread " +
+           thread_name(w->launch, w->cur->linear) + ": ";
+}
+
 void kernel_alarm(const char* cls, uintptr_t a, uintptr_t pc, const char* fmt, ...) {
     RuntimeScope scope;
     char why[2048];
@@ -419,15 +426,7 @@ void kernel_alarm(const char* cls, uintptr_t a, uintptr_t pc, const char* fmt, .
     std::string key = std::string(cls) + "|" + (kernel ? kernel : "") + "|" + (pc ? source_of(pc) : "");
     std::lock_guard<std::mutex> lk(g_alarm_mu);
     Alarm& e = g_alarms[key];
-    if (!e.count) {
-        char where[2048];
-        if (kernel)
-            snprintf(where, sizeof(where), "%s: kernel '%s' block %s thread %s: %s", cls, kernel,
-                     block_name(w->launch, w->block_linear).c_str(), thread_name(w->launch, w->cur->linear).c_str(), why);
-        else
-            snprintf(where, sizeof(where), "%s: %s", cls, why);
-        e.message = where;
-    }
+    if (!e.count) e.message = std::string(cls) + ": " + running_thread(w) + why;
     e.count++;
 }
 
@@ -438,11 +437,7 @@ void die_in_kernel(const char* fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    Worker* w = tw;
-    if (w && w->cur && w->launch)
-        cuda_cpu_fail("kernel '%s' block %s thread %s: %s", w->launch->name, block_name(w->launch, w->block_linear).c_str(),
-                      thread_name(w->launch, w->cur->linear).c_str(), why);
-    cuda_cpu_fail("%s", why);
+    cuda_cpu_fail("%s%s", running_thread(tw).c_str(), why);
 }
 
 // ============================================================================================

@@ -865,6 +865,25 @@ static void check_aborts(const char* name, const char* child, std::vector<std::s
     test_report(r.aborted() && named, name, why.c_str());
 }
 
+// A buggy twin run RUNS times, each in a fresh process (another interleaving): reported as NAME,
+// passing when every run aborted with a message holding each of MUST; ENV_OF gives a run's
+// environment.
+static void check_caught_every_run(const char* name, const char* child, std::vector<const char*> must,
+                                   std::vector<std::string> (*env_of)(int run), int runs = 20) {
+    int caught = 0;
+    std::string why;
+    for (int r = 0; r < runs; r++) {
+        ChildResult c = run_child_case(child, env_of(r));
+        bool named = true;
+        for (const char* m : must) named &= c.err.find(m) != std::string::npos;
+        if (c.aborted() && named) caught++;
+        else why = c.why();
+    }
+    char msg[600];
+    snprintf(msg, sizeof(msg), "caught in %d of %d runs; %s", caught, runs, why.c_str());
+    test_report(caught == runs, name, msg);
+}
+
 // The reduction's last block: with the fence, 20 launches on 1 and on 2 OS threads, no alarm and the
 // sums right; without it, caught in 20 runs of 20 (each run a fresh process: another interleaving).
 static void test_last_block_reads() {
@@ -873,19 +892,9 @@ static void test_last_block_reads() {
         std::string name = std::string("reduction_last_block_reads_after_fence_no_alarm_20_runs_") + (threads + strlen(threads) - 1) + "_threads";
         test_report(ok.exited_ok() && ok.out == "0\n", name.c_str(), (ok.out + ok.why()).c_str());
     }
-    int caught = 0;
-    std::string why;
-    for (int r = 0; r < 20; r++) {
-        ChildResult c = run_child_case("last_block_unfenced", {r % 2 ? "CUDA_CPU_THREADS=2" : "CUDA_CPU_THREADS=1"});
-        if (c.aborted() && c.err.find("last_block_reads_kernel") != std::string::npos &&
-            c.err.find("data race on global memory: this thread reads 4 bytes") != std::string::npos)
-            caught++;
-        else
-            why = c.why();
-    }
-    char msg[600];
-    snprintf(msg, sizeof(msg), "caught in %d of 20 runs; %s", caught, why.c_str());
-    test_report(caught == 20, "reduction_without_fence_caught_in_20_of_20_runs_1_and_2_threads", msg);
+    check_caught_every_run("reduction_without_fence_caught_in_20_of_20_runs_1_and_2_threads", "last_block_unfenced",
+                           {"last_block_reads_kernel", "data race on global memory: this thread reads 4 bytes"},
+                           [](int r) { return std::vector<std::string>{r % 2 ? "CUDA_CPU_THREADS=2" : "CUDA_CPU_THREADS=1"}; });
 }
 
 // CUDA_CPU_ALARMS=report: the program runs on and, at exit, prints each distinct alarm once with its
@@ -915,19 +924,9 @@ static void test_cas_loop() {
         std::string name = std::string("cas_loop_seeded_by_a_plain_read_no_alarm_20_runs_") + (threads + strlen(threads) - 1) + "_threads";
         test_report(ok.exited_ok() && ok.out == "20480\n", name.c_str(), (ok.out + ok.why()).c_str());
     }
-    int caught = 0;
-    std::string why;
-    for (int r = 0; r < 20; r++) {
-        ChildResult c = run_child_case("read_then_exchange", {});
-        if (c.aborted() && c.err.find("read_then_exchange_kernel") != std::string::npos &&
-            c.err.find("data race on global memory: this thread reads 8 bytes") != std::string::npos)
-            caught++;
-        else
-            why = c.why();
-    }
-    char msg[600];
-    snprintf(msg, sizeof(msg), "caught in %d of 20 runs; %s", caught, why.c_str());
-    test_report(caught == 20, "plain_read_used_without_a_cas_caught_in_20_of_20_runs", msg);
+    check_caught_every_run("plain_read_used_without_a_cas_caught_in_20_of_20_runs", "read_then_exchange",
+                           {"read_then_exchange_kernel", "data race on global memory: this thread reads 8 bytes"},
+                           [](int) { return std::vector<std::string>{}; });
 }
 
 // 64 blocks storing one value to one place, on 2 OS threads, stores held back: no alarm in 20 runs;
@@ -935,19 +934,9 @@ static void test_cas_loop() {
 static void test_same_value_from_blocks() {
     ChildResult ok = run_child_case("same_value", {"CUDA_CPU_THREADS=2", "CUDA_CPU_STORE_DELAY_US=300"});
     test_report(ok.exited_ok() && ok.out == "1\n", "blocks_storing_one_value_to_one_place_no_alarm_20_runs_2_threads", ok.why().c_str());
-    int caught = 0;
-    std::string why;
-    for (int r = 0; r < 20; r++) {
-        ChildResult c = run_child_case("own_value", {"CUDA_CPU_THREADS=2", "CUDA_CPU_STORE_DELAY_US=300"});
-        if (c.aborted() && c.err.find("own_value_from_blocks_kernel") != std::string::npos &&
-            c.err.find("data race on global memory") != std::string::npos && c.err.find("a different value") != std::string::npos)
-            caught++;
-        else
-            why = c.why();
-    }
-    char msg[600];
-    snprintf(msg, sizeof(msg), "caught in %d of 20 runs; %s", caught, why.c_str());
-    test_report(caught == 20, "blocks_storing_different_values_to_one_place_caught_in_20_of_20_runs", msg);
+    check_caught_every_run("blocks_storing_different_values_to_one_place_caught_in_20_of_20_runs", "own_value",
+                           {"own_value_from_blocks_kernel", "data race on global memory", "a different value"},
+                           [](int) { return std::vector<std::string>{"CUDA_CPU_THREADS=2", "CUDA_CPU_STORE_DELAY_US=300"}; });
 }
 
 // A full-mask warp operation after some lanes of the mask returned: legal, 20 runs (each launch a new
@@ -975,18 +964,9 @@ static void test_early_exit_warp_ops() {
     CHECK(bad == 0, "full_mask_warp_ops_after_lanes_returned_wait_for_the_non_exited_20_runs");
     CK(cudaFree(d));
     CK(cudaFree(b));
-    int caught = 0;
-    std::string why;
-    for (int r = 0; r < runs; r++) {
-        ChildResult c = run_child_case("exited_source", {});
-        bool named = c.err.find("exited_source_shuffle_kernel") != std::string::npos &&
-                     c.err.find("__shfl_xor_sync") != std::string::npos && c.err.find("has exited: the value is undefined") != std::string::npos;
-        if (c.aborted() && named) caught++;
-        else why = c.why();
-    }
-    char msg[600];
-    snprintf(msg, sizeof(msg), "caught in %d of %d runs; %s", caught, runs, why.c_str());
-    test_report(caught == runs, "shuffle_reading_an_exited_lane_caught_in_20_of_20_runs", msg);
+    check_caught_every_run("shuffle_reading_an_exited_lane_caught_in_20_of_20_runs", "exited_source",
+                           {"exited_source_shuffle_kernel", "__shfl_xor_sync", "has exited: the value is undefined"},
+                           [](int) { return std::vector<std::string>{}; }, runs);
 }
 
 // Since Volta an exiting thread counts as arrived at a barrier (the PTX ISA): a block whose early
