@@ -75,7 +75,7 @@ ifneq ($(wildcard $(LLMC_DIR)/train_gpt2.cu),)
 LLMC_COUNT_BIN := $(BUILD)/dev/llmc/train_gpt2cu_count
 $(LLMC_COUNT_BIN): $(LLMC_DIR)/train_gpt2.cu $(wildcard $(LLMC_DIR)/llmc/*.h $(LLMC_DIR)/llmc/*.cuh) dev/llmc_cuda13.h $(CUDA_CPU_DEPS)
 	@mkdir -p $(dir $@)
-	cd $(LLMC_DIR) && perl $(abspath test/cuda_cpu/cu2cpu.pl) -o $(abspath $@).gen --prune -I llmc train_gpt2.cu
+	cd $(LLMC_DIR) && perl $(abspath test/cuda_cpu/cu2cpu.pl) -o $(abspath $@).gen --prune --compile-dir $(CURDIR) -I llmc train_gpt2.cu
 	$(CUDA_CPU_CXX) $(CUDA_CPU_FLAGS) $(CUDA_CPU_MPI_CFLAGS) $(CUDA_CPU_CHECK_FLAGS) -w -x c++ -include test/cuda_cpu/cuda_cpu.h \
 		-include dev/llmc_cuda13.h -I$(LLMC_DIR) -c $@.gen/train_gpt2.cu -o $@.o
 	$(CUDA_CPU_CXX) $(CUDA_CPU_FLAGS) $@.o $(CUDA_CPU_LIB) $(CUDA_CPU_MPI_LIBS) -lm -o $@
@@ -84,6 +84,50 @@ endif
 .PHONY: kernel-report
 kernel-report: $(KERNEL_COUNT_BINS) $(BUILD)/test/gen_data $(CUDA_CPU_REGISTERS_DB)
 	@bash dev/kernel_report.sh
+endif
+
+# The runtime's corpus (dev/runtime_corpus.sh): others' CUDA code, known to work on GPUs, through the
+# CPU runtime. llm.c's train_gpt2.cu in FP32 (its products computed) as it is and with the fixes of
+# dev/corpus/llmc_fixes.pl made in a copy, and llm.c's train_gpt2.c stepped the same way
+# (dev/corpus/llmc_c_steps.c) to compare their losses; NVIDIA's CUDA samples (dev/corpus_samples.sh)
+# when a checkout is at CUDA_SAMPLES_DIR. Each checkout is git-ignored and pinned by commit.
+ifneq ($(CUDA_CPU_HAVE_CUDA),)
+CORPUS := $(BUILD)/dev/corpus
+CORPUS_BINS :=
+ifneq ($(wildcard $(LLMC_DIR)/train_gpt2.cu),)
+LLMC_SOURCES := $(LLMC_DIR)/train_gpt2.cu $(wildcard $(LLMC_DIR)/llmc/*.h $(LLMC_DIR)/llmc/*.cuh)
+$(CORPUS)/llmc_fixed/train_gpt2.cu: $(LLMC_SOURCES) dev/corpus/llmc_fixes.pl
+	@rm -rf $(dir $@) && mkdir -p $(dir $@)
+	cp -r $(LLMC_DIR)/train_gpt2.cu $(LLMC_DIR)/llmc $(dir $@)
+	perl dev/corpus/llmc_fixes.pl $(dir $@)
+# llmc_corpus_program(OUTPUT, CHECKOUT): llm.c's trainer in FP32 through the runtime, checked,
+# rewritten from inside the checkout (its llmc/ headers are the program's own) with the runtime's
+# source lines naming the files from here.
+define llmc_corpus_program
+$(1): $(2)/train_gpt2.cu $(if $(filter $(LLMC_DIR),$(2)),$(LLMC_SOURCES),$(CORPUS)/llmc_fixed/train_gpt2.cu) dev/llmc_cuda13.h $(CUDA_CPU_DEPS)
+	@mkdir -p $$(dir $$@)
+	cd $(2) && perl $(abspath test/cuda_cpu/cu2cpu.pl) -o $$(abspath $$@).gen --prune --compile-dir $(CURDIR) -I llmc train_gpt2.cu
+	$(CUDA_CPU_CXX) $(CUDA_CPU_FLAGS) $(CUDA_CPU_MPI_CFLAGS) $(CUDA_CPU_CHECK_FLAGS) -w -x c++ -include test/cuda_cpu/cuda_cpu.h \
+		-include dev/llmc_cuda13.h -I$(2) -DENABLE_FP32 -c $$@.gen/train_gpt2.cu -o $$@.o
+	$(CUDA_CPU_CXX) $(CUDA_CPU_FLAGS) $$@.o $(CUDA_CPU_LIB) $(CUDA_CPU_MPI_LIBS) -lm -o $$@
+endef
+$(eval $(call llmc_corpus_program,$(CORPUS)/llmc_fp32,$(LLMC_DIR)))
+$(eval $(call llmc_corpus_program,$(CORPUS)/llmc_fixed_fp32,$(CORPUS)/llmc_fixed))
+$(CORPUS)/llmc_c_steps: dev/corpus/llmc_c_steps.c $(LLMC_DIR)/train_gpt2.c $(wildcard $(LLMC_DIR)/llmc/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -fopenmp -w -I$(LLMC_DIR) $< -lm -o $@
+CORPUS_BINS += $(CORPUS)/llmc_fp32 $(CORPUS)/llmc_fixed_fp32 $(CORPUS)/llmc_c_steps
+endif
+CUDA_SAMPLES_DIR ?= cuda-samples
+export CUDA_SAMPLES_DIR
+.PHONY: runtime-corpus
+runtime-corpus: $(CORPUS_BINS) $(BUILD)/test/gen_data $(CUDA_CPU_LIB)
+	@bash dev/runtime_corpus.sh
+# In make test-long when a checkout is there (a developer's machine; CI's fresh clone has none).
+ifneq ($(CORPUS_BINS)$(wildcard $(CUDA_SAMPLES_DIR)/Common),)
+TESTS_LONG += dev/runtime_corpus.sh
+TEST_LONG_DEPS += $(CORPUS_BINS) $(CUDA_CPU_LIB)
+endif
 endif
 # The SASS instruction mix of every kernel (needs an nvdisasm: CUDA 13 has none, see dev/sass_mix.sh).
 .PHONY: sass-mix

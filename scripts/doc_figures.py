@@ -99,6 +99,13 @@ class Tools:
             self._sass = json.load(open(os.path.join(REPO, "docs", "sass_mix_fp16.json")))
         return self._sass
 
+    def corpus(self):
+        """docs/runtime_corpus.json: dev/runtime_corpus.sh --write's counts (it needs llm.c's and the
+        CUDA samples' checkouts, so the committed JSON is the corpus's word)."""
+        if getattr(self, "_corpus", None) is None:
+            self._corpus = json.load(open(os.path.join(REPO, "docs", "runtime_corpus.json")))
+        return self._corpus
+
     def recipe(self):
         """scripts/run_gpt2_1558M_48GB.sh --dry with FineWeb's shards, as docs/memory.md runs it."""
         if self._recipe is None:
@@ -485,6 +492,13 @@ def kr_target(t, prefix, key, fmt):
 
 # name -> (function, the files it belongs in, relative to the root)
 FIGURES = {
+    "corpus.llmc_alarms": (lambda t: "%d" % t.corpus()["llmc_distinct_alarms"], ["docs/runtime.md"]),
+    "corpus.llmc_defects": (lambda t: "%d" % t.corpus()["llmc_defects"], ["docs/runtime.md"]),
+    "corpus.llmc_worst": (lambda t: "%.1e" % t.corpus()["llmc_worst_rel_loss"], ["docs/runtime.md"]),
+    "corpus.samples": (lambda t: "%d" % t.corpus()["samples"], ["docs/runtime.md"]),
+    "corpus.samples_clean": (lambda t: "%d" % t.corpus()["samples_clean"], ["docs/runtime.md"]),
+    "corpus.samples_noted": (lambda t: "%d" % t.corpus()["samples_noted"], ["docs/runtime.md"]),
+    "corpus.samples_unsupported": (lambda t: "%d" % t.corpus()["samples_unsupported"], ["docs/runtime.md"]),
     "ladder.table": (ladder_table, ["docs/memory.md"]),
     "ladder.top": (lambda t: gib(ladder_row(t, "--precision fp32")["device_total"]), ["README.md", "docs/guide.md"]),
     "ladder.bottom": (lambda t: gib(ladder_row(t, "--offload grads")["device_total"]), ["README.md", "docs/guide.md"]),

@@ -14,12 +14,13 @@
 # Each output starts with a #line naming the original, and keeps its line count, so compiler
 # messages point at the original source.
 #
-# usage: cu2cpu.pl -o OUTDIR [-d DEPFILE -t TARGET] [--prune] [-I DIR]... SOURCE
+# usage: cu2cpu.pl -o OUTDIR [-d DEPFILE -t TARGET] [--prune] [--compile-dir DIR] [-I DIR]... SOURCE
 # Writes OUTDIR/SOURCE and OUTDIR/<path> for each file reached through #include "..." (or <...>
 # found in a -I DIR) that lies under the current directory. Compile OUTDIR/SOURCE with
 # -I OUTDIR/DIR ahead of each -I DIR so the rewritten copies shadow the originals.
 # --prune deletes every other file under OUTDIR (which must end in .gen), so a header that was
 # removed or moved cannot linger there and shadow the real one.
+# --compile-dir DIR: the compiler runs in DIR, not here: the #line paths are absolute.
 use strict;
 use warnings;
 use Cwd qw(getcwd abs_path);
@@ -27,21 +28,23 @@ use File::Basename qw(dirname);
 use File::Path qw(make_path);
 use File::Spec;
 
-my ($outdir, $depfile, $target, $prune, @incdirs, $source);
+my ($outdir, $depfile, $target, $prune, $compile_dir, @incdirs, $source);
 while (@ARGV) {
     my $a = shift @ARGV;
     if ($a eq '-o') { $outdir = shift @ARGV; }
     elsif ($a eq '-d') { $depfile = shift @ARGV; }
     elsif ($a eq '-t') { $target = shift @ARGV; }
     elsif ($a eq '--prune') { $prune = 1; }
+    elsif ($a eq '--compile-dir') { $compile_dir = shift @ARGV; }
     elsif ($a =~ /^-I(.*)$/) { push @incdirs, ($1 ne '' ? $1 : shift @ARGV); }
     elsif (!defined $source) { $source = $a; }
-    else { die "cu2cpu.pl: unexpected argument '$a'; expected: -o OUTDIR [-d DEPFILE -t TARGET] [--prune] [-I DIR]... SOURCE\n"; }
+    else { die "cu2cpu.pl: unexpected argument '$a'; expected: -o OUTDIR [-d DEPFILE -t TARGET] [--prune] [--compile-dir DIR] [-I DIR]... SOURCE\n"; }
 }
-die "cu2cpu.pl: expected: -o OUTDIR [-d DEPFILE -t TARGET] [--prune] [-I DIR]... SOURCE\n" unless defined $outdir && defined $source;
+die "cu2cpu.pl: expected: -o OUTDIR [-d DEPFILE -t TARGET] [--prune] [--compile-dir DIR] [-I DIR]... SOURCE\n" unless defined $outdir && defined $source;
 die "cu2cpu.pl: $source: no such file\n" unless -f $source;
 die "cu2cpu.pl: --prune needs an OUTDIR whose name ends in .gen, not '$outdir'\n" if $prune && $outdir !~ /\.gen\/?$/;
 my $root = getcwd();
+die "cu2cpu.pl: --compile-dir $compile_dir: no such directory\n" if defined $compile_dir && !-d $compile_dir;
 
 # Project-relative path of a file, or undef when it lies outside the current directory.
 sub project_path {
@@ -426,9 +429,11 @@ sub rewrite {
         push @edits, [$k, $close, $rep];
         pos($m) = $close;
     }
-    while ($m =~ /\bextern\s+__shared__\s+([^;\[\]]*?)\s*\b(\w+)\s*\[\s*\]\s*;/g) {
+    # __shared__ before the type or among its words (extern float __shared__ s[];, as some write it)
+    while ($m =~ /\bextern\s+([^;\[\]{}"]*?\b__shared__\b[^;\[\]{}]*?)\s*\b(\w+)\s*\[\s*\]\s*;/g) {
         my ($s0, $e0, $name) = ($-[0], $+[0], $2);
         my $type = substr($t, $-[1], $+[1] - $-[1]);
+        $type =~ s/\b__shared__\b//;
         $type =~ s/__align__\s*\(\s*\w+\s*\)|alignas\s*\(\s*\w+\s*\)|__attribute__\s*\(\(.*?\)\)//g;
         $type =~ s/^\s+|\s+$//g;
         $type =~ s/\s+/ /g;
@@ -443,7 +448,11 @@ sub rewrite {
     for my $e (sort { $b->[0] <=> $a->[0] || $b->[1] <=> $a->[1] } @edits) {
         substr($t, $e->[0], $e->[1] - $e->[0]) = $e->[2];
     }
-    return "#line 1 \"$rel\"\n$t";
+    # The original's path: from here, where the compiler runs too (the project's builds); absolute when
+    # it runs elsewhere (--compile-dir), so a program rewritten from inside its own checkout still has
+    # its compiler messages, and the source lines the runtime prints, name the file the user has.
+    my $line = defined $compile_dir ? File::Spec->catfile($root, $rel) : $rel;
+    return "#line 1 \"$line\"\n$t";
 }
 
 for my $rel (@order) {

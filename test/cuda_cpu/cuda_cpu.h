@@ -313,16 +313,22 @@ inline T cuda_cpu_atomic_update(T* addr, F f) {
             return old_val;
     }
 }
+// An exchange or a compare-and-swap leaves whichever value landed last (a lock's owner, the last
+// thread's id, a CAS loop's float sum rounded in its order): the runtime lets its target differ
+// between the two schedules of a launch, as it may between two runs on a GPU (what a thread computes
+// from the value it got back is still compared).
+void cuda_cpu_atomic_any_order(const void* a, unsigned size);
 #define CUDA_CPU_ATOMIC_INT(T)                                                                                   \
     inline T atomicAdd(T* a, T v) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }                       \
     inline T atomicSub(T* a, T v) { return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); }                       \
-    inline T atomicExch(T* a, T v) { return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); }                     \
+    inline T atomicExch(T* a, T v) { cuda_cpu_atomic_any_order(a, sizeof(T)); return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); } \
     inline T atomicAnd(T* a, T v) { return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST); }                       \
     inline T atomicOr(T* a, T v) { return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST); }                         \
     inline T atomicXor(T* a, T v) { return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST); }                       \
     inline T atomicMax(T* a, T v) { return cuda_cpu_atomic_update(a, [v](T o) { return o > v ? o : v; }); }   \
     inline T atomicMin(T* a, T v) { return cuda_cpu_atomic_update(a, [v](T o) { return o < v ? o : v; }); }   \
     inline T atomicCAS(T* a, T cmp, T v) {                                                                      \
+        cuda_cpu_atomic_any_order(a, sizeof(T));                                                                \
         __atomic_compare_exchange_n(a, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);                     \
         return cmp;                                                                                             \
     }
@@ -332,6 +338,7 @@ CUDA_CPU_ATOMIC_INT(unsigned long long int)
 CUDA_CPU_ATOMIC_INT(long long int)
 #undef CUDA_CPU_ATOMIC_INT
 inline unsigned short atomicCAS(unsigned short* a, unsigned short cmp, unsigned short v) {
+    cuda_cpu_atomic_any_order(a, sizeof(unsigned short));
     __atomic_compare_exchange_n(a, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
     return cmp;
 }
@@ -360,7 +367,10 @@ inline T cuda_cpu_fadd(T* a, T v, int type) {
 }
 inline float atomicAdd(float* a, float v) { return cuda_cpu_fadd(a, v, CUDA_CPU_FA_F32); }
 inline double atomicAdd(double* a, double v) { return cuda_cpu_fadd(a, v, CUDA_CPU_FA_F64); }
-inline float atomicExch(float* a, float v) { return cuda_cpu_atomic_update(a, [v](float) { return v; }); }
+inline float atomicExch(float* a, float v) {
+    cuda_cpu_atomic_any_order(a, sizeof(float));
+    return cuda_cpu_atomic_update(a, [v](float) { return v; });
+}
 inline __half atomicAdd(__half* a, __half v) { return cuda_cpu_fadd(a, v, CUDA_CPU_FA_F16); }
 inline __nv_bfloat16 atomicAdd(__nv_bfloat16* a, __nv_bfloat16 v) { return cuda_cpu_fadd(a, v, CUDA_CPU_FA_BF16); }
 inline __half2 atomicAdd(__half2* a, __half2 v) { return cuda_cpu_fadd(a, v, CUDA_CPU_FA_F16X2); }

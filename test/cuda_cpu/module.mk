@@ -25,7 +25,10 @@ CUDA_CPU_MPI_CFLAGS := $(if $(CUDA_CPU_HAVE_MPI),$(shell mpicxx -showme:compile 
 CUDA_CPU_MPI_LIBS := $(if $(CUDA_CPU_HAVE_MPI),$(shell mpicxx -showme:link 2>/dev/null))
 # _FORTIFY_SOURCE must stay off: its longjmp check refuses to jump between fiber stacks.
 # test/cuda_cpu/include holds the cooperative groups subset; it comes before CUDA's own headers.
-CUDA_CPU_FLAGS = -std=gnu++17 $(CUDA_CPU_OPT) $(CUDA_CPU_SAN) -U_FORTIFY_SOURCE -pthread -fopenmp \
+# -gdwarf-4: Debian 12's addr2line (binutils 2.40) read GCC 12's DWARF 5 line table of a rewritten
+# program (its main file starts with a #line) one file entry off, naming the main file for a kernel
+# in a header; it reads DWARF 4's right.
+CUDA_CPU_FLAGS = -std=gnu++17 $(CUDA_CPU_OPT) -gdwarf-4 $(CUDA_CPU_SAN) -U_FORTIFY_SOURCE -pthread -fopenmp \
 	-Wall -Wno-unused-parameter -Wno-unknown-pragmas -Itest/cuda_cpu/include -isystem $(CUDA_HOME)/include -Itest
 # The checks' instrumentation: GCC's ThreadSanitizer and alignment-UBSan callbacks, which the runtime
 # implements itself (check_cpu.cpp), so the link takes neither libtsan nor libubsan. GCC refuses it
@@ -86,6 +89,19 @@ $(1): $(2) $$(CUDA_CPU_DEPS) $(filter-out -%,$(4))
 -include $(1).d
 endef
 
+# The compile and link lines of a checked program, for building another project's .cu by hand
+# (test/cuda_cpu/README.md, "Someone else's program"; dev/corpus_samples.sh and test_compile_dir.sh):
+#   make -s cuda-cpu-flags  ->  line 1: the compile command, to put before the rewritten source
+#                               line 2: the link command, to put before the program's objects
+#                               line 3: the link inputs, to put after them
+# Paths absolute, so the lines work from any directory.
+CUDA_CPU_FLAGS_ABS = $(foreach f,$(CUDA_CPU_FLAGS),$(if $(filter -Itest%,$(f)),-I$(CURDIR)/$(patsubst -I%,%,$(f)),$(f)))
+.PHONY: cuda-cpu-flags
+cuda-cpu-flags:
+	@echo "$(CUDA_CPU_CXX) $(CUDA_CPU_FLAGS_ABS) $(CUDA_CPU_MPI_CFLAGS) $(CUDA_CPU_CHECK_FLAGS) -x c++ -include $(CURDIR)/test/cuda_cpu/cuda_cpu.h"
+	@echo "$(CUDA_CPU_CXX) $(CUDA_CPU_FLAGS_ABS)"
+	@echo "$(abspath $(CUDA_CPU_LIB)) $(CUDA_CPU_MPI_LIBS) -lm"
+
 ifneq ($(CUDA_CPU_HAVE_CUDA),)
 # ---- the runtime's own tests and benchmark ----
 # test_bugs: one buggy kernel per class of GPU bug, each caught (in a child process) with a message
@@ -114,6 +130,11 @@ $(eval $(call cuda_cpu_program,$(CUDA_CPU_OUT)/test_example_gelu,test/cuda_cpu/t
 	$(BUILD)/reference/ops_cpu.o $(BUILD)/reference/gemm_cpu.o $(BUILD)/common/util.o,$(CUDA_CPU_CHECK_FLAGS)))
 
 TESTS += $(CUDA_CPU_TESTS) test/cuda_cpu/test_nccl.sh
+# A program rewritten in one directory and compiled in another names its own files (about 1 s). Not in
+# the sanitizer pass: it builds with the runtime of make test's build, and holds no host code of ours.
+TESTS += test/cuda_cpu/test_compile_dir.sh
+TESTS_SAN_SKIP += test/cuda_cpu/test_compile_dir.sh
+TEST_DEPS += $(CUDA_CPU_LIB)
 TESTS_LONG += test/cuda_cpu/test_nvcc_compile.sh
 BENCHES += test/cuda_cpu/bench.sh
 # make builds only the TESTS and BENCHES that are not scripts; these scripts run programs built here

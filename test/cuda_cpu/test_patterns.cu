@@ -334,6 +334,22 @@ __global__ void int_atomic_count_kernel(int* counts, unsigned char* flags, const
     else atomicAdd(&counts[1], 1);
 }
 
+// Every thread exchanges its id in, and the first to find the slot empty claims a second one with a
+// CAS: which id is left, and which thread claimed, depend on the order (as on a GPU); legal.
+__global__ void exchange_and_claim_kernel(int* last, int* owner) {
+    int id = blockIdx.x * blockDim.x + threadIdx.x;
+    atomicExch(last, id);
+    atomicCAS(owner, -1, id);
+}
+
+// Dynamic shared memory declared with the qualifier after the type (legal C++, and how some write it).
+__global__ void reverse_in_dynamic_smem_kernel(float* out, const float* in) {
+    extern float __shared__ buf[];
+    buf[threadIdx.x] = in[blockIdx.x * blockDim.x + threadIdx.x];
+    __syncthreads();
+    out[blockIdx.x * blockDim.x + threadIdx.x] = buf[blockDim.x - 1 - threadIdx.x];
+}
+
 static void test_atomics() {
     const int n = 20000;
     std::vector<float> x = random_vec(n);
@@ -361,6 +377,19 @@ static void test_atomics() {
     int pos = 0, fl = 0;
     for (int i = 0; i < n; i++) { pos += x[i] > 0.0f; fl += f[i]; }
     CHECK(c[0] == pos && c[1] == n - pos && fl == pos, "int_atomics_and_neighbouring_byte_writes");
+    int* slots;
+    CK(cudaMalloc(&slots, 2 * sizeof(int)));
+    CK(cudaMemset(slots, 0xff, 2 * sizeof(int)));  // -1: empty
+    exchange_and_claim_kernel<<<4, 64>>>(slots, slots + 1);
+    std::vector<int> sl = to_host(slots, 2);
+    CHECK(sl[0] >= 0 && sl[0] < 256 && sl[1] >= 0 && sl[1] < 256, "atomicExch_and_atomicCAS_leave_an_order_dependent_value");
+    float* rev;
+    CK(cudaMalloc(&rev, 256 * sizeof(float)));
+    reverse_in_dynamic_smem_kernel<<<2, 128, 128 * sizeof(float)>>>(rev, dx);
+    std::vector<float> r = to_host(rev, 256);
+    bool reversed = true;
+    for (int i = 0; i < 256; i++) reversed = reversed && r[i] == x[(i / 128) * 128 + 127 - i % 128];
+    CHECK(reversed, "extern_T___shared___dynamic_shared_memory");
 }
 
 // ---------------------------------------------------------------------------------------------

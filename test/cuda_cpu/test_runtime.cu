@@ -842,6 +842,24 @@ static int child_two_alarms() {
     return 0;
 }
 
+// Two threads store different values to one shared variable with nothing between them: a race, and a
+// result that depends on which runs last (the forward schedule keeps thread 1's, the reverse thread 0's).
+__global__ void order_dependent_kernel(float* out) {
+    __shared__ float s;
+    if (threadIdx.x < 2) s = (float)(threadIdx.x + 1);
+    __syncthreads();
+    out[threadIdx.x] = s;
+}
+
+static int child_order_dependent() {
+    float* out;
+    CK(cudaMalloc(&out, 32 * sizeof(float)));
+    order_dependent_kernel<<<1, 32>>>(out);
+    CK(cudaDeviceSynchronize());
+    printf("after the launch\n");
+    return 0;
+}
+
 static int child_exited_source() {
     float* d;
     CK(cudaMalloc(&d, 128 * sizeof(float)));
@@ -914,6 +932,13 @@ static void test_alarms_report() {
                 "alarms_report_mode_counts_each_access", r.err.substr(0, 600).c_str());
     check_aborts("alarms_default_mode_aborts_at_the_first", "two_alarms", {"CUDA_CPU_THREADS=1"}, "two_alarms_kernel",
                  "uninitialised device memory");
+    // a result that differs between the two schedules is listed too, once for the launch, and the
+    // program runs on with one of them
+    ChildResult o = run_child_case("order_dependent", {"CUDA_CPU_ALARMS=report", "CUDA_CPU_THREADS=1"});
+    test_report(o.exited_ok() && o.out == "after the launch\n" &&
+                    o.err.find("cuda_cpu: 1 x schedule-dependent result: kernel 'order_dependent_kernel': the result depends on the order") != std::string::npos &&
+                    o.err.find("x data race: kernel 'order_dependent_kernel'") != std::string::npos,
+                "alarms_report_mode_lists_a_schedule_dependent_result_and_runs_on", (o.out + o.err.substr(0, 800) + o.why()).c_str());
 }
 
 // The CAS loop: 20 launches of 1,024 additions, on 1 and on 2 OS threads: no alarm, every addition
@@ -1026,6 +1051,7 @@ int main(int argc, char** argv) {
         if (c == "same_value") return child_same_value(false);
         if (c == "cas_loop") return child_cas_loop(false);
         if (c == "two_alarms") return child_two_alarms();
+        if (c == "order_dependent") return child_order_dependent();
         if (c == "last_block_fenced") return child_last_block(true);
         if (c == "last_block_unfenced") return child_last_block(false);
         if (c == "read_then_exchange") return child_cas_loop(true);
