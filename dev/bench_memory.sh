@@ -8,14 +8,18 @@
 # beside the closed form of the ZeRO paper). Times from the CPU runtime (the default trainer) are CPU
 # figures: what the emulation costs, nothing about GPU speed. Tests check behaviour only
 # (test/test_comm_volume.sh checks the counted volumes); this prints figures.
+# Each timed configuration runs -n times, the runs of a table interleaved (so a machine growing busier
+# slows each alike); ms/step is the median of their means, the spread (max - min) / median, and a
+# difference no larger than the two configurations' spreads together is marked "*": not measured,
+# noise (two steps on a busy machine once showed recompute 61% "faster" than none).
 #
-#   bash dev/bench_memory.sh                          d2, B=4, T=64, 6 steps, on the CPU runtime (fp16)
+#   bash dev/bench_memory.sh                          d2, B=4, T=64, 6 steps, 3 runs each, on the CPU runtime (fp16)
 #   bash dev/bench_memory.sh --trainer ./train_gpt2 -e d12 -b 8 -t 1024 --no-zero    on a GPU
-#   options: -e MODEL  -b B (per rank)  -t T  -x STEPS  --trainer PATH  --ranks "2 3"  --no-zero
+#   options: -e MODEL  -b B (per rank)  -t T  -x STEPS  -n RUNS  --trainer PATH  --ranks "2 3"  --no-zero
 #            --no-recompute  --no-accum  -- ARGS...  (passed to every run, e.g. -- -i train.bin)
 set -u
 cd "$(dirname "$0")/.." || exit 1
-model=d2 B=4 T=64 steps=6 trainer=build/emu/train_gpt2_emu_fp16 ranks_list="2"
+model=d2 B=4 T=64 steps=6 runs=3 trainer=build/emu/train_gpt2_emu_fp16 ranks_list="2"
 do_recompute=1 do_accum=1 do_zero=1
 extra=()
 while [ $# -gt 0 ]; do
@@ -24,6 +28,7 @@ while [ $# -gt 0 ]; do
         -b) B=$2; shift 2 ;;
         -t) T=$2; shift 2 ;;
         -x) steps=$2; shift 2 ;;
+        -n) runs=$2; shift 2 ;;
         --trainer) trainer=$2; shift 2 ;;
         --ranks) ranks_list=$2; shift 2 ;;
         --no-zero) do_zero=0; shift ;;
@@ -35,6 +40,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ "$steps" -ge 2 ] || { echo "bench_memory: -x must be at least 2 (ms/step is the mean after the first step)" >&2; exit 2; }
+[[ "$runs" =~ ^[1-9][0-9]*$ ]] || { echo "bench_memory: -n must be a positive number of runs, got '$runs'" >&2; exit 2; }
 [ -x "$trainer" ] || { echo "bench_memory: $trainer is not built (make emu, or make train on a GPU machine)" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -80,12 +86,27 @@ run() {  # output file, arguments...: one trainer run; stops the bench when it f
     fi
     grep -q '^engine: GPU engine' "$out" || { echo "bench_memory: $(grep -m1 '^engine' "$out"): not the GPU engine" >&2; exit 1; }
 }
+# The runs of one configuration: FILE.1 .. FILE.n, run in turns with the other configurations of its
+# table; the median and the spread of their ms/step.
+runs_ms() { local f=$1 k; for k in $(seq 1 "$runs"); do ms_of "$f.$k"; done; }
+median() { sort -g | awk '{ v[NR] = $1 } END { printf "%.1f\n", (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+ms_med() { runs_ms "$1" | median; }
+spread() { runs_ms "$1" | sort -g | awk '{ v[NR] = $1 } END { m = (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2)
+    printf "%.1f%%", (m > 0 ? 100 * (v[NR] - v[1]) / m : 0) }'; }
+# versus A B: B's median against A's, "*" when the difference is within their spreads together
+versus() {
+    local a b
+    a=$(ms_med "$1") b=$(ms_med "$2")
+    awk -v a="$a" -v b="$b" -v sa="$(spread "$1")" -v sb="$(spread "$2")" -v n="$runs" 'BEGIN {
+        if (a <= 0) { print "-"; exit }
+        d = 100 * (b - a) / a; s = sa + sb
+        printf "%+.1f%%%s", d, (n > 1 && (d < 0 ? -d : d) <= s) ? "*" : (n == 1 ? "?" : "") }'
+}
 mib() { awk -v b="$1" 'BEGIN { printf "%.2f MiB", b / 1048576 }'; }
-pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%+.1f%%", 100 * (a - b) / b; else print "-" }'; }
 saved() { awk -v a="$1" -v b="$2" 'BEGIN { d = b - a; printf "%.0f B (%.1f%%)", d, (b > 0 ? 100 * d / b : 0) }'; }
 
 common=(-e "$model" -t "$T" -x "$steps" -v 0 -s 0 -o "" "${extra[@]}")
-run "$work/r0.out" "$trainer" "${common[@]}" -b "$B" -r 0
+run "$work/r0.out" "$trainer" "${common[@]}" -b "$B" -r 0  # the model's facts (and a warm-up: not timed)
 precision=$(grep -m1 '^engine:' "$work/r0.out" | sed 's/^engine: GPU engine (\([a-z0-9]*\).*/\1/')
 X=$([ "$precision" = fp32 ] && echo 4 || echo 2)
 # Ψ, the parameter count with the padded vocabulary, from the model line (L, C, maxT, V, padded V).
@@ -97,7 +118,9 @@ psi=$(( Vp * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C ))
 tokens=$(( B * T ))
 
 echo "bench_memory: $model (L=$L C=$C, Ψ = $psi parameters with the padded vocabulary), B=$B T=$T per rank, $precision (X = $X bytes), $steps steps"
-echo "trainer: $trainer; ms/step = the trainer's mean after the first step; bytes from its start-up report$(exact_bytes "$work/r0.out" \
+echo "trainer: $trainer; ms/step = the median over $runs runs (in turns) of the trainer's mean after the first step, spread"
+echo "= (max - min) / median; a difference marked * is no larger than the two spreads together (noise, not a measured"
+echo "cost; ? with one run: no spread measured); bytes from its start-up report$(exact_bytes "$work/r0.out" \
     && echo ' (exact)' || echo ' (its memory line: 0.1 MiB resolution)')"
 if [ $emu = 1 ]; then
     echo "CPU RUNTIME: every time below is a CPU figure (the emulation on $(nproc) cores), not GPU speed; bytes are the GPU engine's."
@@ -106,16 +129,17 @@ fi
 # ---- activation recompute -------------------------------------------------------------------------
 if [ $do_recompute = 1 ]; then
     echo
-    echo "Activation recompute (-r), one rank"
-    printf "  %-6s %14s %22s %14s %10s %10s\n" "level" "activations" "saved vs -r 0" "engine total" "ms/step" "vs -r 0"
-    a0=$(mem "$work/r0.out" activations)
-    ms0=$(ms_of "$work/r0.out")
+    echo "Activation recompute (-r), one rank, $runs runs each"
+    for k in $(seq 1 "$runs"); do
+        for r in 0 1 2 3; do run "$work/r$r.out.$k" "$trainer" "${common[@]}" -b "$B" -r $r; done
+    done
+    printf "  %-6s %14s %22s %14s %10s %8s %10s\n" "level" "activations" "saved vs -r 0" "engine total" "ms/step" "spread" "vs -r 0"
+    a0=$(mem "$work/r0.out.1" activations)
     for r in 0 1 2 3; do
-        [ $r -eq 0 ] || run "$work/r$r.out" "$trainer" "${common[@]}" -b "$B" -r $r
-        a=$(mem "$work/r$r.out" activations)
-        ms=$(ms_of "$work/r$r.out")
-        printf "  %-6s %14s %22s %14s %10s %10s\n" "-r $r" "$(mib "$a")" "$([ $r -eq 0 ] && echo - || saved "$a" "$a0")" \
-            "$(mib "$(mem "$work/r$r.out" total)")" "$ms" "$([ $r -eq 0 ] && echo - || pct "$ms" "$ms0")"
+        a=$(mem "$work/r$r.out.1" activations)
+        printf "  %-6s %14s %22s %14s %10s %8s %10s\n" "-r $r" "$(mib "$a")" "$([ $r -eq 0 ] && echo - || saved "$a" "$a0")" \
+            "$(mib "$(mem "$work/r$r.out.1" total)")" "$(ms_med "$work/r$r.out")" "$(spread "$work/r$r.out")" \
+            "$([ $r -eq 0 ] && echo - || versus "$work/r0.out" "$work/r$r.out")"
     done
     echo "  $(grep -m1 '^recompute:' "$work/r0.out" | sed 's/.*(level 3/level 3/; s/)$//')"
 fi
@@ -127,16 +151,18 @@ if [ $do_accum = 1 ]; then
     if [ $((B % 2)) -ne 0 ]; then
         echo "  skipped: B=$B does not halve"
     else
-        run "$work/acc.out" "$trainer" "${common[@]}" -b $((B / 2)) -r 0 -d $tokens
-        grep -q "= 2 micro-steps" "$work/acc.out" || { echo "bench_memory: -b $((B / 2)) -d $tokens did not run 2 micro-steps" >&2; exit 1; }
-        printf "  %-22s %14s %22s %14s %10s %10s\n" "run" "activations" "saved" "engine total" "ms/step" "time cost"
-        a0=$(mem "$work/r0.out" activations)
-        ms0=$(ms_of "$work/r0.out")
-        printf "  %-22s %14s %22s %14s %10s %10s\n" "B=$B x 1 micro-step" "$(mib "$a0")" "-" "$(mib "$(mem "$work/r0.out" total)")" "$ms0" "-"
-        a=$(mem "$work/acc.out" activations)
-        ms=$(ms_of "$work/acc.out")
-        printf "  %-22s %14s %22s %14s %10s %10s\n" "B=$((B / 2)) x 2 micro-steps" "$(mib "$a")" "$(saved "$a" "$a0")" \
-            "$(mib "$(mem "$work/acc.out" total)")" "$ms" "$(pct "$ms" "$ms0")"
+        for k in $(seq 1 "$runs"); do
+            run "$work/one.out.$k" "$trainer" "${common[@]}" -b "$B" -r 0
+            run "$work/acc.out.$k" "$trainer" "${common[@]}" -b $((B / 2)) -r 0 -d $tokens
+        done
+        grep -q "= 2 micro-steps" "$work/acc.out.1" || { echo "bench_memory: -b $((B / 2)) -d $tokens did not run 2 micro-steps" >&2; exit 1; }
+        printf "  %-22s %14s %22s %14s %10s %8s %10s\n" "run" "activations" "saved" "engine total" "ms/step" "spread" "time cost"
+        a0=$(mem "$work/one.out.1" activations)
+        printf "  %-22s %14s %22s %14s %10s %8s %10s\n" "B=$B x 1 micro-step" "$(mib "$a0")" "-" "$(mib "$(mem "$work/one.out.1" total)")" \
+            "$(ms_med "$work/one.out")" "$(spread "$work/one.out")" "-"
+        a=$(mem "$work/acc.out.1" activations)
+        printf "  %-22s %14s %22s %14s %10s %8s %10s\n" "B=$((B / 2)) x 2 micro-steps" "$(mib "$a")" "$(saved "$a" "$a0")" \
+            "$(mib "$(mem "$work/acc.out.1" total)")" "$(ms_med "$work/acc.out")" "$(spread "$work/acc.out")" "$(versus "$work/one.out" "$work/acc.out")"
     fi
 fi
 
@@ -151,8 +177,18 @@ if [ $do_zero = 1 ]; then
     # On the CPU runtime one worker thread a rank, and the one-rank reference likewise, so the time
     # difference is the ranks' collectives and contention rather than a change of thread count.
     [ $emu = 1 ] && export CUDA_CPU_THREADS=1 OMP_NUM_THREADS=1
-    run "$work/z_one.out" "$trainer" "${common[@]}" -b "$B" -r 0
-    ms1=$(ms_of "$work/z_one.out")
+    # the runs in turns: one rank, then every (R, stage); the counted traffic from the first turn
+    for k in $(seq 1 "$runs"); do
+        run "$work/z_one.out.$k" "$trainer" "${common[@]}" -b "$B" -r 0
+        for R in $ranks_list; do
+            for z in 0 1 2; do
+                tf="$work/traffic_${R}_$z.txt"
+                [ "$k" = 1 ] && rm -f "$tf" || tf=/dev/null
+                NCCL_CPU_TRAFFIC="$tf" run "$work/z${R}_$z.out.$k" mpirun --oversubscribe -np "$R" "$trainer" "${common[@]}" -b "$B" -r 0 -z $z
+            done
+        done
+    done
+    ms1=$(ms_med "$work/z_one.out")
     K=$([ $X -eq 4 ] && echo 8 || echo 12)  # optimizer bytes a parameter: m, v (and an fp32 master copy in fp16/bf16)
     echo "ZeRO (-z) under mpirun, B=$B per rank, -r 0. Model states per rank from the start-up report; the ZeRO paper's"
     echo "form: ${X}Ψ parameters + ${X}Ψ gradients (/R at -z 2) + ${K}Ψ optimizer state (/R at -z 1, 2)."
@@ -160,19 +196,16 @@ if [ $do_zero = 1 ]; then
     echo "the CPU runtime's NCCL, beside the closed form: -z 0 all-reduce of Ψ, 2(R-1)/R·Ψ·X; -z 1 reduce-scatter +"
     echo "all-gather of P = Ψ padded to a multiple of R, 2(R-1)/R·P·X; -z 2 reduces of Ψ to the owners + all-gather"
     echo "of P, (R-1)/R·(Ψ+P)·X: the same volume (the paper's 2Ψ) when R divides Ψ."
-    echo "1 rank (no collectives): $ms1 ms/step$([ $emu = 1 ] && echo ' (CUDA_CPU_THREADS=1 OMP_NUM_THREADS=1, as each rank below)')"
+    echo "1 rank (no collectives): $ms1 ms/step, spread $(spread "$work/z_one.out") over $runs runs$([ $emu = 1 ] && echo ' (CUDA_CPU_THREADS=1 OMP_NUM_THREADS=1, as each rank below)')"
     for R in $ranks_list; do
         S=$(( (psi + R - 1) / R ))
         P=$(( S * R ))
-        printf "  %-6s %13s %20s %12s %9s %9s %14s %14s %7s\n" "R=$R" "model states" "saved vs -z 0" "paper form" "ms/step" \
-            "vs 1 rank" "ring B/step" "closed form" "extra"
+        printf "  %-6s %13s %20s %12s %9s %7s %9s %14s %14s %7s\n" "R=$R" "model states" "saved vs -z 0" "paper form" "ms/step" \
+            "spread" "vs 1 rank" "ring B/step" "closed form" "extra"
         zs0=""
         for z in 0 1 2; do
             tf="$work/traffic_${R}_$z.txt"
-            rm -f "$tf"
-            NCCL_CPU_TRAFFIC="$tf" run "$work/z${R}_$z.out" mpirun --oversubscribe -np "$R" "$trainer" "${common[@]}" -b "$B" -r 0 -z $z
-            ms=$(ms_of "$work/z${R}_$z.out")
-            zs=$(mem "$work/z${R}_$z.out" states)
+            zs=$(mem "$work/z${R}_$z.out.1" states)
             [ $z -eq 0 ] && zs0=$zs
             paper=$(awk -v p="$psi" -v X="$X" -v K="$K" -v R="$R" -v z=$z 'BEGIN {
                 printf "%.0f", X * p + (z == 2 ? X * p / R : X * p) + (z >= 1 ? K * p / R : K * p) }')
@@ -191,11 +224,12 @@ if [ $do_zero = 1 ]; then
             else
                 counted="n/a" extra_b="-"  # the real NCCL counts nothing: the closed form alone
             fi
-            printf "  %-6s %13s %20s %12s %9s %9s %14s %14s %7s\n" "-z $z" "$(mib "$zs")" "$([ $z -eq 0 ] && echo - || saved "$zs" "$zs0")" \
-                "$(mib "$paper")" "$ms" "$(pct "$ms" "$ms1")" "$counted" "$closed" "$extra_b"
+            printf "  %-6s %13s %20s %12s %9s %7s %9s %14s %14s %7s\n" "-z $z" "$(mib "$zs")" "$([ $z -eq 0 ] && echo - || saved "$zs" "$zs0")" \
+                "$(mib "$paper")" "$(ms_med "$work/z${R}_$z.out")" "$(spread "$work/z${R}_$z.out")" \
+                "$(versus "$work/z_one.out" "$work/z${R}_$z.out")" "$counted" "$closed" "$extra_b"
         done
         echo "  model states counted at R=$R:"
-        for z in 0 1 2; do echo "    -z $z: $(mem "$work/z${R}_$z.out" names)"; done
+        for z in 0 1 2; do echo "    -z $z: $(mem "$work/z${R}_$z.out.1" names)"; done
         if [ -s "$work/traffic_${R}_1.txt" ]; then
             echo "  collectives per step at R=$R (calls, data bytes in the element type; from the counter, rank 0):"
             for z in 0 1 2; do

@@ -5,6 +5,10 @@ $(BUILD)/dev/bench_engine: $(BUILD)/dev/bench_engine.o $(REF_OBJ) $(BUILD)/commo
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 BENCHES += $(BUILD)/dev/bench_engine
+# bench_memory.sh's judgement of its time figures (median, spread, a difference within the spread
+# marked), with a stand-in trainer: seconds. Not in the sanitizer pass: no program of ours runs.
+TESTS += test/test_bench_memory.sh
+TESTS_SAN_SKIP += test/test_bench_memory.sh
 
 # Through the CPU runtime it only shows the benchmark runs (the check script's dry mode); its
 # figures mean nothing there.

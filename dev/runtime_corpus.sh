@@ -28,13 +28,15 @@ llmc_dir=${LLMC_DIR:-llm.c}
 status=0
 fail() { echo "FAIL $1"; status=1; }
 
-# The defects of llm.c's train_gpt2.cu at LLMC_COMMIT, by kernel and source line: what each alarm of
+# The defects of llm.c's train_gpt2.cu at LLMC_COMMIT, by kernel and source lines (a regular
+# expression without "|": the watchdog names whichever line of the loops the thread was on; lines
+# 30-49 are prepare_softmax_blockwide3's): what each alarm of
 # run 1 and run 2 must be. The fix of each is in dev/corpus/llmc_fixes.pl.
 KNOWN=(
-    "layernorm_backward_kernel10|llmc/cuda_utils.cuh:55|the last block reads the other blocks' partial sums after an atomicInc with no __threadfence before it (the programming guide's threadFenceReduction needs one): it may read stale sums"
-    "softmax_autoregressive_backward_inplace_kernel|llmc/cuda_utils.cuh:17|blockReduce called in a loop without its final_sync: the next row's partial sums overwrite shared slots another warp still reads"
-    "fused_classifier_kernel5|llmc/fused_classifier.cuh:12|the tail loop (elements past the last multiple of the vector width) steps i++, not blockDim.x: threads overlap, and one reads a logit another already overwrote with its gradient"
-    "fused_classifier_kernel5|llmc/fused_classifier.cuh:41|prepare_softmax_blockwide3's first loop compares (i+1)*x128::size, a size_t, with V: for V below blockDim.x * x128::size a thread whose i starts below -1 loops until i overflows"
+    "layernorm_backward_kernel10|llmc/cuda_utils\.cuh:55\)|the last block reads the other blocks' partial sums after an atomicInc with no __threadfence before it (the programming guide's threadFenceReduction needs one): it may read stale sums"
+    "softmax_autoregressive_backward_inplace_kernel|llmc/cuda_utils\.cuh:17[0-9]\)|blockReduce called in a loop without its final_sync: the next row's partial sums overwrite shared slots another warp still reads"
+    "fused_classifier_kernel5|llmc/fused_classifier\.cuh:12[0-9]\)|the tail loop (elements past the last multiple of the vector width) steps i++, not blockDim.x: threads overlap, and one reads a logit another already overwrote with its gradient"
+    "fused_classifier_kernel5|llmc/fused_classifier\.cuh:[34][0-9]\)|prepare_softmax_blockwide3's first loop compares (i+1)*x128::size, a size_t, with V: for V below blockDim.x * x128::size a thread whose i starts below -1 loops until i overflows"
 )
 verdict_of() {  # an alarm line -> the KNOWN verdict it matches, or nothing
     local line=$1 k kernel src
@@ -43,7 +45,7 @@ verdict_of() {  # an alarm line -> the KNOWN verdict it matches, or nothing
         src=${k#*|}
         src=${src%%|*}
         # a schedule-dependent result names the kernel alone (no source line): its kernel's defect
-        if [[ ($line == *"kernel '$kernel'"* && $line == *"$src"*) || $line == *"schedule-dependent result: kernel '$kernel'"* ]]; then
+        if [[ ($line == *"kernel '$kernel'"* && $line =~ $src) || $line == *"schedule-dependent result: kernel '$kernel'"* ]]; then
             echo "${k##*|}"
             return
         fi

@@ -984,6 +984,7 @@ static void run_block(Worker* w, const Launch* L, uint64_t b) {
         f->wsync = 0;
         f->fence_epoch = 0;
         f->natomics = 0;
+        f->clock_reads = 0;
         if (g_count_run) memset(f->c_ins, 0, sizeof(f->c_ins));
     }
     // Shared memory is not initialised on a GPU either: NaNs, so that reading it early shows. The
@@ -1397,6 +1398,26 @@ uint64_t cuda_cpu_float_atomic_add(void* p, int type, uint64_t operand) {
     unsigned lg = n >= 8 ? 3 : n >= 4 ? 2 : 1;
     w->fatomics.push_back(((uintptr_t)p << 2) | lg);  // (address, log2 of the size)
     return old;
+}
+
+// A kernel's clock: the calling thread's own count of its readings, so a kernel that times itself
+// (writes clock() or clock64() readings out) gives the same result under every schedule; a GPU's SM
+// counter differs from run to run, so no correct program depends on its values. Outside a kernel,
+// clock() is the C library's (the process's CPU time), which the program's host code may call.
+long long cuda_cpu_clock64(void) {
+    Worker* w = tw;
+    if (w && w->cur) return (long long)++w->cur->clock_reads;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+extern "C" clock_t clock(void) throw() {
+    Worker* w = tw;
+    if (w && w->cur) return (clock_t)++w->cur->clock_reads;
+    struct timespec t;  // glibc's own definition of clock()
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (clock_t)(t.tv_sec * CLOCKS_PER_SEC + t.tv_nsec / (1000000000 / CLOCKS_PER_SEC));
 }
 
 void cuda_cpu_atomic_any_order(const void* a, unsigned size) {

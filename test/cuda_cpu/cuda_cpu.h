@@ -436,11 +436,9 @@ inline int __mul24(int a, int b) { return a * b; }
 inline unsigned __umul24(unsigned a, unsigned b) { return a * b; }
 inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
 inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
-#if defined(__x86_64__) || defined(__i386__)
-inline long long clock64() { return (long long)__builtin_ia32_rdtsc(); }
-#else
-inline long long clock64() { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return (long long)t.tv_sec * 1000000000LL + t.tv_nsec; }
-#endif
+// clock64() and, in a kernel, clock(): the thread's count of its readings (cuda_cpu.cpp says why).
+long long cuda_cpu_clock64(void);
+inline long long clock64() { return cuda_cpu_clock64(); }
 inline void __nanosleep(unsigned) {}
 
 // CUDA's global min/max overloads (non-templates, so they win over std::min after `using namespace std`).

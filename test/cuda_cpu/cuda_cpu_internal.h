@@ -43,6 +43,7 @@ struct Fiber {
     void* asan_fake;
     uint32_t wsync;     // warp operations this thread took part in, this block (race detector)
     uint64_t natomics;  // float atomics this thread made, this block (their identity for reordering)
+    uint64_t clock_reads;  // clock() and clock64() calls this thread made, this block (its clock)
     uintptr_t site;     // the block barrier or warp operation it waits at (its call's return address)
     uint32_t fence_epoch;  // the block's barrier interval of its last __threadfence (0: none)
     uint64_t c_ins[CUDA_CPU_INS_N];  // CUDA_CPU_COUNT: this thread's instructions of each class, this block

@@ -106,6 +106,15 @@ __global__ void cg_tile16_kernel(int* scan, unsigned* ballots, const int* v) {
     if (tile.thread_rank() == 0) ballots[tile.meta_group_rank()] = b;
 }
 
+// A tile's shuffle of a 16-byte type (CUDA's cooperative groups take any trivially copyable one):
+// each lane takes its right neighbour's uint4 within tiles of 8.
+__global__ void cg_wide_shfl_kernel(uint4* out) {
+    cg::thread_block_tile<8> tile = cg::tiled_partition<8>(cg::this_thread_block());
+    unsigned t = threadIdx.x;
+    uint4 mine = make_uint4(t, t + 100, t + 200, t + 300);
+    out[t] = tile.shfl_down(mine, 1);
+}
+
 static void test_cooperative_groups() {
     const int n = 10000, blocks = 8, threads = 256, warps = threads / 32;
     std::vector<float> x = random_vec(n);
@@ -157,6 +166,16 @@ static void test_cooperative_groups() {
         bad += b[t] != rb;
     }
     CHECK(bad == 0, "cg_tile16_inclusive_scan_and_ballot");
+    uint4* dw;
+    CK(cudaMalloc(&dw, 32 * sizeof(uint4)));
+    cg_wide_shfl_kernel<<<1, 32>>>(dw);
+    std::vector<uint4> w = to_host(dw, 32);
+    int wrong = 0;
+    for (unsigned t = 0; t < 32; t++) {
+        unsigned src = t % 8 == 7 ? t : t + 1;  // the tile's last lane keeps its own
+        wrong += w[t].x != src || w[t].y != src + 100 || w[t].z != src + 200 || w[t].w != src + 300;
+    }
+    CHECK(wrong == 0, "cg_tile8_shfl_down_of_a_16_byte_type");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -350,6 +369,18 @@ __global__ void reverse_in_dynamic_smem_kernel(float* out, const float* in) {
     out[blockIdx.x * blockDim.x + threadIdx.x] = buf[blockDim.x - 1 - threadIdx.x];
 }
 
+// A kernel that times itself: its clock readings are written out (as CUDA's clock sample does).
+__global__ void timed_sum_kernel(long long* times, float* out, const float* in) {
+    long long t0 = clock64();
+    clock_t c0 = clock();
+    float s = in[threadIdx.x] * 2.0f;
+    out[threadIdx.x] = s;
+    times[4 * threadIdx.x] = t0;
+    times[4 * threadIdx.x + 1] = clock64();
+    times[4 * threadIdx.x + 2] = (long long)c0;
+    times[4 * threadIdx.x + 3] = (long long)clock();
+}
+
 static void test_atomics() {
     const int n = 20000;
     std::vector<float> x = random_vec(n);
@@ -390,6 +421,13 @@ static void test_atomics() {
     bool reversed = true;
     for (int i = 0; i < 256; i++) reversed = reversed && r[i] == x[(i / 128) * 128 + 127 - i % 128];
     CHECK(reversed, "extern_T___shared___dynamic_shared_memory");
+    long long* times;
+    CK(cudaMalloc(&times, 4 * 64 * sizeof(long long)));
+    timed_sum_kernel<<<1, 64>>>(times, rev, dx);
+    std::vector<long long> tm = to_host(times, 4 * 64);
+    bool later = true;
+    for (int i = 0; i < 64; i++) later = later && tm[4 * i + 1] > tm[4 * i] && tm[4 * i + 3] > tm[4 * i + 2];
+    CHECK(later, "a_kernel_writing_its_clock_readings_out");
 }
 
 // ---------------------------------------------------------------------------------------------

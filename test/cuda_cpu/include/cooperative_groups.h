@@ -4,7 +4,7 @@
 // (-Itest/cuda_cpu/include). What is here: this_thread_block() (sync, thread_rank, size,
 // num_threads, group_index, thread_index, dim_threads, group_dim), tiled_partition<N>() for N = 1,
 // 2, 4, 8, 16, 32 (sync, thread_rank, size, num_threads, meta_group_rank, meta_group_size, shfl,
-// shfl_up, shfl_down, shfl_xor, any, all, ballot, match_any), cg::sync(g); reduce, inclusive_scan
+// shfl_up, shfl_down, shfl_xor of any trivially copyable type, any, all, ballot, match_any), cg::sync(g); reduce, inclusive_scan
 // and exclusive_scan with plus, less, greater, bit_and, bit_or, bit_xor or any callable
 // (cooperative_groups/reduce.h, scan.h). Anything else (grid groups, coalesced groups, memcpy_async)
 // is a compile error, not a wrong result.
@@ -52,10 +52,32 @@ class thread_block_tile {
         return N == 32 ? 0xffffffffu : ((1u << N) - 1u) << ((cuda_cpu_linear_tid & 31u) / N * N);
     }
     void sync() const { __syncwarp(mask()); }
-    template <class T> T shfl(T v, int src) const { return __shfl_sync(mask(), v, src, N); }
-    template <class T> T shfl_up(T v, unsigned d) const { return __shfl_up_sync(mask(), v, d, N); }
-    template <class T> T shfl_down(T v, unsigned d) const { return __shfl_down_sync(mask(), v, d, N); }
-    template <class T> T shfl_xor(T v, int m) const { return __shfl_xor_sync(mask(), v, m, N); }
+    // A tile's shuffles take any trivially copyable type, as CUDA's do: one wider than 8 bytes (a
+    // uint4, a struct) moves as 4-byte pieces, a warp shuffle each.
+    template <class T> T shfl(T v, int src) const {
+        return pieces(v, [&](auto x) { return __shfl_sync(mask(), x, src, N); });
+    }
+    template <class T> T shfl_up(T v, unsigned d) const {
+        return pieces(v, [&](auto x) { return __shfl_up_sync(mask(), x, d, N); });
+    }
+    template <class T> T shfl_down(T v, unsigned d) const {
+        return pieces(v, [&](auto x) { return __shfl_down_sync(mask(), x, d, N); });
+    }
+    template <class T> T shfl_xor(T v, int m) const {
+        return pieces(v, [&](auto x) { return __shfl_xor_sync(mask(), x, m, N); });
+    }
+    template <class T, class F> static T pieces(T v, F one) {
+        if constexpr (sizeof(T) <= 8) {
+            return one(v);
+        } else {
+            unsigned w[(sizeof(T) + 3) / 4] = {};
+            memcpy((void*)w, (const void*)&v, sizeof(T));
+            for (unsigned& x : w) x = one(x);
+            T out;
+            memcpy((void*)&out, (const void*)w, sizeof(T));
+            return out;
+        }
+    }
     int any(int p) const { return __any_sync(mask(), p); }
     int all(int p) const { return __all_sync(mask(), p); }
     unsigned ballot(int p) const {
