@@ -67,12 +67,17 @@ void cuda_cpu_fail(const char* fmt, ...) {
     t_runtime++;
     print_alarms();  // CUDA_CPU_ALARMS=report: what was seen before this
     fflush(stdout);
+    // One write for the whole line: ranks under mpirun share the output, and a line written in pieces
+    // came out with another rank's in between ("cuda_cpu: cuda_cpu: the result ...").
+    static __thread char line[8192];  // not on a fiber's small stack
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "cuda_cpu: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    int n = snprintf(line, sizeof(line), "cuda_cpu: ");
+    n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
     va_end(ap);
+    if (n > (int)sizeof(line) - 2) n = (int)sizeof(line) - 2;
+    line[n++] = '\n';
+    if (write(2, line, (size_t)n) < 0) {}
     abort();
 }
 
