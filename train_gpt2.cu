@@ -1335,8 +1335,17 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
 // A test program includes this file with TRAIN_GPT2_NO_MAIN defined and drives the engine through
 // the contract (test/test_gpu_engine.cu).
 #ifndef TRAIN_GPT2_NO_MAIN
+// The device's name for --plan's time (train_device_name), NULL without a GPU.
+static const char* device_name(void) {
+    static cudaDeviceProp prop;
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1 || cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return NULL;
+    return prop.name;
+}
+
 int main(int argc, char** argv) {
     TrainSetup s;
+    train_device_name = device_name;
     train_setup(&s, argc, argv, BUILD_PRECISION);
     Engine* e = engine_select(s.opts.engine, gpu_engine_create, gpt2_cpu_engine_create, &s.config, &s.engine_options);
     return train_run(&s, e);

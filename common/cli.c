@@ -120,6 +120,8 @@ static const Flag FLAGS[] = {
     // Pipeline parallelism: the model split by layers into stages on consecutive groups of ranks.
     {"-pp", "--pipeline-stages", FLAG_INT, OPT(pp_stages), "1", "pipeline stages P: each of P groups of ranks holds a contiguous range of layers (the first also the embeddings, the last the final LayerNorm and classifier), 1F1B over the step's micro-steps; ranks = P x data-parallel ranks"},
     {NULL, "--pp-split", FLAG_STRING, OPT(pp_split), "", "with -pp: layers per stage, e.g. 12,12,12,12 (\"\" = the split that minimises the largest stage's planned memory)"},
+    {NULL, "--host-adamw", FLAG_FLOAT | NO_BYTES, OPT(host_adamw), "0", "with --plan --offload: the host's AdamW rate in G parameters/s, as build/dev/bench_adamw_host_fp16 prints it (0 = 1.83, measured on this project's 2-core machine)"},
+    {NULL, "--gpu", FLAG_STRING | NO_BYTES, OPT(gpu), "", "with --plan: the GPU whose step time to predict by the kernel report's model: H100, H200, A100, A6000, L40S, 4090 or 3090 (\"\" = this machine's GPU when the model has it, else the H100 SXM)"},
     {NULL, "--link", FLAG_STRING | NO_BYTES, OPT(link), "nvlink", "the ranks' link for the planned communication time: nvlink (450 GB/s), pcie (25), ib (50) or GB/s per direction, e.g. 100 (assumed figures)"},
 };
 #define NUM_FLAGS ((int)(sizeof(FLAGS) / sizeof(FLAGS[0])))

@@ -65,6 +65,8 @@ typedef struct {
     const char* memory_budget; // --plan: device bytes per rank to fit ("" = none), e.g. 48GiB
     int plan_ranks;            // --plan: ranks to plan for (0 = the ranks running)
     const char* link;          // the ranks' link for the planned communication time (comm_plan.h)
+    float host_adamw;          // --plan: the host's AdamW rate, G parameters/s (0 = PLAN_HOST_ADAMW_PER_S)
+    const char* gpu;           // --plan: the GPU whose time to predict (time_model.h; "" = this one's, else PLAN_CARD)
     const char* precision;     // fp16 | bf16 | fp32; "" = the GPU build's
     const char* max_memory;    // the GPU engine's device bytes per rank at most ("" = no limit)
     const char* offload;       // none | optimizer | grads

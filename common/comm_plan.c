@@ -1,5 +1,7 @@
 // comm_plan.c: the planner's communication (see comm_plan.h).
 #include "comm_plan.h"
+#include "gpu_peak.h"
+#include "time_model.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -371,11 +373,14 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
     c->host_seconds = (c->host_down_step + c->host_up_step) / COMM_HOST_LINK.bytes_per_s;
     c->overlapped_seconds = (over_link + over_host) * c->accum + over_last + over_next;
 
-    // Compute (predicted): 6 FLOPs a parameter a token plus attention's, and recompute's extra.
+    // Compute (predicted): the kernel report's model on the card (time_model.h) where its counts cover
+    // the configuration; else 6 FLOPs a parameter a token plus attention's, and recompute's extra, at
+    // PLAN_MFU of the card's peak, saying why.
     double frac = plan_recompute_fraction(o->recompute);
     c->peak_flops = card_peak_or_plan(peak_flops, o->precision);
     snprintf(c->card, sizeof(c->card), "%s", peak_flops > 0 && card && *card ? card : PLAN_CARD);
     double tokens = (double)o->B * o->T * c->accum;
+    c->tokens_step = (size_t)tokens;
     // A pipeline stage's FLOPs are its layers' and its tensors' (wte's only where it is the classifier:
     // the embedding is a lookup); the whole model's without -pp.
     double stage_n = (double)p->n - (p->pipe.embed && !p->pipe.head ? (double)plan_layout(p).tensors[PT_WTE].numel : 0.0);
@@ -383,6 +388,40 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
                           : gpt2_flops_per_token(&p->cfg, o->T);
     c->flops_step = per_token * tokens * (1.0 + frac);
     c->compute_seconds = c->peak_flops > 0 ? c->flops_step / (c->peak_flops * PLAN_MFU) : 0.0;
+    const TimeGpu* tg = time_gpu_find(c->card);
+    if (!tg) tg = time_gpu_for_device(c->card);
+    char why[200] = "";
+    if (tg) {
+        TimeQuery q;
+        memset(&q, 0, sizeof(q));
+        q.L = pp ? p->stage_cfg.num_layers : p->cfg.num_layers;
+        q.L_model = p->cfg.num_layers;
+        q.embedding = !pp || p->pipe.embed;
+        q.head = !pp || p->pipe.head;
+        // The update: the rank's optimizer range of the model's parameters, none on the device with offload.
+        q.optimizer_share = o->offload != OFFLOAD_NONE ? 0.0 : (double)p->opt_n / (double)gpt2_param_layout(&p->cfg).num_parameters;
+        q.C = p->cfg.channels;
+        q.NH = p->cfg.num_heads;
+        q.V = p->cfg.vocab_size;
+        q.T = o->T;
+        q.B = o->B;
+        q.precision = (Precision)o->precision;
+        q.gelu_fusion = o->gelu_fusion;
+        q.recompute = o->recompute;
+        q.recompute_every = p->recompute_every;
+        q.micro_steps = c->accum;
+        TimeStep ts;
+        if (time_model_step(tg, &q, &ts, why, sizeof(why))) {
+            c->compute_seconds = ts.seconds;
+            c->counted = 1;
+            snprintf(c->time_model, sizeof(c->time_model), "the kernel report's model on the %s (%s)", tg->name, ts.counts);
+        }
+    } else {
+        snprintf(why, sizeof(why), "the kernel report's model has no GPU called %s", c->card);
+    }
+    if (!c->counted)
+        snprintf(c->time_model, sizeof(c->time_model), "%.0f%% MFU of the %s's peak (not the kernel report's model: %s)",
+                 PLAN_MFU * 100, c->card, why);
     // Backward is two thirds of the plain step (4 of its 6 FLOPs a parameter), and runs recompute's
     // extra forward too.
     c->backward_seconds = c->compute_seconds * (2.0 / 3.0 + frac) / (1.0 + frac);
@@ -394,9 +433,24 @@ void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink*
     // update, the statistics, offload's step copies, stages 0 and 1 with --overlap 0) adds to the step.
     double per_micro_backward = c->backward_seconds / c->accum;
     double per_micro_forward = c->compute_seconds / (3.0 * (1.0 + frac)) / c->accum;
-    double over_micro = over_link + over_host;
-    double exposed = (c->comm_seconds - over_link * c->accum - over_last - over_next) +
-                     (c->host_down_step + c->host_up_step) / COMM_HOST_LINK.bytes_per_s - over_host * c->accum;
+    c->forward_seconds = per_micro_forward;
+    // Offload's host work at the host's AdamW rate (its 28 bytes a parameter a second over the memory
+    // traffic of each job): with --offload grads, the host adds every micro-step's gradients into its
+    // fp32 sum (reads the floatX piece and the sum, writes the sum) as they come down beside backward,
+    // so the longer of the copies and the adds is what backward has to hide.
+    if (o->offload != OFFLOAD_NONE) c->host_adamw_per_s = o->host_adamw_per_s > 0 ? o->host_adamw_per_s : PLAN_HOST_ADAMW_PER_S;
+    double host_sum = o->offload == OFFLOAD_GRADS ? (double)p->opt_n * (X + 8) / (28.0 * c->host_adamw_per_s) : 0.0;
+    c->host_sum_seconds = host_sum * c->accum;
+    double over_micro = over_link + fmax(over_host, host_sum);
+    // Offload's copies that do not overlap backward, and the host's AdamW: the update runs in the
+    // engine's 8 pieces (the CPU updates each as it lands while the next comes down and the one before
+    // goes up), so the longer of the two plus an eighth of the shorter.
+    double host = (c->host_down_step + c->host_up_step) / COMM_HOST_LINK.bytes_per_s - over_host * c->accum;
+    if (o->offload != OFFLOAD_NONE) {
+        c->host_update_seconds = (double)p->opt_n / c->host_adamw_per_s;
+        host = fmax(host, c->host_update_seconds) + fmin(host, c->host_update_seconds) / 8;
+    }
+    double exposed = (c->comm_seconds - over_link * c->accum - over_last - over_next) + host;
     if (over_micro > per_micro_backward) exposed += (over_micro - per_micro_backward) * (c->accum - 1);
     if (over_micro + over_last > per_micro_backward) exposed += over_micro + over_last - per_micro_backward;
     if (over_next > per_micro_forward) exposed += over_next - per_micro_forward;
@@ -424,9 +478,37 @@ static int over_next_forward(const CommPlan* c) {
     return 0;
 }
 
+double comm_plan_step_seconds(const MemoryPlan* p, int accum, char* model, size_t cap) {
+    const char* card = p->opts.plan_card[0] ? p->opts.plan_card : PLAN_CARD;
+    CommLink link;
+    char why[256];
+    if (!comm_link_parse(p->opts.plan_link[0] ? p->opts.plan_link : "nvlink", &link, why, sizeof(why)))
+        comm_link_parse("nvlink", &link, why, sizeof(why));  // --link was checked before any plan
+    const TimeGpu* g = time_gpu_find(card);
+    double peak = g ? gpu_peak_flops(g->name, g->arch / 10, g->arch % 10, (Precision)p->opts.precision, NULL, 0) : 0.0;
+    CommPlan c;
+    comm_plan_make(&c, p, accum, &link, peak, card);
+    if (model) snprintf(model, cap, "%s", c.time_model);
+    return c.step_seconds;
+}
+
+// The compute line: which model, the step's compute and backward's share of it.
+static void print_compute(const CommPlan* c, FILE* f) {
+    if (c->counted)
+        fprintf(f, "compute (predicted by %s): %.3f ms a step per rank, backward %.3f ms of it (its share of the FLOPs)\n",
+                c->time_model, ms(c->compute_seconds), ms(c->backward_seconds));
+    else
+        fprintf(f, "compute (predicted): %.4g TFLOP a step per rank (6 per parameter per token + attention, recompute's "
+                   "extra forward) at %s, %.1f TFLOP/s = %.3f ms, backward %.3f ms of it\n",
+                c->flops_step / 1e12, c->time_model, c->peak_flops / 1e12, ms(c->compute_seconds), ms(c->backward_seconds));
+}
+
 void comm_plan_print(const CommPlan* c, FILE* f) {
     if (c->count == 0) {
         fprintf(f, "communication: none (one rank, no offload)\n");
+        print_compute(c, f);
+        fprintf(f, "step %.3f ms (predicted), %.0f tokens/s\n", ms(c->step_seconds),
+                (double)c->tokens_step / c->step_seconds);
         return;
     }
     // The precision each item travels in is in its row; the plan is one rank's.
@@ -464,16 +546,21 @@ void comm_plan_print(const CommPlan* c, FILE* f) {
     if (c->host_down_step || c->host_up_step)
         fprintf(f, "; host link: %.0f GB/s (%s)", COMM_HOST_LINK.bytes_per_s / 1e9, COMM_HOST_LINK.source);
     fprintf(f, "\n");
-    fprintf(f, "compute (predicted): %.4g TFLOP a step per rank (6 per parameter per token + attention, recompute's "
-               "extra forward) at %.0f%% MFU of the %s's %.1f TFLOP/s = %.3f ms, backward %.3f ms of it\n",
-            c->flops_step / 1e12, PLAN_MFU * 100, c->card, c->peak_flops / 1e12, ms(c->compute_seconds),
-            ms(c->backward_seconds));
+    print_compute(c, f);
     if (c->pp_stages > 1)
         fprintf(f, "pipeline (predicted): %d stages, %d micro-batches a step: the bubble (P - 1) / (m + P - 1) = %.1f%% of "
                    "the step, %.3f ms idle at this stage's compute; a stage boundary carries %zu bytes a micro-batch each "
                    "way (B x T x C), %.3f ms at the link\n",
                 c->pp_stages, c->accum, 100.0 * c->bubble, ms(c->bubble_seconds), c->p2p_bytes,
                 ms(c->p2p_bytes / c->link.bytes_per_s));
+    if (c->host_sum_seconds > 0)
+        fprintf(f, "offload: the host adds the gradients into its fp32 sum, %.3f ms a step, beside backward\n",
+                ms(c->host_sum_seconds));
+    if (c->host_update_seconds > 0)
+        fprintf(f, "offload: the host's AdamW %.3f ms a step (%zu parameters at %.3g G a second: %s), pipelined with the "
+                   "copies in 8 pieces\n", ms(c->host_update_seconds), (size_t)(c->host_update_seconds * c->host_adamw_per_s + 0.5),
+                c->host_adamw_per_s / 1e9, c->host_adamw_per_s == PLAN_HOST_ADAMW_PER_S ?
+                "build/dev/bench_adamw_host_fp16 on this project's 2-core machine; --host-adamw for another" : "--host-adamw");
     fprintf(f, "communication: %.3f ms a step between ranks", ms(c->comm_seconds));
     if (c->host_down_step || c->host_up_step) fprintf(f, " + %.3f ms on the host link", ms(c->host_seconds));
     fprintf(f, "; exposed as this engine runs it %.3f ms (%s), step %.3f ms (predicted); under compute it %s\n",
@@ -501,12 +588,14 @@ void comm_plan_print_json(const CommPlan* c, const MemoryPlan* p, FILE* f) {
     fprintf(f, "],\n  \"sent_per_step\": %zu, \"received_per_step\": %zu, \"host_down_per_step\": %zu, "
                "\"host_up_per_step\": %zu, \"checkpoint_sent\": %zu, \"checkpoint_received\": %zu,\n"
                "  \"comm_seconds\": %.9g, \"host_seconds\": %.9g, \"overlapped_seconds\": %.9g, \"card\": \"%s\", "
-               "\"peak_flops\": %.6g, \"mfu\": %.2f, \"flops_per_step\": %.9g, \"compute_seconds\": %.9g, "
-               "\"backward_seconds\": %.9g, \"exposed_seconds\": %.9g, \"step_seconds\": %.9g, \"hides_if_overlapped\": %s",
+               "\"peak_flops\": %.6g, \"mfu\": %.2f, \"flops_per_step\": %.9g, \"time_model\": \"%s\", \"counted\": %s, "
+               "\"compute_seconds\": %.9g, "
+               "\"backward_seconds\": %.9g, \"forward_seconds\": %.9g, \"host_sum_seconds\": %.9g, \"host_update_seconds\": %.9g, \"exposed_seconds\": %.9g, \"step_seconds\": %.9g, "
+               "\"tokens_per_step\": %zu, \"hides_if_overlapped\": %s",
             c->sent_step, c->received_step, c->host_down_step, c->host_up_step, c->checkpoint_sent, c->checkpoint_received,
             c->comm_seconds, c->host_seconds, c->overlapped_seconds, c->card, c->peak_flops, PLAN_MFU, c->flops_step,
-            c->compute_seconds, c->backward_seconds, c->exposed_seconds, c->step_seconds,
-            c->hides_if_overlapped ? "true" : "false");
+            c->time_model, c->counted ? "true" : "false", c->compute_seconds, c->backward_seconds,
+            c->forward_seconds, c->host_sum_seconds, c->host_update_seconds, c->exposed_seconds, c->step_seconds, c->tokens_step, c->hides_if_overlapped ? "true" : "false");
     if (c->pp_stages > 1)
         fprintf(f, ",\n  \"pipeline\": {\"stages\": %d, \"bubble\": %.6f, \"bubble_seconds\": %.9g, \"p2p_bytes_per_micro_step\": %zu, "
                    "\"p2p_seconds_per_micro_step\": %.9g}",

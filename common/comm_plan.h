@@ -83,12 +83,19 @@ typedef struct CommPlan {
     double comm_seconds;       // sent_step over the link
     double overlapped_seconds; // the part the engine runs beside backward
     double host_seconds;       // offload's copies over COMM_HOST_LINK
-    // Predicted compute: gpt2_flops_per_token x the rank's tokens a step, with recompute's extra
-    // forward, at PLAN_MFU of a card's dense peak (gpu_peak.c's table; memory_plan.h's time model).
+    double host_adamw_per_s, host_update_seconds;  // offload: the host's AdamW rate and time a step
+    double host_sum_seconds;   // --offload grads: the host's adds of the micro-steps' gradients, a step
+    // Predicted compute: the kernel report's model on the card (time_model.h) where its counts cover
+    // the configuration (counted = 1); else gpt2_flops_per_token x the rank's tokens a step, with
+    // recompute's extra forward, at PLAN_MFU of the card's dense peak (gpu_peak.c's table).
     double flops_step;         // per rank, recompute included
+    size_t tokens_step;        // the rank's tokens a step (B T micro-steps)
     double peak_flops;
     char card[48];
+    int counted;
+    char time_model[256];      // which model gave compute_seconds, in words (and why not the counts')
     double compute_seconds, backward_seconds;
+    double forward_seconds;    // a micro-step's plain forward (a third of its FLOPs): what stage 1's gather hides under
     double exposed_seconds;    // communication the compute does not hide, as this engine runs it
     // -pp: the stages, and the step's idle time while the pipeline fills and drains: (P - 1) of the
     // stage's m micro-batches' compute (1F1B, equal stages); its flops_step is its stage's alone.
@@ -103,6 +110,10 @@ typedef struct CommPlan {
 // card's peak (the device running, named card); 0: the planner's stated card (PLAN_CARD).
 void comm_plan_make(CommPlan* c, const MemoryPlan* p, int accum, const CommLink* link, double peak_flops,
                     const char* card);
+// The predicted step of p (its rank) with accum micro-steps on the card and link p->opts names
+// (plan_card, plan_link: --gpu and --link; "" = PLAN_CARD and nvlink): comm_plan_make's step_seconds,
+// and in model (if not NULL, cap bytes) which model gave its compute. What --memory-budget ranks by.
+double comm_plan_step_seconds(const MemoryPlan* p, int accum, char* model, size_t cap);
 // The table and the time lines (--plan, the start-up report).
 void comm_plan_print(const CommPlan* c, FILE* f);
 // As the value of a "communication" key of --plan --json (no trailing newline), the member the

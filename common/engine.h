@@ -59,6 +59,11 @@ typedef struct {
     size_t memory_budget;     // device bytes a rank may use (--max-memory), 0 = no limit
     int offload;              // an Offload
     int no_overlap;           // ZeRO stages 0, 1: reduce the gradients after backward, not beside it
+    // The planner's (the engine does not read them): the card and link a step is timed on (--gpu,
+    // --link; "" = PLAN_CARD, nvlink) and the host's AdamW rate for offload's time, parameters a
+    // second (0 = PLAN_HOST_ADAMW_PER_S).
+    char plan_card[48], plan_link[32];
+    double host_adamw_per_s;
                               // (--overlap 0; the same bits, for comparison)
     int rank, num_ranks;      // this process among the ranks (rank 0 of 1 without MPI)
     int local_rank;           // its place on its machine: the GPU it binds

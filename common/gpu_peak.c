@@ -77,6 +77,8 @@ static int name_has_words(const char* name, const char* words, int all) {
     return all;
 }
 
+int gpu_name_has_words(const char* name, const char* words) { return name_has_words(name, words, 1); }
+
 double gpu_peak_flops(const char* name, int major, int minor, Precision precision, char* note, size_t note_cap) {
     char dummy[8];
     if (!note) {

@@ -23,6 +23,10 @@ extern "C" {
 // its source, or why there is no MFU ("not shown: ...").
 double gpu_peak_flops(const char* name, int major, int minor, Precision precision, char* note, size_t note_cap);
 
+// 1 when every word of `words` (space-separated) is a word of `name` (runs of letters and digits,
+// compared without case): the rows' matching rule, which time_model.c's GPU names use too.
+int gpu_name_has_words(const char* name, const char* words);
+
 // The table's rows, for tests and docs: the card, the fp16/bf16 and fp32 peaks in TFLOP/s (0 =
 // none published or not applicable), and the source.
 typedef struct {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../kernels/sizes.h"
+#include "comm_plan.h"
 #include "gpu_peak.h"
 #include "util.h"
 
@@ -416,43 +417,12 @@ double plan_recompute_fraction(int level) {
 
 // ---- fitting a budget ----
 //
-// The cost of a change is estimated in seconds per optimizer step, against a step time from the
-// FLOP count at PLAN_MFU (40%) of PLAN_CARD's dense peak (an H100 SXM: 989.4 TFLOP/s in FP16/BF16,
-// 66.9 in FP32; gpu_peak.c's table). The relative costs are measured ones where known and this
-// project's goals otherwise:
-//   recompute: plan_recompute_fraction (1: +1%, 2: +4%, 3: +33%; said why above),
-//   a micro-batch under 8192 tokens: +5% per halving (matmuls too small to fill the GPU),
-//   ZeRO-2 over ZeRO-1: +2% (per-layer reductions instead of one),
-//   offload: its traffic: gradients down and weights up over PCIe at 25 GB/s, and AdamW on the
-//   CPU at 20 GB/s of host memory traffic (28 bytes per parameter: read grad, master, m, v;
-//   write master, m, v, weight), once per optimizer step, in the engine's pipeline of 8 pieces
-//   (the longer of the two, plus an eighth of the shorter to fill and drain it); offloaded
-//   gradients also go down and are summed on the host on every micro-step.
-static double step_seconds(const GPT2Config* cfg, const EngineOptions* o, int accum) {
-    double peak = plan_card_peak(o->precision);
-    double tokens = (double)o->B * o->T * (accum > 0 ? accum : 1);
-    return gpt2_flops_per_token(cfg, o->T) * tokens / (peak * PLAN_MFU);
-}
-
-static double change_seconds(const GPT2Config* cfg, const EngineOptions* o, int accum, const MemoryPlan* p) {
-    double compute = step_seconds(cfg, o, accum);
-    double frac = plan_recompute_fraction(o->recompute);
-    double tokens = (double)o->B * o->T;
-    if (tokens < 8192) frac += 0.05 * log2(8192.0 / tokens);
-    if (o->zero_stage >= 2) frac += 0.02;  // stage 3: its gathers hide under compute (counted no more)
-    double s = compute * (1.0 + frac);
-    if (o->offload != OFFLOAD_NONE) {
-        double pcie = (double)p->opt_n * 2 * p->floatx_bytes / PLAN_HOST_LINK_BYTES_PER_S;
-        double host = (double)p->opt_n * 28 / 20e9;
-        s += pcie > host ? pcie + host / 8 : host + pcie / 8;
-    }
-    // Offloaded gradients go down on every micro-step and the host adds them (read floatX and the
-    // fp32 sum, write the sum); overlapped with backward at best, counted in full here.
-    if (o->offload == OFFLOAD_GRADS)
-        s += (accum > 0 ? accum : 1) * ((double)p->opt_n * p->floatx_bytes / PLAN_HOST_LINK_BYTES_PER_S +
-                                        (double)p->opt_n * (p->floatx_bytes + 8) / 20e9);
-    return s;
-}
+// The cost of a change is its predicted step against the asked one's, in seconds per optimizer step
+// at the same tokens a step (comm_plan_step_seconds: the kernel report's model on the card --gpu
+// names, where its counts cover the configuration, else the stated MFU estimate; the pipeline's
+// bubble; the communication at --link and offload's copies and host AdamW that the step does not
+// hide). So the cheapest change is the fastest configuration that fits.
+static double change_seconds(const MemoryPlan* p, int accum) { return comm_plan_step_seconds(p, accum, NULL, 0); }
 
 MemoryFit memory_plan_fit(const GPT2Config* cfg, const EngineOptions* opts, int accum, size_t budget) {
     return memory_plan_fit_step(cfg, opts, accum, 0, budget);
@@ -493,7 +463,7 @@ MemoryFit memory_plan_fit_step(const GPT2Config* cfg, const EngineOptions* opts,
     // tokens kept), ZeRO-2 over several ranks, offload; never less than what was asked.
     MemoryPlan asked;
     plan_for_budget(&asked, cfg, opts);
-    double base = change_seconds(cfg, opts, accum, &asked);
+    double base = comm_plan_step_seconds(&asked, accum, fit.time_model, sizeof(fit.time_model));
     double best = 0;
     // A pipeline's stages combine their ranks with ZeRO 0 or 1 and keep the optimizer on the device.
     int pp = pipe_stages(opts) > 1;
@@ -514,7 +484,7 @@ MemoryFit memory_plan_fit_step(const GPT2Config* cfg, const EngineOptions* opts,
                     c.offload = off;
                     plan_for_budget(&p, cfg, &c);
                     if (p.device_total > budget) continue;
-                    double s = change_seconds(cfg, &c, accum * div, &p) - base;
+                    double s = change_seconds(&p, accum * div) - base;
                     if (fit.found && s >= best) continue;
                     fit.found = 1;
                     best = s;
@@ -529,7 +499,7 @@ MemoryFit memory_plan_fit_step(const GPT2Config* cfg, const EngineOptions* opts,
     // step as planned here.
     fit.total_batch = opts->total_batch > 0 ? opts->total_batch : (long)opts->B * opts->T * ranks_n * (accum > 0 ? accum : 1);
     fit.seconds_lost = best;
-    fit.step_seconds = step_seconds(cfg, opts, accum);
+    fit.step_seconds = base;
     const EngineOptions* c = &fit.change;
     char* w = fit.what;
     size_t cap = sizeof(fit.what), used = 0;
@@ -558,9 +528,9 @@ void memory_fit_print(const MemoryFit* fit, const EngineOptions* opts, size_t bu
     fprintf(f, "; the cheapest change that fits: %s", fit->what);
     if (fit->accum_factor > 1)
         fprintf(f, " (%dx the micro-steps: the same %ld tokens per step)", fit->accum_factor, fit->total_batch);
-    fprintf(f, " -> %.2f GiB, about %.3f s more per optimizer step (%.1f%% of an estimated %.3f s)\n",
+    fprintf(f, " -> %.2f GiB, %.3f s more per optimizer step (%+.1f%% on a predicted %.3f s; compute by %s)\n",
             gib(fit->change_bytes), fit->seconds_lost,
-            fit->step_seconds > 0 ? 100.0 * fit->seconds_lost / fit->step_seconds : 0.0, fit->step_seconds);
+            fit->step_seconds > 0 ? 100.0 * fit->seconds_lost / fit->step_seconds : 0.0, fit->step_seconds, fit->time_model);
 }
 
 size_t memory_size_parse(const char* text, const char* flag) {

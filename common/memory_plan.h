@@ -142,8 +142,9 @@ typedef struct {
     EngineOptions change;  // its options (B, recompute, zero_stage, offload changed)
     int accum_factor;      // micro-steps per optimizer step multiply by this (B divided by it)
     long total_batch;      // tokens per optimizer step, kept: the -d to pass with the smaller -b
-    double seconds_lost;   // its estimated cost per optimizer step
-    double step_seconds;   // the estimated step time it is measured against
+    double seconds_lost;   // its predicted cost per optimizer step
+    double step_seconds;   // the predicted step it is measured against (comm_plan_step_seconds)
+    char time_model[256];  // which model predicted it
     size_t change_bytes;   // its device_total
     char what[256];        // the change as flags to pass, e.g. "-r 1 -b 8 -d 32768"
 } MemoryFit;
@@ -162,10 +163,11 @@ void memory_fit_print(const MemoryFit* fit, const EngineOptions* opts, size_t bu
 size_t memory_size_parse(const char* text, const char* flag);
 const char* offload_name(int offload);
 
-// ---- the planner's time model ----
-// What a step costs, for the budget advice above and comm_plan.h's predicted step: the card the
-// planner assumes when none is running, the fraction of its peak reached, recompute's extra work,
-// and the host link offload's copies cross.
+// ---- the planner's time: the card it assumes, and the estimate where the kernel report's counts
+// do not reach ----
+// comm_plan.h's predicted step (and so the budget advice above) takes its compute from the kernel
+// report's model (time_model.h) on the card --gpu names, else PLAN_CARD; where the counts do not
+// cover a configuration, the FLOP count at PLAN_MFU of the card's peak with recompute's extra work.
 #define PLAN_CARD "H100 SXM"
 #define PLAN_MFU 0.40
 // The stated card's dense peak in `precision` (gpu_peak.c's row for PLAN_CARD).
@@ -177,6 +179,10 @@ double plan_recompute_fraction(int level);
 // PCIe 4.0 x16: 32 GB/s raw per direction, about 25 achievable (assumed), whatever link the ranks
 // have (comm_plan.h's COMM_HOST_LINK).
 #define PLAN_HOST_LINK_BYTES_PER_S 25e9
+// The host's AdamW (kernels/adamw.cuh's adamw_update_host, offload's update), parameters a second:
+// build/dev/bench_adamw_host_fp16 measured 1.83 G on this project's 2-core AMD EPYC machine with
+// nothing else running (docs/memory.md, section 6); --host-adamw gives another machine's figure.
+#define PLAN_HOST_ADAMW_PER_S 1.83e9
 
 #ifdef __cplusplus
 }

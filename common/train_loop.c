@@ -19,12 +19,14 @@
 #include "logger.h"
 #include "memory_plan.h"
 #include "comm_plan.h"
+#include "gpu_peak.h"
 #include "pipeline.h"
 #include "ranks.h"
 #include "run_dir.h"
 #include "rng.h"
 #include "sampler.h"
 #include "schedule.h"
+#include "time_model.h"
 #include "tokenizer.h"
 #include "util.h"
 
@@ -154,8 +156,15 @@ static void options_validate(const TrainOptions* o) {
         fatal("flag --precision expects fp16, bf16 or fp32, got '%s'", o->precision);
     if (o->plan_ranks < 0 || o->plan_ranks > MAX_PLAN_RANKS)
         fatal("flag --ranks must be 0 to %d, got %d", MAX_PLAN_RANKS, o->plan_ranks);
-    if (!o->plan && (o->json || o->memory_budget[0] || o->plan_ranks))
-        fatal("flags --json, --memory-budget and --ranks go with --plan");
+    if (!o->plan && (o->json || o->memory_budget[0] || o->plan_ranks || o->gpu[0] || o->host_adamw != 0))
+        fatal("flags --json, --memory-budget, --ranks, --gpu and --host-adamw go with --plan");
+    if (!(o->host_adamw >= 0) || !isfinite(o->host_adamw))
+        fatal("flag --host-adamw expects G parameters a second (0 for the default), got %g", o->host_adamw);
+    if (o->gpu[0] && !time_gpu_find(o->gpu)) {
+        char names[256];
+        time_gpu_list(names, sizeof(names));
+        fatal("flag --gpu: the time model has no GPU called '%s' (it has %s)", o->gpu, names);
+    }
     if (o->max_memory[0]) memory_size_parse(o->max_memory, "--max-memory");
     CommLink link;
     char link_why[256];
@@ -246,6 +255,8 @@ static void pipeline_options(const TrainOptions* o, const GPT2Config* cfg, Engin
     else memory_plan_pp_split(cfg, eo);
 }
 
+const char* (*train_device_name)(void) = NULL;
+
 // --plan: the GPU engine's memory for these flags, rank 0 of --ranks (or the ranks running), and
 // with --memory-budget whether it fits, the largest -b that does and the cheapest change that
 // makes it fit. No data, no output dir, no device.
@@ -262,6 +273,17 @@ static void plan_and_exit(TrainSetup* s, Precision gpu_precision) {
     eo.num_ranks = o->plan_ranks > 0 ? o->plan_ranks : s->num_ranks;
     eo.offload = offload_from_flag(o->offload);
     eo.no_overlap = !o->overlap;
+    eo.gelu_fusion = o->gelu_fusion;
+    eo.host_adamw_per_s = o->host_adamw * 1e9;
+    snprintf(eo.plan_link, sizeof(eo.plan_link), "%s", o->link);
+    // The card whose time to predict: --gpu, else this machine's GPU when the time model has it, else
+    // the planner's stated card (PLAN_CARD).
+    const TimeGpu* gpu = o->gpu[0] ? time_gpu_find(o->gpu) : NULL;
+    if (!gpu && train_device_name) {
+        const char* here = train_device_name();
+        if (here) gpu = time_gpu_for_device(here);
+    }
+    if (gpu) snprintf(eo.plan_card, sizeof(eo.plan_card), "%s", gpu->name);
     // The trainer's own check of the step's shape: what it would refuse is not planned.
     long accum;
     pipeline_shape(o, &s->config, eo.num_ranks, &accum);
@@ -276,8 +298,10 @@ static void plan_and_exit(TrainSetup* s, Precision gpu_precision) {
     CommLink link;
     char why_link[256];
     if (!comm_link_parse(o->link, &link, why_link, sizeof(why_link))) fatal("%s", why_link);
+    char peak_why[256];
+    double peak = gpu ? gpu_peak_flops(gpu->name, gpu->arch / 10, gpu->arch % 10, eo.precision, peak_why, sizeof(peak_why)) : 0.0;
     CommPlan comm;
-    comm_plan_make(&comm, &p, (int)accum, &link, 0.0, NULL);
+    comm_plan_make(&comm, &p, (int)accum, &link, peak, gpu ? gpu->name : NULL);
     if (s->rank == 0) {
         if (o->json) {
             // One object: the memory plan's members, then the communication's.
@@ -965,7 +989,7 @@ int train_run(TrainSetup* s, Engine* e) {
         char why_link[256];
         if (!comm_link_parse(o->link, &link, why_link, sizeof(why_link))) fatal("%s", why_link);
         CommPlan comm;
-        comm_plan_make(&comm, &mp, s->accum, &link, e->peak_flops, "running GPU");
+        comm_plan_make(&comm, &mp, s->accum, &link, e->peak_flops, e->name);
         comm_plan_print(&comm, stdout);
     }
     memory_plan_print_stages(cfg, &s->engine_options, stdout);  // -pp: every stage's layers and memory

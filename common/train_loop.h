@@ -22,6 +22,9 @@ extern "C" {
 // none), what --plan plans and the engine options ask for unless --precision says otherwise. With
 // --plan, prints the memory plan and exits.
 void train_setup(TrainSetup* s, int argc, char** argv, Precision gpu_precision);
+// Set by a main() that can ask (the GPU build's): this machine's GPU's name, or NULL when it has none.
+// --plan predicts the step's time on that GPU when --gpu names none.
+extern const char* (*train_device_name)(void);
 // The run: weights (fresh, from -e, or resumed), then the step loop. Destroys e; returns the
 // exit status: 0, or 128 + the signal when a stop request (SIGINT, SIGTERM, SIGUSR1, SIGUSR2)
 // ended it with a checkpoint (0 with several ranks: see stop_status in train_loop.c).

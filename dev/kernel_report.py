@@ -143,8 +143,20 @@ its effect on the kernels of the day it was made:
      been charged at the unmasked loop's rate. Effect, on the kernels whose loop still held the
      diagonal's mask: attention at FlashAttention-2's configuration 193.0 -> 183.1 TFLOP/s forward,
      187.9 -> 179.6 forward+backward; the d48 step (H100 SXM, B = 8) 163.7 -> 164.9 ms.
+  2. A kernel whose grid is the GPU's SM count (LayerNorm backward, GRID_BY_SMS) was matched by its
+     full name ("layernorm_backward_kernel<X128,true>") against the family's ("layernorm_backward"), so
+     the rule never applied: on a GPU with fewer SMs than the counting device's 132 its 132 blocks went
+     out in two partial waves. Matched by family since. Effect (B = 8, our step; the H100's and
+     H200's unchanged, llm.c's too, whose grid is not the SM count): A100 d12 41.82 -> 41.37 ms,
+     d48 439.15 -> 435.50; RTX A6000 d12 82.06 -> 81.54, d48 869.45 -> 865.30; L40S d12 47.80 ->
+     47.67, d48 458.60 -> 457.57.
 The calibration table (the report's, and the JSON's "calibration") says how far each prediction is
 from what was measured.
+
+THE PLANNER'S TABLE (--table): the same counts as bilinear coefficients for common/time_model.c, which
+applies this model in C for ./train_gpt2 --plan --gpu (one time model, two readers); the JSON's
+"planner" holds what planned_step predicts here from the count files for a few configurations, which
+test/test_time_model.sh holds the planner to.
 """
 import argparse
 import json
@@ -156,14 +168,20 @@ from collections import OrderedDict, defaultdict
 
 # The GPUs: dense fp16/bf16 tensor peak with fp32 accumulate (TFLOP/s), DRAM (GB/s), SMs, shared memory
 # per SM (KiB), threads and blocks per SM, architecture. Sources: NVIDIA's H100 (SXM5), H200 (SXM), A100
-# (SXM4 80GB), RTX A6000 and L40S datasheets and the CUDA programming guide's compute capability tables
-# (8.0, 8.6, 8.9, 9.0). The clock every rate uses is the peak's (the model above).
+# (SXM4 80GB), RTX A6000 and L40S datasheets, the Ampere GA102 (GeForce RTX 3090) and Ada Lovelace
+# (GeForce RTX 4090) whitepapers and the CUDA programming guide's compute capability tables (8.0, 8.6,
+# 8.9, 9.0). The clock every rate uses is the peak's (the model above); the GeForce cards accumulate in
+# fp32 at half their fp16-accumulate rate (the whitepapers' figures), so half the tensor FLOPs a clock
+# ("tpc"): 71 TFLOP/s over 82 SMs x 512 is the 3090's 1.69 GHz boost, 165.2 over 128 x 512 the 4090's
+# 2.52 GHz.
 GPUS = OrderedDict([
     ("H100 SXM", dict(peak=989.4, bw=3350, sms=132, smem=228, threads=2048, blocks=32, arch=90)),
     ("H200", dict(peak=989.4, bw=4800, sms=132, smem=228, threads=2048, blocks=32, arch=90)),
     ("A100 SXM 80GB", dict(peak=312.0, bw=2039, sms=108, smem=164, threads=2048, blocks=32, arch=80)),
     ("RTX A6000", dict(peak=154.8, bw=768, sms=84, smem=100, threads=1536, blocks=16, arch=86)),
     ("L40S", dict(peak=362.05, bw=864, sms=142, smem=100, threads=1536, blocks=24, arch=89)),
+    ("RTX 4090", dict(peak=165.2, bw=1008, sms=128, smem=100, threads=1536, blocks=24, arch=89, tpc=512)),
+    ("RTX 3090", dict(peak=71.0, bw=936, sms=82, smem=100, threads=1536, blocks=16, arch=86, tpc=512)),
 ])
 TENSOR_FLOPS_PER_CLOCK = {90: 4096, 80: 2048, 86: 1024, 89: 1024}  # dense fp16, an SM
 MMA_SYNC_RATE = {90: 494.0 / 757.0, 80: 0.95, 86: 0.95, 89: 0.95}  # of the dense peak (the model above)
@@ -171,7 +189,7 @@ WGMMA_RATE = {90: 0.96}  # of the dense peak; wgmma is sm_90a's alone (the model
 SFU_LANES, ISSUE_RATE, SMEM_BYTES, DRAM_SHARE = 16, 4, 128, 0.90     # a clock an SM; of the datasheet
 LAUNCH_S, MEMSET_S = 3e-6, 2e-6
 for _g in GPUS.values():
-    _g["clock"] = _g["peak"] * 1e12 / (_g["sms"] * TENSOR_FLOPS_PER_CLOCK[_g["arch"]]) / 1e9  # GHz
+    _g["clock"] = _g["peak"] * 1e12 / (_g["sms"] * _g.get("tpc", TENSOR_FLOPS_PER_CLOCK[_g["arch"]])) / 1e9  # GHz
     _g["mma"] = MMA_SYNC_RATE[_g["arch"]]
     _g["wgmma"] = WGMMA_RATE.get(_g["arch"])
 MODELS = {"d12": dict(L=12, C=768, NH=12), "d48": dict(L=48, C=1600, NH=25)}
@@ -536,7 +554,7 @@ GRID_BY_SMS, COUNT_SMS = {"layernorm_backward"}, 132
 def op_time(gpu, k, attr, per, bt):
     """One launch of op k on gpu: (seconds, what bounds it, the kernel's launch detail or None)."""
     if k[0] == "kernel":
-        if k[1] in GRID_BY_SMS and round(per["blocks"]) == COUNT_SMS:
+        if family(k[1]) in GRID_BY_SMS and round(per["blocks"]) == COUNT_SMS:
             per = dict(per, blocks=gpu["sms"])
         t, bound, bps, waves, _ = kernel_time(gpu, attr, per)
         return t, bound, (attr["threads"], attr["regs"], attr["smem"], bps, waves, per["blocks"])
@@ -1144,6 +1162,226 @@ def front(precision, cal, sbs):
     return "\n".join(L)
 
 
+# ---- the time table: the model's inputs for the C planner (common/time_model.c) ----
+#
+# The planner predicts a configuration's step time with this model (one time model, two readers):
+# it reads, compiled in, every counted step's groups of ops as bilinear coefficients in (L, B), the
+# GPUs and the model's constants, and applies kernel_time, gemm_time and the memset term as they are
+# written above. Written by --table (dev/kernel_report.sh: build/dev/kernel_report/time_table_PREC.c,
+# committed as common/time_table.c); test/test_time_model.sh holds the planner's step to this report's
+# side-by-side within 1%.
+TABLE_METRICS = ("launches", "blocks", "sectors", "smem", "mma_flops", "wgmma_flops", "wgmma", "sfu", "instrs",
+                 "tiles", "gemm_bytes", "bytes")
+
+
+def table_metric(x, name):
+    """One of TABLE_METRICS from a group's totals (read and written sectors and shared bytes together;
+    instrs: the runtime's counted warp instructions, every class)."""
+    if name == "sectors":
+        return x["read_sectors"] + x["write_sectors"]
+    if name == "smem":
+        return x["smem_read"] + x["smem_write"]
+    if name == "instrs":
+        return sum(x[m] for m in INSTRUCTIONS)
+    return x[name]
+
+
+def table_sets(counts_dir, precision):
+    """The counted steps the table carries: (prefix, model, path, -ge, micro-steps, recompute, every),
+    those whose four runs exist; and -r 3's segments: every = -1 for what a layer that does not end a
+    segment saves against --recompute-every 1 (the _r3k2 runs: 2 layers in one segment, at B = 1 and 2,
+    less the _r3 runs' 2 layers in two), which a step at K takes L - ceil(L / K) times."""
+    out = []
+    for name in MODELS:
+        for path, dev in ((90, ""), (80, SM80)):
+            for sfx, ge, micro, r, every in (("", 0, 1, 0, 0), ("_ge2", 2, 1, 0, 0), ("_A2", 0, 2, 0, 0),
+                                             ("_ge2_A2", 2, 2, 0, 0),
+                                             ("_r1", 0, 1, 1, 0), ("_r2", 0, 1, 2, 0), ("_r3", 0, 1, 3, 1),
+                                             ("_ge2_r1", 2, 1, 1, 0), ("_ge2_r2", 2, 1, 2, 0), ("_ge2_r3", 2, 1, 3, 1)):
+                prefix = f"{name}_{precision}{dev}{sfx}"
+                if have_runs(counts_dir, prefix):
+                    out.append((prefix, name, path, ge, micro, r, every))
+                    k2 = f"{prefix}k2"
+                    if r == 3 and all(os.path.exists(os.path.join(counts_dir, f"{k2}_L2_B{b}.count")) for b in (1, 2)):
+                        out.append((k2, name, path, ge, micro, r, -1))
+    return out
+
+
+def bilinear_coefs(f11, f12, f21, f22):
+    """(a, b, c, d) of a + b L + c B + d L B through the four runs (the same algebra as bilinear)."""
+    d = f22 - f21 - f12 + f11
+    c = f12 - f11 - d
+    b = f21 - f11 - d
+    return (f11 - b - c - d, b, c, d)
+
+
+def time_table(counts_dir, precision):
+    """The C source of the time table (see above)."""
+    def num(v):
+        r = round(v)
+        return str(r) if abs(v - r) < 1e-6 * max(1.0, abs(v)) else repr(float(v))
+    groups, group_index, rows, row_index, sets = [], {}, [], {}, []
+    for prefix, name, path, ge, micro, r, every in table_sets(counts_dir, precision):
+        runs = {}
+        for l in (1, 2):
+            for b in (1, 2):
+                runs[(l, b)] = totals(parse(os.path.join(counts_dir, f"{prefix}_L{l}_B{b}.count")), b * T) \
+                    if every >= 0 else None
+        if every < 0:  # the segment's saving, D(B) = r3(2 layers, B) - r3k2(2 layers, B), as D(1) at L = 1 and
+                       # D(2) at L = 2 of a set whose L terms are nil: rows a + c B
+            base = prefix[:-2]
+            for b in (1, 2):
+                k1, a1 = totals(parse(os.path.join(counts_dir, f"{base}_L2_B{b}.count")), b * T)
+                k2, a2 = totals(parse(os.path.join(counts_dir, f"{prefix}_L2_B{b}.count")), b * T)
+                d = defaultdict(lambda: defaultdict(float))
+                for k in set(k1) | set(k2):
+                    for mt in METRICS:
+                        d[k][mt] = (k1[k][mt] if k in k1 else 0.0) - (k2[k][mt] if k in k2 else 0.0)
+                runs[(1, b)] = runs[(2, b)] = (d, {**a2, **a1})
+        keys = list(OrderedDict.fromkeys(k for (s, _) in runs.values() for k in s))
+        attrs = {}
+        for (_, a) in runs.values():
+            attrs.update(a)
+        members = []
+        for k in keys:
+            a = attrs.get(k, {})
+            if k[0] == "kernel":
+                loop = SASS.get(a.get("symbol"))
+                lp = (0, 0, 0, 0)
+                if loop and loop["HMMA"] + loop["HGMMA"] > 0:
+                    lp = (loop["instrs"], loop["HMMA"] + loop["HGMMA"], loop["kernel_instrs"] - loop["instrs"],
+                          loop["kernel_HMMA"] + loop["kernel_HGMMA"] - loop["HMMA"] - loop["HGMMA"])
+                g = ("TIME_KERNEL", k[1], a["threads"], a["regs"], a["smem"]) + lp + \
+                    (1 if family(k[1]) in GRID_BY_SMS else 0, 0)
+            elif k[0] == "blas":
+                g = ("TIME_BLAS", f"gemm {k[1][0]}x{k[1][1]}x{k[1][2]} batch {k[2]} {k[3]}", 0, 0, 0, 0, 0, 0, 0, 0,
+                     -1 if k[1][2] == "BT" else int(k[1][2]))
+            else:
+                g = ("TIME_MEMSET" if k[0] == "memset" else "TIME_COPY", " ".join(str(x) for x in k if x), 0, 0, 0,
+                     0, 0, 0, 0, 0, 0)
+            g = g + (common_family(k),)
+            if g not in group_index:
+                group_index[g] = len(groups)
+                groups.append(g)
+            coefs = []
+            for mi, mt in enumerate(TABLE_METRICS):
+                vals = [table_metric(runs[lb][0][k], mt) if k in runs[lb][0] else 0.0
+                        for lb in ((1, 1), (1, 2), (2, 1), (2, 2))]
+                c = bilinear_coefs(*vals)
+                if any(abs(v) > 0 for v in c):
+                    coefs.append((mi,) + c)
+            if not coefs:
+                continue
+            row = (group_index[g], tuple(coefs))
+            if row not in row_index:
+                row_index[row] = len(rows)
+                rows.append(row)
+            members.append(row_index[row])
+        m = MODELS[name]
+        sets.append((name, m["C"], m["NH"], path, ge, micro, r, every, members))
+    L = [f"// time_table.c: the kernel report's counts for the planner's time model (common/time_model.h), written",
+         f"// by dev/kernel_report.py --table from make kernel-report's counted steps ({precision.upper()}, T = {T},",
+         f"// vocabulary {V}); do not edit: count again and copy build/dev/kernel_report/time_table_{precision}.c here.",
+         "// A group of ops: its kind, name, threads, registers, shared memory a block, the SASS hot loop's",
+         "// instructions and tensor instructions and the code outside it (0: none known), whether its grid is",
+         "// the GPU's SM count, a product's K (-1: B T) and its family. A row: a group's metrics in a counted",
+         "// step, each a + b L + c B + d L B (L layers, micro-batch B). A set: one counted configuration.",
+         '#include "time_model.h"', "",
+         "const TimeGpu TIME_GPUS[] = {"]
+    for gname, g in GPUS.items():
+        L.append(f'    {{"{gname}", {g["peak"]!r}, {g["bw"]}, {g["sms"]}, {g["smem"]}, {g["threads"]}, {g["blocks"]}, '
+                 f'{g["arch"]}, {g["clock"]!r}, {g["mma"]!r}, {g["wgmma"] or 0.0!r}}},')
+    L += ["};", "const int TIME_NUM_GPUS = (int)(sizeof(TIME_GPUS) / sizeof(TIME_GPUS[0]));", "",
+          f"const TimeConstants TIME_CONSTANTS = {{{SFU_LANES}, {ISSUE_RATE}, {SMEM_BYTES}, {DRAM_SHARE!r}, {LAUNCH_S!r}, "
+          f"{MEMSET_S!r}, {GEMM_E!r}, {GEMM_T0!r}, {COUNT_SMS}, {T}, {V}}};", "",
+          "const char* const TIME_METRIC_NAMES[TIME_NUM_METRICS] = {" + ", ".join(f'"{x}"' for x in TABLE_METRICS) + "};",
+          "", "const TimeGroup TIME_GROUPS[] = {"]
+    for g in groups:
+        L.append(f'    {{{g[0]}, "{g[1]}", {", ".join(str(x) for x in g[2:11])}, "{g[11]}"}},')
+    L += ["};", "", "static const TimeCoef COEFS[] = {"]
+    starts, n = [], 0
+    for _, coefs in rows:
+        starts.append(n)
+        for c in coefs:
+            L.append("    {" + ", ".join([str(c[0])] + [num(v) for v in c[1:]]) + "},")
+            n += 1
+    L += ["};", "", "const TimeRow TIME_ROWS[] = {"]
+    for i, (gi, coefs) in enumerate(rows):
+        L.append(f"    {{{gi}, COEFS + {starts[i]}, {len(coefs)}}},")
+    L += ["};", "", "static const int MEMBERS[] = {"]
+    mstarts, n = [], 0
+    for s in sets:
+        mstarts.append(n)
+        L.append("    " + ", ".join(str(x) for x in s[8]) + ",")
+        n += len(s[8])
+    L += ["};", "", "const TimeSet TIME_SETS[] = {"]
+    for i, s in enumerate(sets):
+        L.append(f'    {{"{s[0]}", {s[1]}, {s[2]}, {s[3]}, {s[4]}, {s[5]}, {s[6]}, {s[7]}, MEMBERS + {mstarts[i]}, {len(s[8])}}},')
+    L += ["};", "const int TIME_NUM_SETS = (int)(sizeof(TIME_SETS) / sizeof(TIME_SETS[0]));",
+          "const int TIME_NUM_GROUPS = (int)(sizeof(TIME_GROUPS) / sizeof(TIME_GROUPS[0]));", ""]
+    return "\n".join(L)
+
+
+def planned_step(counts_dir, precision, gname, model_name, B, recompute=0, every=1, micro=1):
+    """A step on gname as the planner predicts it (common/time_model.c), from the count files rather than
+    the table: n micro-steps at -r r are the -r r run, n - 1 times what a micro-step past the first adds
+    at -r 0 (the 2-micro-step run less the 1-micro-step one) and n - 1 times what -r r runs again (its
+    run less -r 0's); -r 3 at K layers a segment less, L - ceil(L / K) times, what a layer that does not
+    end a segment saves (the _r3 runs at 2 layers less the _r3k2 ones, linear in B). Seconds, or None
+    where the runs were not counted."""
+    gpu = GPUS[gname]
+    m = MODELS[model_name]
+    L = m["L"]
+    base = f"{model_name}_{precision}{counted_as(counts_dir, gpu)}{'_ge2' if gpu['arch'] >= 90 else ''}"
+    rs = base + (f"_r{recompute}" if recompute else "")
+    need = [base, rs] + ([base + "_A2"] if micro > 1 else [])
+    if not all(have_runs(counts_dir, x) for x in need):
+        return None
+    sets = [(rs, float(micro) if recompute else (2.0 - micro if micro > 1 else 1.0))]
+    if micro > 1:
+        sets.append((base + "_A2", micro - 1.0))
+        if recompute:
+            sets.append((base, -2.0 * (micro - 1)))
+    acc = defaultdict(lambda: defaultdict(float))
+    attrs = {}
+    for prefix, w in sets:
+        keys, a, at = extrapolate(counts_dir, prefix, L, B, T)
+        attrs.update(a)
+        for k in keys:
+            for mt in METRICS:
+                acc[k][mt] += w * at[k][mt]
+    K = min(every, L)
+    if recompute == 3 and K > 1:
+        merged = L - math.ceil(L / K)
+        for b, wb in ((1, 2.0 - B), (2, B - 1.0)):  # D(B), linear in B through D(1) and D(2)
+            k1, a1 = totals(parse(os.path.join(counts_dir, f"{rs}_L2_B{b}.count")), b * T)
+            k2, a2 = totals(parse(os.path.join(counts_dir, f"{rs}k2_L2_B{b}.count")), b * T)
+            attrs.update(a1)
+            attrs.update(a2)
+            for k in set(k1) | set(k2):
+                for mt in METRICS:
+                    d = (k1[k][mt] if k in k1 else 0.0) - (k2[k][mt] if k in k2 else 0.0)
+                    acc[k][mt] -= micro * merged * wb * d
+    keys = list(acc)
+    return step_total(gpu, keys, attrs, acc, B * T)
+
+
+# The configurations whose predictions the JSON carries for test/test_time_model.sh: (model, GPU, B,
+# recompute, K, micro-steps); each GPU's -ge default.
+PLANNER_CHECKS = [(mname, gname, 8, r, k, n) for mname in ("d12", "d48") for gname in ("H100 SXM", "RTX A6000")
+                  for r, k, n in ((0, 1, 1), (0, 1, 4), (1, 1, 1), (2, 1, 1), (3, 1, 1), (3, 4, 1), (2, 1, 2))]
+
+
+def planner_checks(counts_dir, precision):
+    out = []
+    for mname, gname, B, r, k, n in PLANNER_CHECKS:
+        t = planned_step(counts_dir, precision, gname, mname, B, r, k, n)
+        if t is not None:
+            out.append(dict(model=mname, gpu=gname, B=B, recompute=r, recompute_every=k, micro_steps=n,
+                            step_ms=round(t * 1e3, 4)))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--precision", default="fp16")
@@ -1153,6 +1391,7 @@ def main():
                     help="nvcc -Xptxas -v output of the trainer (sm_80 and sm_90a), and of llm.c (sm_90)")
     ap.add_argument("--sass", default="", help="dev/sass_mix.py's JSON (the flash kernels' hot loops)")
     ap.add_argument("--out", default="")
+    ap.add_argument("--table", default="", help="write the planner's time table (common/time_table.c) here")
     ap.add_argument("--check", nargs=5, metavar=("PREFIX", "L", "B", "T", "COUNT"),
                     help="test the extrapolation from PREFIX_L{1,2}_B{1,2}.count against a counted run")
     args = ap.parse_args()
@@ -1172,6 +1411,9 @@ def main():
         print(f"{len(keys)} groups of ops; {len(bad)} totals differ")
         sys.exit(1 if bad else 0)
     COUNTS_DIR.append(args.counts)
+    if args.table:
+        with open(args.table, "w") as f:
+            f.write(time_table(args.counts, args.precision))
     cal = calibration(args.counts, args.precision)
     sbs = side_by_side(args.counts, args.precision)
     text = [front(args.precision, cal, sbs)]
@@ -1189,7 +1431,7 @@ def main():
            "gemm_fit": {"e": round(GEMM_E, 6), "t0_us": round(GEMM_T0 * 1e6, 4)},
            "tolerance": TOLERANCE, "counts": counts_note(args.counts), "calibration": cal, "side_by_side": sbs,
            "targets": [dict(target=w, ours=round(o, 3), bar=round(b, 3), met=m) for w, o, b, m in targets(args.counts, args.precision, cal, sbs)],
-           "predicted": pred}
+           "predicted": pred, "planner": planner_checks(args.counts, args.precision)}
     # The same with -ge 2 (GELU in the matmul epilogues), for check.sh's measurement of both.
     if all(os.path.exists(os.path.join(args.counts, f"{name}_{args.precision}_ge2_L{l}_B{b}.count"))
            for name in ("d12", "d48") for l in (1, 2) for b in (1, 2)):

@@ -23,13 +23,17 @@
 # the H100's and H200's. The A100, RTX A6000 and L40S run the mma.sync path, so the trainer is counted
 # again on an emulated sm_80 (CUDA_CPU_SM=80; files named _sm80): `-ge 0` (their default) with 1 and
 # 2 micro-steps, `-ge 2` (the predictions' -ge 2 table), and the attention alone at T = 1024 (the
-# A100's FlashAttention-2 comparison). llm.c is counted once (its kernels are the same on both).
+# A100's FlashAttention-2 comparison). llm.c is counted once (its kernels are the same on both). For
+# the planner's time (common/time_model.c, whose table --table writes: build/dev/kernel_report/
+# time_table_PREC.c, committed as common/time_table.c), d48 is also counted at -r 1, 2 and 3 on each
+# path at its -ge default (-r 3 in segments of one layer, and of two at 2 layers: _r3k2).
 # A count file newer than the binary that made it is kept (the model alone changes in seconds);
-# `rm -r build/dev/kernel_report` counts everything again (about 25 minutes for the trainer's sm_90
-# runs, 17 more for its sm_80 ones and 20 for llm.c on 2 quiet cores, several times that on a loaded
-# machine).
+# `rm -r build/dev/kernel_report` counts everything again: about 45 minutes on 2 quiet cores (an
+# Intel Xeon, December 2026) for the trainer's runs on both paths, llm.c's, the attention's and
+# ptxas's compile, and 20 more for d48's recompute runs; several times that on a loaded machine.
 # Output: the tables on stdout, build/dev/kernel_report/report_PREC.md and predicted_PREC.json, which
-# for FP16 are committed as docs/kernel_report_fp16.md and .json (test/test_kernel_report.sh checks
+# for FP16 are committed as docs/kernel_report_fp16.md and .json (with time_table_fp16.c as
+# common/time_table.c: test/test_time_model.sh holds the planner to the JSON's figures) (test/test_kernel_report.sh checks
 # their calibration table; README's side-by-side is its table's H100 to L40S rows).
 #   bash dev/kernel_report.sh [fp16|bf16]
 set -u
@@ -131,6 +135,20 @@ EOF
             count "$name" $L $B _sm80 -r 0 -ge 0
             count "$name" $L $B _sm80_A2 -r 0 -ge 0 -d $((2 * B * 1024))
             count "$name" $L $B _sm80_ge2 -r 0 -ge 2
+            # d48 at -r 1 to 3 at each path's -ge default (2 on sm_90, 0 on sm_80): what each level runs
+            # again, for the planner's time (common/time_model.c; the memory ladder's model); -r 3 in
+            # segments of one layer, and at 2 layers in one segment too (_r3k2), for what a longer
+            # segment saves
+            for r in 1 2 3; do
+                [ $name = d48 ] || continue
+                every=(); [ $r = 3 ] && every=(--recompute-every 1)
+                count "$name" $L $B _ge2_r$r -r $r -ge 2 "${every[@]}"
+                count "$name" $L $B _sm80_r$r -r $r -ge 0 "${every[@]}"
+            done
+            if [ $L = 2 ] && [ $name = d48 ]; then
+                count "$name" $L $B _ge2_r3k2 -r 3 -ge 2 --recompute-every 2
+                count "$name" $L $B _sm80_r3k2 -r 3 -ge 0 --recompute-every 2
+            fi
             if [ -n "$llmc" ]; then
                 # llm.c at -r 0 and its -ge default (0 at this commit), one GPU (-z 0); at d12, 1 layer,
                 # B=1 also 2 micro-steps, against which the report checks what it takes a micro-step past
@@ -191,4 +209,5 @@ fi
 # committed mix (its header says which commit's kernels it is).
 sass=build/dev/sass/train_gpt2_$p.json
 [ -e "$sass" ] || sass=docs/sass_mix_$p.json
-python3 dev/kernel_report.py --precision "$p" --counts "$out" --registers "$db" --ptxas "$ptx" $ptx_llmc --sass "$sass" --out "$out"
+python3 dev/kernel_report.py --precision "$p" --counts "$out" --registers "$db" --ptxas "$ptx" $ptx_llmc --sass "$sass" --out "$out" \
+    --table "$out/time_table_$p.c"

@@ -20,8 +20,7 @@ memory ladder, a recipe's --dry) and formats what it prints, and the files it mu
 Needs ./train_gpt2 (make train): the planner runs on any machine, no GPU. Standard library only.
 A figure a tool does not print (a paper's, a measurement's) is not marked: it says where it is from.
 
-Not marked: docs/memory.md section 6's cost-model paragraph (the planner's offload costs, its
-assumed 25 GB/s and 20 GB/s, which the one time model will replace); docs/design.md's descriptor
+Not marked: docs/design.md's descriptor
 table (GPT-2's and llm.c's model names, 124M ... 12.2B, not counts: --plan prints the counts) and its
 peak table (common/gpu_peak.c's rows, each with its datasheet); docs/speed.md's share of the product
 term in llm.c's 1558M step (74%, from the report's run, not its JSON) and the mma.sync attention's
@@ -133,10 +132,45 @@ D48 = "-e d48 -t 1024 -b 8 --precision fp16"
 
 # ---- the figures -----------------------------------------------------------------------------------
 
-def ladder_table(t):
-    """The ladder's table, as scripts/memory_ladder.sh writes it."""
+OFF = D48.replace("-b 8", "-b 4") + " -r 3 -d 8192"  # the ladder's offload rows' shape
+
+
+def step_ms(t, flags, gpu):
+    """The planner's predicted step (ms) for FLAGS (D48's and more) on GPU (its --gpu name)."""
+    return t.plan("%s --gpu %s" % (flags, gpu))["communication"]["step_seconds"] * 1e3
+
+
+def cost_pct(t, flags, base, gpu):
+    """What FLAGS cost against BASE on GPU, % of BASE's predicted step (tokens a step the same)."""
+    return "%+.1f%%" % (100 * (step_ms(t, flags, gpu) / step_ms(t, base, gpu) - 1))
+
+
+def act_saved_pct(t, flags, base):
+    return "%.0f%%" % (100 * (1 - activations(t, flags) / activations(t, base)))
+
+
+def off_comm(t, offload="optimizer", gpu="a6000"):
+    """The communication plan (with its predicted step) of d48 at the ladder's offload rows' shape."""
+    return t.plan("%s %s --gpu %s" % (OFF, "--offload " + offload if offload else "", gpu))["communication"]
+
+def ladder_tables(t):
+    """The ladder's tables, as scripts/memory_ladder.sh writes them: each a block of "|" lines."""
     _, md = t.ladder()
-    return "\n".join(l for l in md.splitlines() if l.startswith("|"))
+    blocks = [b for b in md.split("\n\n") if b.startswith("| #")]
+    return blocks
+
+
+def ladder_table(t):
+    """The ladder's memory table."""
+    return ladder_tables(t)[0]
+
+
+def ladder_time_table(t):
+    """The ladder's time table and its notes (which rows the kernel report's counts do not cover)."""
+    _, md = t.ladder()
+    table = ladder_tables(t)[1]
+    notes = [l for l in md.splitlines() if re.match(r"^\([a-z]\) compute at ", l)]
+    return table + ("\n\n" + "\n\n".join(notes) if notes else "")
 
 
 def zero_comm_ratio(t, extra=""):
@@ -170,6 +204,13 @@ def comm_table(t):
 
 def comm_compute_ms(t):
     return "%.1f" % (t.plan("%s -r 3 -z 0 --ranks 8" % D48)["communication"]["compute_seconds"] * 1e3)
+
+
+def z1_gather_ms(t, link):
+    """Stage 1's parameter all-gather after the update at LINK, ms (8 ranks, -r 3)."""
+    c = comm(t, 1, "--link %s" % link)
+    sent = sum(i["sent"] for i in c["items"] if i["what"].startswith("parameters, gathered") and i["each"] == "step")
+    return "%.2f" % (sent / c["link"]["bytes_per_s"] * 1e3)
 
 
 def comm(t, z, extra=""):
@@ -500,7 +541,8 @@ FIGURES = {
     "corpus.samples_noted": (lambda t: "%d" % t.corpus()["samples_noted"], ["docs/runtime.md"]),
     "corpus.samples_unsupported": (lambda t: "%d" % t.corpus()["samples_unsupported"], ["docs/runtime.md"]),
     "ladder.table": (ladder_table, ["docs/memory.md"]),
-    "ladder.top": (lambda t: gib(ladder_row(t, "--precision fp32")["device_total"]), ["README.md", "docs/guide.md"]),
+    "ladder.time_table": (ladder_time_table, ["docs/memory.md"]),
+    "ladder.top": (lambda t: gib(ladder_row(t, "--precision fp32")["device_total"]), ["README.md", "docs/guide.md", "docs/memory.md"]),
     "ladder.bottom": (lambda t: gib(ladder_row(t, "--offload grads")["device_total"]), ["README.md", "docs/guide.md"]),
     "ladder.bottom_host": (lambda t: gib(ladder_row(t, "--offload grads")["host_bytes"]), ["docs/guide.md"]),
     "zero3.comm_ratio": (zero_comm_ratio, ["docs/guide.md"]),
@@ -636,6 +678,49 @@ FIGURES = {
     "bench.psi": (lambda t: commas(t.plan(D2)["model"]["parameters"]), ["docs/memory.md"]),
     "bench.traffic": (lambda t: commas(next(i["sent"] for i in t.plan(D2 + " -z 0 --ranks 2")["communication"]["items"]
                                             if i["what"].startswith("gradients"))), ["docs/memory.md"]),
+    # docs/memory.md, "Often-quoted figures, checked": planned bytes, predicted steps (A6000, H100)
+    "claims.mp_saved_pct": (lambda t: "%.0f%%" % (100 * (1 - t.plan(D48 + " -r 0")["device_total"] /
+                                                         t.plan(D48.replace("fp16", "fp32") + " -r 0")["device_total"])),
+                            ["docs/memory.md"]),
+    "claims.act_saved_r123": (lambda t: " / ".join(act_saved_pct(t, "-b 8 -r %d" % r, "-b 8 -r 0") for r in (1, 2, 3)),
+                              ["docs/memory.md"]),
+    "claims.cost_r123_a6000": (lambda t: " / ".join(cost_pct(t, D48 + " -r %d" % r, D48 + " -r 0", "a6000") for r in (1, 2, 3)),
+                               ["docs/memory.md"]),
+    "claims.cost_r123_h100": (lambda t: " / ".join(cost_pct(t, D48 + " -r %d" % r, D48 + " -r 0", "h100") for r in (1, 2, 3)),
+                              ["docs/memory.md"]),
+    "claims.cost_r1_both": (lambda t: " / ".join(cost_pct(t, D48 + " -r 1", D48 + " -r 0", g) for g in ("a6000", "h100")), ["docs/memory.md"]),
+    "claims.cost_r2_both": (lambda t: " / ".join(cost_pct(t, D48 + " -r 2", D48 + " -r 0", g) for g in ("a6000", "h100")), ["docs/memory.md"]),
+    "claims.cost_r3_both": (lambda t: " / ".join(cost_pct(t, D48 + " -r 3", D48 + " -r 0", g) for g in ("a6000", "h100")), ["docs/memory.md"]),
+    "claims.k_default": (lambda t: str(t.plan(D48 + " -r 3")["options"]["recompute_every"]), ["docs/memory.md"]),
+    "claims.act_k_default": (lambda t: gib(activations(t, "-b 8 -r 3")), ["docs/memory.md"]),
+    "claims.act_k7": (lambda t: gib(activations(t, "-b 8 -r 3 --recompute-every 7")), ["docs/memory.md"]),
+    "claims.act_k48": (lambda t: gib(activations(t, "-b 8 -r 3 --recompute-every 48")), ["docs/memory.md"]),
+    "claims.cost_k7_a6000": (lambda t: cost_pct(t, D48 + " -r 3 --recompute-every 7", D48 + " -r 3", "a6000"), ["docs/memory.md"]),
+    "claims.z3n8_gib": (lambda t: gib(t.plan(D48 + " -r 3 -z 3 --ranks 8")["device_total"]), ["docs/memory.md"]),
+    "claims.z3n8_states_gb": (lambda t: "%.2f" % (model_states(t, 3, 8) / 1e9), ["docs/memory.md"]),
+    "claims.mb_cost_a6000": (lambda t: cost_pct(t, D48.replace("-b 8", "-b 4") + " -r 3 -d 8192", D48 + " -r 3", "a6000"),
+                             ["docs/memory.md"]),
+    "claims.mb_cost_h100": (lambda t: cost_pct(t, D48.replace("-b 8", "-b 4") + " -r 3 -d 8192", D48 + " -r 3", "h100"),
+                            ["docs/memory.md"]),
+    "claims.mb_saved_gib": (lambda t: gib(t.plan(D48 + " -r 3")["device_total"] - t.plan(D48.replace("-b 8", "-b 4") + " -r 3 -d 8192")["device_total"]),
+                            ["docs/memory.md"]),
+    "claims.a6000_fp16_ms": (lambda t: "%.0f" % step_ms(t, D48 + " -r 0", "a6000"), ["docs/memory.md", "README.md"]),
+    "claims.cost_r3_a6000": (lambda t: cost_pct(t, D48 + " -r 3", D48 + " -r 0", "a6000"), ["README.md"]),
+    "claims.h100_fp16_ms": (lambda t: "%.0f" % step_ms(t, D48 + " -r 0", "h100"), ["docs/memory.md"]),
+    "claims.a6000_recipe_s": (lambda t: "%.1f" % (step_ms(t, D48 + " -r 0 -d 524288", "a6000") / 1e3), ["docs/memory.md"]),
+    "claims.a6000_recipe_tps": (lambda t: "{:,.0f}".format(524288 / (step_ms(t, D48 + " -r 0 -d 524288", "a6000") / 1e3)),
+                                ["docs/memory.md"]),
+    "claims.h100_recipe_tps": (lambda t: "{:,.0f}".format(524288 / (step_ms(t, D48 + " -r 0 -d 524288", "h100") / 1e3)),
+                               ["docs/memory.md"]),
+    # docs/memory.md, section 6: offload's time
+    "off.copies_ms": (lambda t: "%.0f" % (off_comm(t)["host_seconds"] * 1e3), ["docs/memory.md"]),
+    "off.adamw_ms": (lambda t: "%.0f" % (off_comm(t)["host_update_seconds"] * 1e3), ["docs/memory.md"]),
+    "off.exposed_ms": (lambda t: "%.0f" % (off_comm(t)["exposed_seconds"] * 1e3), ["docs/memory.md"]),
+    "off.a6000_base_ms": (lambda t: "%.0f" % (off_comm(t, None)["step_seconds"] * 1e3), ["docs/memory.md"]),
+    "off.a6000_opt_ms": (lambda t: "%.0f" % (off_comm(t)["step_seconds"] * 1e3), ["docs/memory.md"]),
+    "off.a6000_grads_ms": (lambda t: "%.0f" % (off_comm(t, "grads")["step_seconds"] * 1e3), ["docs/memory.md"]),
+    "comm.z1_forward_ms": (lambda t: "%.1f" % (comm(t, 1)["forward_seconds"] * 1e3), ["docs/memory.md"]),
+    "comm.z1_pcie_gather_ms": (lambda t: z1_gather_ms(t, "pcie"), ["docs/memory.md"]),
     "kr.fa3_over_ours_pct": (lambda t: "%.0f" % (100 * (fa3_row(t)["measured"] / fa3_row(t)["predicted"] - 1)), ["docs/speed.md"]),
     "kr.step_margin_pct": (step_margin_pct, ["docs/speed.md", "docs/guide.md"]),
     "recipe.gib": (recipe_gib, ["README.md", "docs/guide.md", "docs/memory.md"]),

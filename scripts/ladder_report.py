@@ -9,7 +9,12 @@
 # python3-matplotlib; without it one line says so and the table is still written). Standard library
 # otherwise.
 #
-#   python3 scripts/ladder_report.py OUT MODEL T B BUDGET_LABEL BUDGET_BYTES
+# The time table: each row's predicted step on each GPU of --time-gpus (plans/NN.GPU.json, the
+# planner's `--plan --gpu GPU`: the kernel report's model where its counts cover the row, else the
+# stated MFU estimate, marked), tokens/s per GPU, MFU and the change in tokens/s per GPU against the
+# row it comes from; the chart draws the first GPU's step time beside the memory.
+#
+#   python3 scripts/ladder_report.py OUT MODEL T B BUDGET_LABEL BUDGET_BYTES [--no-chart] [--time-gpus "a6000 h100"]
 import json
 import os
 import sys
@@ -91,7 +96,9 @@ def gib(x):
 
 def main():
     out, model, T, B, budget_label, budget_bytes = sys.argv[1:7]
-    draw = sys.argv[7:8] != ["--no-chart"]
+    rest = sys.argv[7:]
+    draw = "--no-chart" not in rest
+    time_gpus = rest[rest.index("--time-gpus") + 1].split() if "--time-gpus" in rest else []
     T, B, budget_bytes = int(T), int(B), int(budget_bytes)
     rows = []
     with open(os.path.join(out, "rows.tsv")) as f:
@@ -119,6 +126,18 @@ def main():
                 rows[-1].update({"comm_sent_per_step": c["sent_per_step"], "comm_link": c["link"]["name"],
                                  "comm_seconds": c["comm_seconds"], "comm_exposed_seconds": c["exposed_seconds"],
                                  "compute_seconds": c["compute_seconds"]})
+            # The predicted step on each GPU named: compute (the kernel report's model, or the stated
+            # estimate), the pipeline's bubble, the communication and offload the step does not hide.
+            rows[-1]["time"] = {}
+            m = plan["model"]
+            flops_token = 6.0 * m["parameters"] + 6.0 * m["layers"] * m["channels"] * T
+            for g in time_gpus:
+                gp = json.load(open(os.path.join(out, "plans", f"{int(num):02d}.{g}.json")))["communication"]
+                step = gp["step_seconds"]
+                per_gpu = tokens / int(ranks) / step
+                rows[-1]["time"][g] = {"gpu": gp["card"], "step_seconds": step, "compute_seconds": gp["compute_seconds"],
+                                       "counted": gp["counted"], "time_model": gp["time_model"],
+                                       "tokens_per_s_per_gpu": per_gpu, "mfu": flops_token * per_gpu / gp["peak_flops"]}
     if not rows:
         sys.exit("ladder_report: no rows")
     first = json.load(open(os.path.join(out, "plans", "01.json")))
@@ -186,6 +205,8 @@ def main():
     if base:
         lines.append(f"Tokens/s per GPU as % of row {base['row']} ({base['step']}); the measured peak is the "
                      "trainer's own (`device memory: at most`), beside its plan.")
+    if time_gpus:
+        lines += [""] + time_table(rows, time_gpus)
     table = "\n".join(lines) + "\n"
     with open(os.path.join(out, "ladder.md"), "w") as f:
         f.write(table)
@@ -195,6 +216,42 @@ def main():
         json.dump({"model": model, "parameters": params, "T": T, "B": B, "budget_bytes": budget_bytes,
                    "columns": COLUMNS, "colors": COLORS, "host_color": HOST_COLOR, "panels": panels, "rows": rows},
                   f, indent=1)
+
+
+def time_table(rows, gpus):
+    """The time table's lines: per row and GPU the predicted ms a step, tokens/s per GPU, MFU and the
+    change in tokens/s per GPU against the row it comes from; a row the kernel report's counts do not
+    cover is marked and its reason listed once."""
+    by_num = {r["row"]: r for r in rows}
+    names = [rows[0]["time"][g]["gpu"] for g in gpus]
+    head = ["#", "step", "from"]
+    for n in names:
+        head += [f"{n}: ms a step", "tok/s per GPU", "MFU", "vs from"]
+    out = ["Predicted time of a step (the planner's `--plan --gpu`, by the kernel report's model: compute from the "
+           "counted kernels, plus the pipeline's bubble and the communication and offload the step does not hide; "
+           "never measured), tokens/s per GPU, MFU (model FLOPs, 6 per parameter per token and attention's, recompute "
+           "not counted) and the change in tokens/s per GPU against the row it comes from:", "",
+           "| " + " | ".join(head) + " |", "|" + "|".join(["---"] * len(head)) + "|"]
+    notes = {}
+    for r in rows:
+        cells = [str(r["row"]), r["step"], str(r["from"]) if r["from"] else "–"]
+        for g in gpus:
+            t = r["time"][g]
+            mark = ""
+            if not t["counted"]:
+                mark = notes.setdefault(t["time_model"], f" ({chr(ord('a') + len(notes))})")
+            vs = "–"
+            if r["from"]:
+                f = by_num[r["from"]]["time"][g]
+                vs = f"{100 * (t['tokens_per_s_per_gpu'] / f['tokens_per_s_per_gpu'] - 1):+.1f}%"
+                if not f["counted"]:  # against an estimate: the change is the estimate's too
+                    vs += notes.setdefault(f["time_model"], f" ({chr(ord('a') + len(notes))})")
+            cells += [f"{t['step_seconds'] * 1e3:,.1f}{mark}", f"{t['tokens_per_s_per_gpu']:,.0f}",
+                      f"{100 * t['mfu']:.1f}%", vs]
+        out.append("| " + " | ".join(cells) + " |")
+    for why, mark in notes.items():
+        out += ["", f"{mark.strip()} compute at {why}."]
+    return out
 
 
 def chart_layout(rows):
@@ -238,6 +295,7 @@ def chart(rows, out, model, T, B, budget_label, budget_bytes, any_measured):
     if len(panels) == 1:
         axes = [axes]
     top = max([r["device_total"] for r in rows] + [r["host_bytes"] for r in rows] + [budget_bytes]) / GIB
+    time_top = max([t["step_seconds"] * 1e3 for r in rows for t in list(r.get("time", {}).values())[:1]] or [1.0])
     for ax, panel in zip(axes, panels):
         for i, n in enumerate(panel["rows"]):
             r = by_num[n]
@@ -258,6 +316,16 @@ def chart(rows, out, model, T, B, budget_label, budget_bytes, any_measured):
                         color=HOST_COLOR, alpha=alpha)
             if r["measured_peak_bytes"]:
                 ax.plot(i - 0.18, r["measured_peak_bytes"] / GIB, marker="D", color="black", markersize=5, alpha=alpha)
+        if r.get("time"):  # the first time GPU's predicted step, on its own axis
+            g = next(iter(r["time"]))
+            tx = ax.twinx()
+            tx.plot(range(len(panel["rows"])), [by_num[n]["time"][g]["step_seconds"] * 1e3 for n in panel["rows"]],
+                    color="black", marker="o", markersize=4, linewidth=1, linestyle=":")
+            tx.set_ylim(0, time_top * 1.15)
+            if ax is axes[-1]:
+                tx.set_ylabel(f"predicted ms a step on the {r['time'][g]['gpu']} (dotted)")
+            else:
+                tx.set_yticklabels([])
         ax.axhline(budget_bytes / GIB, color="black", linestyle="--", linewidth=1)
         ax.set_xticks(range(len(panel["rows"])))
         ax.set_xticklabels([("(" + bar_label(by_num[n]).split("\n")[0] + ")\nbranch point")
@@ -275,6 +343,12 @@ def chart(rows, out, model, T, B, budget_label, budget_bytes, any_measured):
         from matplotlib.lines import Line2D
         handles.append(Line2D([], [], marker="D", color="black", linestyle="none", label="measured peak"))
     axes[0].legend(handles=handles, fontsize=7.5, loc="upper right")
+    if rows[0].get("time"):
+        from matplotlib.lines import Line2D
+        g = next(iter(rows[0]["time"]))
+        handles.append(Line2D([], [], marker="o", color="black", linestyle=":", markersize=4,
+                              label=f"predicted ms a step, {rows[0]['time'][g]['gpu']} (right axis)"))
+        axes[0].legend(handles=handles, fontsize=7.5, loc="upper right")
     fig.suptitle(f"GPT-2 {model}, T={T}: memory per rank by component, each technique added to the row it changes"
                  + ("" if any_measured else " (planned)"), fontsize=11)
     fig.tight_layout()

@@ -6,7 +6,9 @@
 # plan, the rank's figure; --pp-stages N, "" for none, or fewer than the model's layers); for each
 # row the device memory a rank needs, per component (from the planner, `./train_gpt2 --plan --json`),
 # for the ZeRO rows the bytes a rank sends per step and their time at the planner's default link,
-# and where a GPU is present the measured peak and tokens/s (the trainer itself, a few steps a row).
+# and where a GPU is present the measured peak and tokens/s (the trainer itself, a few steps a row);
+# for every row the predicted time of a step on each GPU of --time-gpus (the planner's, by the kernel
+# report's model: `--plan --gpu NAME`), tokens/s per GPU, MFU and the change against the row it comes from.
 # Writes OUT/ladder.md (a Markdown table), OUT/ladder.png (stacked bars per component; matplotlib,
 # Debian's python3-matplotlib), OUT/ladder.json, and OUT/plans/NN.json, OUT/logs/NN.log per row.
 #
@@ -22,6 +24,8 @@
 #            PRECISION=FP32, then copy ./train_gpt2 aside)
 #            -x STEPS (3)  --gpus N (what nvidia-smi counts)  --budget SIZE (48GiB: the "fits" column)
 #            --zero-ranks "2 4 8"  --pp-stages 4 (the pipeline rows' stages; "" for none)
+#            --time-gpus "a6000 h100" (the GPUs whose predicted time the table gives, first the chart's)
+#            --link nvlink (the ranks' link for the ZeRO and pipeline rows' time)
 #            -- ARGS... (passed to every run, e.g. -- -i 'train_*.bin' -j '')
 #   environment: MPIRUN (default "mpirun") starts the ZeRO rows; with fewer GPUs than a row's ranks
 #            the row is planned only.
@@ -32,7 +36,7 @@ set -u
 cd "$(dirname "$0")/.."
 
 model=d48 T=1024 B=8 out="" mode=auto trainer=./train_gpt2 trainer_fp32="" steps=3 gpus="" budget=48GiB
-zero_ranks="2 4 8" pp_stages=4 chart=""
+zero_ranks="2 4 8" pp_stages=4 chart="" time_gpus="a6000 h100" link=nvlink
 extra=()
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then model=$1; shift; fi
 while [ $# -gt 0 ]; do
@@ -51,6 +55,8 @@ while [ $# -gt 0 ]; do
         --budget) budget=$2; shift 2 ;;
         --zero-ranks) zero_ranks=$2; shift 2 ;;
         --pp-stages) pp_stages=$2; shift 2 ;;
+        --time-gpus) time_gpus=$2; shift 2 ;;
+        --link) link=$2; shift 2 ;;
         --) shift; extra=("$@"); break ;;
         -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d'; exit 0 ;;
         *) echo "memory_ladder: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -148,8 +154,13 @@ for i in "${!labels[@]}"; do
     n=${ranks[$i]}
     echo "memory_ladder: row $((i + 1))/${#labels[@]}: ${labels[$i]}"   # a measured row takes minutes
     json=$out/plans/$nn.json
-    "$planner" --plan --json -e "$model" -t "$T" "${f[@]}" --ranks "$n" > "$json" 2> "$out/logs/$nn.plan.err" \
+    "$planner" --plan --json -e "$model" -t "$T" "${f[@]}" --ranks "$n" --link "$link" > "$json" 2> "$out/logs/$nn.plan.err" \
         || die "row $((i + 1)) (${labels[$i]}): --plan failed: $(cat "$out/logs/$nn.plan.err")"
+    rm -f "$out/logs/$nn.plan.err"
+    for g in $time_gpus; do  # the predicted time on each GPU named
+        "$planner" --plan --json -e "$model" -t "$T" "${f[@]}" --ranks "$n" --gpu "$g" --link "$link" > "$out/plans/$nn.$g.json" \
+            2> "$out/logs/$nn.plan.err" || die "row $((i + 1)) (${labels[$i]}): --plan --gpu $g failed: $(cat "$out/logs/$nn.plan.err")"
+    done
     rm -f "$out/logs/$nn.plan.err"
     status=planned peak="" toks=""
     if [ $mode = measured ]; then
@@ -196,5 +207,6 @@ done
 # Debian's python3 has python3-matplotlib; another python3 first on PATH (pyenv, a venv) may not.
 py=python3
 if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import matplotlib' 2> /dev/null; then py=/usr/bin/python3; fi
-"$py" scripts/ladder_report.py "$out" "$model" "$T" "$B" "$budget" "$budget_bytes" $chart || die "the report failed"
+"$py" scripts/ladder_report.py "$out" "$model" "$T" "$B" "$budget" "$budget_bytes" $chart --time-gpus "$time_gpus" \
+    || die "the report failed"
 echo "memory_ladder: wrote $out/ladder.md${out:+, $out/ladder.json}$( [ -f "$out/ladder.png" ] && echo ", $out/ladder.png")"

@@ -77,6 +77,10 @@ TESTS_LONG += test/test_default_run.sh
 # about 24 s of CPU, the sanitizer pass; the planner's own checks in make test are test_defects.sh's
 # limits and suggestions, and test_doc_figures.sh's figures from the ladder).
 TESTS_SAN_LONG += test/test_ladder.sh
+# The planner's step time against the kernel report's (one time model, two readers): ./train_gpt2
+# --plan --gpu against docs/kernel_report_fp16.json's side-by-side and planner configurations (a few
+# seconds).
+TESTS += test/test_time_model.sh
 
 # gen_data: model files of any shape and learnable token shards, without Python (the GPU check
 # script runs it on bare machines too).

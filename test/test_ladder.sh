@@ -10,7 +10,8 @@
 #     rank's row, x 2 data-parallel ranks at ZeRO-1 below 4 stages; their sends the planner's: a
 #     micro-step's activation and gradient across each of the largest stage's boundaries, B·T·C·2
 #     bytes, 4 micro-steps, and the statistics); ladder.json; the PNG (magic bytes) where matplotlib
-#     is installed;
+#     is installed; the time table: every row's predicted step on the A6000 and the H100 (the
+#     planner's), the FP16 rows by the kernel report's counts, the costs in the order they must be;
 #   - each recipe with --dry: it prints a command whose flags the trainer accepts (the same command
 #     with --plan) and that the planner says fits its budget; the 48 GB recipe within 48 GiB at
 #     -b >= 8 (the planner allows it) with --max-memory 48GiB and 524,288 tokens per step; the
@@ -36,7 +37,8 @@ lines = open(os.path.join(out, "ladder.md")).read().splitlines()
 head = next(l for l in lines if l.startswith("| # |"))
 cols = [c.strip() for c in head.strip("|").split("|")]
 rows = []
-for l in lines:
+first = lines[lines.index(head):]  # the memory table: its rows up to the first blank line (the time table follows)
+for l in first[:first.index("")] if "" in first else first:
     if re.match(r"^\| \d+ \|", l):
         cells = [c.strip() for c in l.strip().strip("|").split("|")]
         rows.append(dict(zip(cols, cells)))
@@ -146,6 +148,44 @@ print(f"{len(rows)} rows, {total[0]:.2f} GiB (FP32) -> {total[1]:.2f} (FP16) -> 
       f"{total[8]:.2f} (ZeRO-2 at 8) -> {total[9]:.2f} (ZeRO-3 at 8) | {total[12]:.2f} (offload)")
 EOF
 ) && pass "ladder table: $r" || fail "ladder table" "$r"
+
+# The time table (ladder.json's "time", the table's second block): each row's predicted step on the
+# RTX A6000 and the H100 SXM is the planner's `--plan --gpu` for its flags; the FP16 rows by the kernel
+# report's counts (d48 at T = 1024 is counted at every level, accumulation, ZeRO's share, a stage's
+# layers and offload), the FP32 row by the marked estimate; tokens/s per GPU the row's tokens a step
+# over its ranks and the step; and the costs fall where they must: each recompute level slower than
+# the one before, offload slower than the optimizer on the device, ZeRO-1's rank faster to update than
+# one rank holding it all, the pipeline's bubble making 4 stages slower than one card's step.
+r=$(python3 - "$dir/ladder" <<'EOF'
+import json, os, subprocess, sys
+out = sys.argv[1]
+j = json.load(open(os.path.join(out, "ladder.json")))
+rows, bad = j["rows"], []
+md = open(os.path.join(out, "ladder.md")).read()
+for g, name in (("a6000", "RTX A6000"), ("h100", "H100 SXM")):
+    t = [r["time"][g] for r in rows]
+    for i, (r, x) in enumerate(zip(rows, t)):
+        if x["gpu"] != name or not x["step_seconds"] > 0: bad.append(f"row {i + 1} on {g}: {x['gpu']}, {x['step_seconds']} s")
+        if x["counted"] != (i > 0): bad.append(f"row {i + 1} on {g}: counted {x['counted']} ({x['time_model']})")
+        per = r["tokens_per_step"] / r["ranks"] / x["step_seconds"]
+        if abs(per / x["tokens_per_s_per_gpu"] - 1) > 1e-9: bad.append(f"row {i + 1} on {g}: tokens/s per GPU")
+        p = json.loads(subprocess.run(["./train_gpt2", "--plan", "--json", "-e", "d48", "-t", "1024", *r["flags"].split(),
+                                       "--ranks", str(r["ranks"]), "--gpu", g], capture_output=True, text=True, check=True).stdout)
+        if p["communication"]["step_seconds"] != x["step_seconds"]: bad.append(f"row {i + 1} on {g}: not the planner's step")
+        if f"| {x['step_seconds'] * 1e3:,.1f}" not in md: bad.append(f"row {i + 1} on {g}: its ms not in the time table")
+    s = [x["step_seconds"] for x in t]
+    c = [x["compute_seconds"] for x in t]
+    for a, b in ((2, 3), (3, 4), (4, 5)):
+        if not s[a - 1] < s[b - 1]: bad.append(f"{g}: row {b}'s step {s[b - 1]:.4f} s is not above row {a}'s {s[a - 1]:.4f}")
+    for a, b in ((11, 12), (11, 13)):
+        if not s[a - 1] < s[b - 1]: bad.append(f"{g}: offload row {b} ({s[b - 1]:.4f} s) not slower than row {a} ({s[a - 1]:.4f})")
+    if not c[5] < c[4]: bad.append(f"{g}: ZeRO-1's compute {c[5]:.4f} s not below one rank's {c[4]:.4f}")
+    if not s[13] > s[4]: bad.append(f"{g}: 4 pipeline stages ({s[13]:.4f} s, 4 micro-steps) not slower than one card's step ({s[4]:.4f})")
+if bad: print("; ".join(bad[:6])); sys.exit(1)
+a = [r["time"]["a6000"]["step_seconds"] * 1e3 for r in rows]
+print(f"RTX A6000 ms a step: FP16 {a[1]:.0f}, -r 1 {a[2]:.0f}, -r 2 {a[3]:.0f}, -r 3 {a[4]:.0f}, offload {a[11]:.0f}")
+EOF
+) && pass "ladder time table: $r" || fail "ladder time table" "$r"
 
 # Progress: a line per row as the ladder goes (a measured row takes minutes on a GPU).
 rows_said=$(grep -cE '^memory_ladder: row [0-9]+/15: ' "$dir/ladder.out")
