@@ -1400,8 +1400,7 @@ uint64_t cuda_cpu_float_atomic_add(void* p, int type, uint64_t operand) {
     e.seq = seq;
     e.key = mix64(mix64(w->block_linear) ^ ((uint64_t)f->linear << 32) ^ f->natomics++);
     w->flog.push_back(e);
-    unsigned lg = n >= 8 ? 3 : n >= 4 ? 2 : 1;
-    w->fatomics.push_back(((uintptr_t)p << 2) | lg);  // (address, log2 of the size)
+    cuda_cpu_atomic_any_order(p, (unsigned)n);  // its bytes may differ between schedules
     return old;
 }
 
@@ -1409,17 +1408,25 @@ uint64_t cuda_cpu_float_atomic_add(void* p, int type, uint64_t operand) {
 // (writes clock() or clock64() readings out) gives the same result under every schedule; a GPU's SM
 // counter differs from run to run, so no correct program depends on its values. Outside a kernel,
 // clock() is the C library's (the process's CPU time), which the program's host code may call.
-long long cuda_cpu_clock64(void) {
+// kernel_clock: in a kernel, the calling thread's next reading into *v; false outside one.
+static bool kernel_clock(long long* v) {
     Worker* w = tw;
-    if (w && w->cur) return (long long)++w->cur->clock_reads;
+    if (!w || !w->cur) return false;
+    *v = (long long)++w->cur->clock_reads;
+    return true;
+}
+
+long long cuda_cpu_clock64(void) {
+    long long v;
+    if (kernel_clock(&v)) return v;
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
 extern "C" clock_t clock(void) throw() {
-    Worker* w = tw;
-    if (w && w->cur) return (clock_t)++w->cur->clock_reads;
+    long long v;
+    if (kernel_clock(&v)) return (clock_t)v;
     struct timespec t;  // glibc's own definition of clock()
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return (clock_t)(t.tv_sec * CLOCKS_PER_SEC + t.tv_nsec / (1000000000 / CLOCKS_PER_SEC));
