@@ -49,6 +49,7 @@
 #include "shard.cuh"
 
 #include "checkpoint.h"
+#include "comm_plan.h"
 #include "engine.h"
 #include "gpt2_config.h"
 #include "gpt2_cpu.h"
@@ -253,7 +254,7 @@ static void out_of_memory(GPUEngine* g, int k, size_t bytes, size_t free_b, size
     // with the context back in (the plan counts it among its estimates).
     size_t budget = total_b - g->used_before + g->plan.items[MEM_CUDA_CONTEXT].bytes;
     memory_plan_print(&g->plan, stdout);
-    MemoryFit fit = memory_plan_fit(&g->model, &g->opts, 1, budget);
+    MemoryFit fit = memory_plan_fit(&g->model, &g->opts, 1, budget, comm_plan_step_seconds);
     memory_fit_print(&fit, &g->opts, budget, stdout);
     fflush(stdout);
     fatal("out of GPU memory allocating the %s: %.1f MiB asked, %.1f MiB free of %.1f MiB; the plan above needs "
@@ -1203,7 +1204,7 @@ static Engine* gpu_engine_create(const GPT2Config* cfg, const EngineOptions* opt
     if (opts->memory_budget && g->plan.device_total > opts->memory_budget) {
         if (g->rank == 0) {
             memory_plan_print(&g->plan, stdout);
-            MemoryFit fit = memory_plan_fit(cfg, opts, 1, opts->memory_budget);  // the model's shape: the planner's
+            MemoryFit fit = memory_plan_fit(cfg, opts, 1, opts->memory_budget, comm_plan_step_seconds);  // the model's shape: the planner's
             memory_fit_print(&fit, opts, opts->memory_budget, stdout);
         }
         fatal("flag --max-memory is %.2f GiB per rank; the plan above needs %.2f GiB (with estimates)",

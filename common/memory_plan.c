@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "../kernels/sizes.h"
-#include "comm_plan.h"
 #include "gpu_peak.h"
 #include "util.h"
 
@@ -332,7 +331,8 @@ int run_shape_check(long B, long T, long ranks, long total_batch, long* accum, c
     return 1;
 }
 
-void memory_plan_print_json_members(const MemoryPlan* p, size_t budget, int accum, int keep_step, FILE* f) {
+void memory_plan_print_json_members(const MemoryPlan* p, size_t budget, int accum, int keep_step, PlanStepSeconds step,
+                                    FILE* f) {
     const EngineOptions* o = &p->opts;
     fprintf(f, "\"model\": {\"layers\": %d, \"channels\": %d, \"heads\": %d, \"vocab\": %d, \"padded_vocab\": %d, "
                "\"max_seq_len\": %d, \"parameters\": %zu},\n",
@@ -380,7 +380,7 @@ void memory_plan_print_json_members(const MemoryPlan* p, size_t budget, int accu
         fprintf(f, "]");
     }
     if (budget > 0) {
-        MemoryFit fit = memory_plan_fit_step(&p->cfg, o, accum, keep_step, budget);
+        MemoryFit fit = memory_plan_fit_step(&p->cfg, o, accum, keep_step, budget, step);
         fprintf(f, ",\n \"budget\": {\"bytes\": %zu, \"fits\": %s, \"max_B\": %d", budget, fit.fits ? "true" : "false",
                 fit.max_B);
         if (!fit.fits && fit.found) {
@@ -418,18 +418,18 @@ double plan_recompute_fraction(int level) {
 // ---- fitting a budget ----
 //
 // The cost of a change is its predicted step against the asked one's, in seconds per optimizer step
-// at the same tokens a step (comm_plan_step_seconds: the kernel report's model on the card --gpu
-// names, where its counts cover the configuration, else the stated MFU estimate; the pipeline's
-// bubble; the communication at --link and offload's copies and host AdamW that the step does not
-// hide). So the cheapest change is the fastest configuration that fits.
-static double change_seconds(const MemoryPlan* p, int accum) { return comm_plan_step_seconds(p, accum, NULL, 0); }
+// at the same tokens a step (the trainer passes comm_plan_step_seconds: the kernel report's model on
+// the card --gpu names, where its counts cover the configuration, else the stated MFU estimate; the
+// pipeline's bubble; the communication at --link and offload's copies and host AdamW that the step
+// does not hide). So the cheapest change is the fastest configuration that fits.
 
-MemoryFit memory_plan_fit(const GPT2Config* cfg, const EngineOptions* opts, int accum, size_t budget) {
-    return memory_plan_fit_step(cfg, opts, accum, 0, budget);
+MemoryFit memory_plan_fit(const GPT2Config* cfg, const EngineOptions* opts, int accum, size_t budget,
+                          PlanStepSeconds step) {
+    return memory_plan_fit_step(cfg, opts, accum, 0, budget, step);
 }
 
 MemoryFit memory_plan_fit_step(const GPT2Config* cfg, const EngineOptions* opts, int accum, int keep_step,
-                               size_t budget) {
+                               size_t budget, PlanStepSeconds step) {
     MemoryFit fit;
     memset(&fit, 0, sizeof(fit));
     MemoryPlan p;
@@ -463,7 +463,7 @@ MemoryFit memory_plan_fit_step(const GPT2Config* cfg, const EngineOptions* opts,
     // tokens kept), ZeRO-2 over several ranks, offload; never less than what was asked.
     MemoryPlan asked;
     plan_for_budget(&asked, cfg, opts);
-    double base = comm_plan_step_seconds(&asked, accum, fit.time_model, sizeof(fit.time_model));
+    double base = step(&asked, accum, fit.time_model, sizeof(fit.time_model));
     double best = 0;
     // A pipeline's stages combine their ranks with ZeRO 0 or 1 and keep the optimizer on the device.
     int pp = pipe_stages(opts) > 1;
@@ -484,7 +484,7 @@ MemoryFit memory_plan_fit_step(const GPT2Config* cfg, const EngineOptions* opts,
                     c.offload = off;
                     plan_for_budget(&p, cfg, &c);
                     if (p.device_total > budget) continue;
-                    double s = change_seconds(&p, accum * div) - base;
+                    double s = step(&p, accum * div, NULL, 0) - base;
                     if (fit.found && s >= best) continue;
                     fit.found = 1;
                     best = s;

@@ -131,7 +131,13 @@ void memory_plan_print(const MemoryPlan* p, FILE* f);
 // "pipeline" (stages, data-parallel ranks, micro-steps, bubble, the plan's stage) and "by_stage"
 // (each stage's first layer, layers, micro-batches in flight, device_bytes, device_total, and its
 // components as name -> bytes).
-void memory_plan_print_json_members(const MemoryPlan* p, size_t budget, int accum, int keep_step, FILE* f);
+// A step's predicted seconds, by which the budget's changes are ranked: p's (its rank's) with accum
+// micro-steps, and in model (cap bytes, may be NULL) which model predicted it. comm_plan.h's
+// comm_plan_step_seconds is the one the trainer passes (the planner's own time model lives there, with
+// the communication the step does not hide).
+typedef double (*PlanStepSeconds)(const MemoryPlan* p, int accum, char* model, size_t cap);
+void memory_plan_print_json_members(const MemoryPlan* p, size_t budget, int accum, int keep_step, PlanStepSeconds step,
+                                    FILE* f);
 
 // What fits in a budget of device bytes per rank (with -pp: on the largest stage).
 typedef struct {
@@ -143,7 +149,7 @@ typedef struct {
     int accum_factor;      // micro-steps per optimizer step multiply by this (B divided by it)
     long total_batch;      // tokens per optimizer step, kept: the -d to pass with the smaller -b
     double seconds_lost;   // its predicted cost per optimizer step
-    double step_seconds;   // the predicted step it is measured against (comm_plan_step_seconds)
+    double step_seconds;   // the predicted step it is measured against (the PlanStepSeconds given)
     char time_model[256];  // which model predicted it
     size_t change_bytes;   // its device_total
     char what[256];        // the change as flags to pass, e.g. "-r 1 -b 8 -d 32768"
@@ -151,11 +157,12 @@ typedef struct {
 // accum = micro-steps per optimizer step as asked (a change keeps the step's tokens). keep_step: the
 // step's tokens are fixed (-d was given), so max_B must also divide the step's sequences per rank
 // (B * accum) as the trainer requires. Every B, accumulation and the step it suggests passes
-// run_shape_check.
+// run_shape_check. The changes are ranked by step (the fastest that fits first).
 MemoryFit memory_plan_fit_step(const GPT2Config* cfg, const EngineOptions* opts, int accum, int keep_step,
-                               size_t budget);
+                               size_t budget, PlanStepSeconds step);
 // memory_plan_fit_step without a fixed step (the engine's out-of-memory advice).
-MemoryFit memory_plan_fit(const GPT2Config* cfg, const EngineOptions* opts, int accum, size_t budget);
+MemoryFit memory_plan_fit(const GPT2Config* cfg, const EngineOptions* opts, int accum, size_t budget,
+                          PlanStepSeconds step);
 void memory_fit_print(const MemoryFit* fit, const EngineOptions* opts, size_t budget, FILE* f);
 
 // "48GiB", "48GB", "1.5TiB", "512MiB", "4096" (bytes), at least one byte: fatal, naming the flag,
@@ -165,9 +172,9 @@ const char* offload_name(int offload);
 
 // ---- the planner's time: the card it assumes, and the estimate where the kernel report's counts
 // do not reach ----
-// comm_plan.h's predicted step (and so the budget advice above) takes its compute from the kernel
-// report's model (time_model.h) on the card --gpu names, else PLAN_CARD; where the counts do not
-// cover a configuration, the FLOP count at PLAN_MFU of the card's peak with recompute's extra work.
+// comm_plan.h's predicted step (the budget advice's PlanStepSeconds) takes its compute from the
+// kernel report's model (time_model.h) on the card --gpu names, else PLAN_CARD; where the counts do
+// not cover a configuration, the FLOP count at PLAN_MFU of the card's peak with recompute's extra work.
 #define PLAN_CARD "H100 SXM"
 #define PLAN_MFU 0.40
 // The stated card's dense peak in `precision` (gpu_peak.c's row for PLAN_CARD).

@@ -306,7 +306,7 @@ static void plan_and_exit(TrainSetup* s, Precision gpu_precision) {
         if (o->json) {
             // One object: the memory plan's members, then the communication's.
             printf("{");
-            memory_plan_print_json_members(&p, budget, (int)accum, keep_step, stdout);
+            memory_plan_print_json_members(&p, budget, (int)accum, keep_step, comm_plan_step_seconds, stdout);
             printf(",\n \"communication\": ");
             comm_plan_print_json(&comm, &p, stdout);
             printf("}\n");
@@ -323,7 +323,7 @@ static void plan_and_exit(TrainSetup* s, Precision gpu_precision) {
             comm_plan_print(&comm, stdout);
             memory_plan_print_stages(&s->config, &eo, stdout);
             if (budget) {
-                MemoryFit fit = memory_plan_fit_step(&s->config, &eo, (int)accum, keep_step, budget);
+                MemoryFit fit = memory_plan_fit_step(&s->config, &eo, (int)accum, keep_step, budget, comm_plan_step_seconds);
                 memory_fit_print(&fit, &eo, budget, stdout);
             }
         }
