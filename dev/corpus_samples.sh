@@ -30,12 +30,13 @@ if [ "$have" != "$SAMPLES_COMMIT" ]; then
 fi
 OUT=build/dev/corpus
 mkdir -p "$OUT"
-# The runtime's compiler and flags, as the project's make knows them (a checked program: every
-# load, store and atomic goes through the race detector).
-IFS='|' read -r CXX FLAGS MPI_CFLAGS CHECK_FLAGS LIB MPI_LIBS < <(printf 'corpus-flags:\n\t@echo "$(CUDA_CPU_CXX)|$(CUDA_CPU_FLAGS)|$(CUDA_CPU_MPI_CFLAGS)|$(CUDA_CPU_CHECK_FLAGS)|$(CUDA_CPU_LIB)|$(CUDA_CPU_MPI_LIBS)"\n' |
-    make -s --no-print-directory -f Makefile -f - corpus-flags)
-if [ -z "${CXX:-}" ] || [ -z "${LIB:-}" ]; then echo "corpus_samples: make did not give the runtime's flags (no CUDA headers?)"; exit 1; fi
-nice make -s "$LIB" || exit 1
+# The runtime's compile line, link line and link inputs, as make gives them to others' code (make
+# cuda-cpu-flags: a checked program, every load, store and atomic through the race detector); the
+# first link input is the runtime's library, which make builds.
+{ read -r COMPILE; read -r LINK; read -r LINK_INPUTS; } < <(make -s --no-print-directory cuda-cpu-flags)
+if [ -z "${COMPILE:-}" ] || [ -z "${LINK_INPUTS:-}" ]; then echo "corpus_samples: make did not give the runtime's flags (no CUDA headers?)"; exit 1; fi
+LIB=${LINK_INPUTS%% *}
+nice make -s "${LIB#"$ROOT"/}" || exit 1
 
 # name | directory under Samples | sources (as its CMakeLists.txt builds it) | arguments | edits of
 # the rewritten copy | what the runtime lacks for it. Every run is a checked program under two
@@ -107,13 +108,12 @@ build() {
         gen=$ROOT/$OUT/gen/$name/${src%.*}.gen
         # -w: the samples' own warnings are not this check's business. The shim only for .cu files:
         # the host .cpp files are compiled by a host compiler in the samples' own build.
-        nice $CXX $FLAGS $MPI_CFLAGS $CHECK_FLAGS -w -x c++ -include test/cuda_cpu/cuda_cpu.h \
-            $([[ $src == *.cu ]] && echo -include dev/corpus/samples_shim.h) \
+        nice $COMPILE -w $([[ $src == *.cu ]] && echo -include dev/corpus/samples_shim.h) \
             -I"$gen/Common" -I"$gen/Samples/$sdir" -I"$DIR/Common" -I"$DIR/Samples/$sdir" \
             -c "$gen/Samples/$sdir/$src" -o "$gen.o" >> "$log" 2>&1 || return 1
         objs+=("$gen.o")
     done
-    nice $CXX $FLAGS "${objs[@]}" $LIB $MPI_LIBS -lm -o "$OUT/$name" >> "$log" 2>&1
+    nice $LINK "${objs[@]}" $LINK_INPUTS -o "$OUT/$name" >> "$log" 2>&1
 }
 
 # Markdown-safe: no pipes, one line.

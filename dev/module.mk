@@ -75,14 +75,22 @@ KERNEL_COUNT_BINS += $(BUILD)/dev/count_attention_fp16
 # program's own; dev/llmc_cuda13.h gives it CUDA 12's cudaMemAdvise.
 LLMC_DIR ?= llm.c
 export LLMC_DIR
+# llmc_program(OUTPUT, CHECKOUT, SOURCES, DEFINES): llm.c's trainer from CHECKOUT through the runtime,
+# checked, rewritten from inside the checkout (its llmc/ headers are the program's own) with the
+# runtime's source lines naming the files from here; rebuilt when SOURCES change; DEFINES its precision
+# (none: BF16, llm.c's default).
+define llmc_program
+$(1): $(3) dev/llmc_cuda13.h $(CUDA_CPU_DEPS)
+	@mkdir -p $$(dir $$@)
+	cd $(2) && perl $(abspath test/cuda_cpu/cu2cpu.pl) -o $$(abspath $$@).gen --prune --compile-dir $(CURDIR) -I llmc train_gpt2.cu
+	$(CUDA_CPU_CXX) $(CUDA_CPU_FLAGS) $(CUDA_CPU_MPI_CFLAGS) $(CUDA_CPU_CHECK_FLAGS) -w -x c++ -include test/cuda_cpu/cuda_cpu.h \
+		-include dev/llmc_cuda13.h -I$(2) $(4) -c $$@.gen/train_gpt2.cu -o $$@.o
+	$(CUDA_CPU_CXX) $(CUDA_CPU_FLAGS) $$@.o $(CUDA_CPU_LIB) $(CUDA_CPU_MPI_LIBS) -lm -o $$@
+endef
+LLMC_SOURCES := $(LLMC_DIR)/train_gpt2.cu $(wildcard $(LLMC_DIR)/llmc/*.h $(LLMC_DIR)/llmc/*.cuh)
 ifneq ($(wildcard $(LLMC_DIR)/train_gpt2.cu),)
 LLMC_COUNT_BIN := $(BUILD)/dev/llmc/train_gpt2cu_count
-$(LLMC_COUNT_BIN): $(LLMC_DIR)/train_gpt2.cu $(wildcard $(LLMC_DIR)/llmc/*.h $(LLMC_DIR)/llmc/*.cuh) dev/llmc_cuda13.h $(CUDA_CPU_DEPS)
-	@mkdir -p $(dir $@)
-	cd $(LLMC_DIR) && perl $(abspath test/cuda_cpu/cu2cpu.pl) -o $(abspath $@).gen --prune --compile-dir $(CURDIR) -I llmc train_gpt2.cu
-	$(CUDA_CPU_CXX) $(CUDA_CPU_FLAGS) $(CUDA_CPU_MPI_CFLAGS) $(CUDA_CPU_CHECK_FLAGS) -w -x c++ -include test/cuda_cpu/cuda_cpu.h \
-		-include dev/llmc_cuda13.h -I$(LLMC_DIR) -c $@.gen/train_gpt2.cu -o $@.o
-	$(CUDA_CPU_CXX) $(CUDA_CPU_FLAGS) $@.o $(CUDA_CPU_LIB) $(CUDA_CPU_MPI_LIBS) -lm -o $@
+$(eval $(call llmc_program,$(LLMC_COUNT_BIN),$(LLMC_DIR),$(LLMC_SOURCES),))
 KERNEL_COUNT_BINS += $(LLMC_COUNT_BIN)
 endif
 .PHONY: kernel-report
@@ -99,24 +107,13 @@ ifneq ($(CUDA_CPU_HAVE_CUDA),)
 CORPUS := $(BUILD)/dev/corpus
 CORPUS_BINS :=
 ifneq ($(wildcard $(LLMC_DIR)/train_gpt2.cu),)
-LLMC_SOURCES := $(LLMC_DIR)/train_gpt2.cu $(wildcard $(LLMC_DIR)/llmc/*.h $(LLMC_DIR)/llmc/*.cuh)
 $(CORPUS)/llmc_fixed/train_gpt2.cu: $(LLMC_SOURCES) dev/corpus/llmc_fixes.pl
 	@rm -rf $(dir $@) && mkdir -p $(dir $@)
 	cp -r $(LLMC_DIR)/train_gpt2.cu $(LLMC_DIR)/llmc $(dir $@)
 	perl dev/corpus/llmc_fixes.pl $(dir $@)
-# llmc_corpus_program(OUTPUT, CHECKOUT): llm.c's trainer in FP32 through the runtime, checked,
-# rewritten from inside the checkout (its llmc/ headers are the program's own) with the runtime's
-# source lines naming the files from here.
-define llmc_corpus_program
-$(1): $(2)/train_gpt2.cu $(if $(filter $(LLMC_DIR),$(2)),$(LLMC_SOURCES),$(CORPUS)/llmc_fixed/train_gpt2.cu) dev/llmc_cuda13.h $(CUDA_CPU_DEPS)
-	@mkdir -p $$(dir $$@)
-	cd $(2) && perl $(abspath test/cuda_cpu/cu2cpu.pl) -o $$(abspath $$@).gen --prune --compile-dir $(CURDIR) -I llmc train_gpt2.cu
-	$(CUDA_CPU_CXX) $(CUDA_CPU_FLAGS) $(CUDA_CPU_MPI_CFLAGS) $(CUDA_CPU_CHECK_FLAGS) -w -x c++ -include test/cuda_cpu/cuda_cpu.h \
-		-include dev/llmc_cuda13.h -I$(2) -DENABLE_FP32 -c $$@.gen/train_gpt2.cu -o $$@.o
-	$(CUDA_CPU_CXX) $(CUDA_CPU_FLAGS) $$@.o $(CUDA_CPU_LIB) $(CUDA_CPU_MPI_LIBS) -lm -o $$@
-endef
-$(eval $(call llmc_corpus_program,$(CORPUS)/llmc_fp32,$(LLMC_DIR)))
-$(eval $(call llmc_corpus_program,$(CORPUS)/llmc_fixed_fp32,$(CORPUS)/llmc_fixed))
+# llm.c's trainer in FP32 as it is and fixed (llmc_program above).
+$(eval $(call llmc_program,$(CORPUS)/llmc_fp32,$(LLMC_DIR),$(LLMC_SOURCES),-DENABLE_FP32))
+$(eval $(call llmc_program,$(CORPUS)/llmc_fixed_fp32,$(CORPUS)/llmc_fixed,$(CORPUS)/llmc_fixed/train_gpt2.cu,-DENABLE_FP32))
 $(CORPUS)/llmc_c_steps: dev/corpus/llmc_c_steps.c $(LLMC_DIR)/train_gpt2.c $(wildcard $(LLMC_DIR)/llmc/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -fopenmp -w -I$(LLMC_DIR) $< -lm -o $@
